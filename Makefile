@@ -1,0 +1,28 @@
+# aifabric: the two commands users need are `make demo` and `make test`;
+# each installs what it needs first (scripts/bootstrap.sh is idempotent).
+VENV    ?= .venv
+PY      := $(VENV)/bin/python
+P4C     ?= p4c-bm2-ss
+P4_MAIN := p4src/fabric.p4
+
+.PHONY: setup demo test p4 bench clean
+
+setup:
+	@bash scripts/bootstrap.sh
+
+demo: setup
+	$(VENV)/bin/aifabric demo
+
+test: setup
+	$(PY) -m pytest -ra $(PYTEST_ARGS)
+
+# Rebuild the committed P4 outputs (needs p4c on PATH); see p4src/README.md.
+p4:
+	$(PY) -m aifabric.p4build
+
+bench: setup
+	$(PY) benchmarks/target_pps.py
+
+clean:
+	-$(VENV)/bin/aifabric clean 2>/dev/null
+	rm -rf .pytest_cache build dist *.egg-info

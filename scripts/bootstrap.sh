@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Installs everything aifabric needs on a Debian 12 machine, idempotently:
+# Debian packages, kernel header links for bcc, the venv (from Debian's
+# /usr/bin/python3 with --system-site-packages, so Mininet and bcc are seen)
+# and the project itself in it. Safe to run again: it only does what is missing.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+VENV=${VENV:-.venv}
+
+APT_PACKAGES=(
+  mininet python3-bpfcc bpfcc-tools linux-headers-amd64
+  iproute2 iputils-ping tcpdump iperf3 ethtool procps psmisc
+  python3-venv python3-dev python3-pip prometheus
+)
+
+need_root() {
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "bootstrap: must run as root (network namespaces, raw sockets, eBPF)" >&2
+    exit 1
+  fi
+}
+
+install_debian_packages() {
+  local missing=()
+  for pkg in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' || missing+=("$pkg")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "bootstrap: installing Debian packages: ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Debian's prometheus package starts a system service; the tests start their own.
+  if systemctl is-active --quiet prometheus 2>/dev/null; then systemctl stop prometheus || true; fi
+}
+
+# bcc compiles its C programs against the running kernel's headers. Debian
+# packages headers for its own kernel only; when the running kernel has none,
+# link the packaged ones in (the BPF and TC uapi bcc uses is stable across 6.x).
+link_kernel_headers() {
+  local mod=/lib/modules/$(uname -r)
+  [ -e "$mod/build/include/linux/kconfig.h" ] && return 0
+  local hdr common
+  hdr=$(ls -d /usr/src/linux-headers-*-amd64 2>/dev/null | sort -V | tail -n 1)
+  common=$(ls -d /usr/src/linux-headers-*-common 2>/dev/null | sort -V | tail -n 1)
+  if [ -z "$hdr" ]; then
+    echo "bootstrap: no linux-headers-*-amd64 under /usr/src; bcc programs will not compile" >&2
+    return 0
+  fi
+  mkdir -p "$mod"
+  ln -sfn "$hdr" "$mod/build"
+  ln -sfn "${common:-$hdr}" "$mod/source"
+  echo "bootstrap: linked $mod/build -> $hdr"
+}
+
+make_venv() {
+  if [ ! -x "$VENV/bin/python" ]; then
+    echo "bootstrap: creating $VENV from /usr/bin/python3 (--system-site-packages)"
+    /usr/bin/python3 -m venv --system-site-packages "$VENV"
+  fi
+  # Reinstall only when the project's requirements changed.
+  local stamp="$VENV/.aifabric-installed"
+  if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+    echo "bootstrap: installing aifabric and its Python dependencies into $VENV"
+    "$VENV/bin/pip" install -q --upgrade pip
+    "$VENV/bin/pip" install -q -e '.[test]'
+    touch "$stamp"
+  fi
+}
+
+need_root
+install_debian_packages
+link_kernel_headers
+make_venv

@@ -1,0 +1,143 @@
+"""``softswitch``: the command line, shaped after simple_switch_grpc's.
+
+    softswitch [options] [program.json | --no-p4]
+
+Options simple_switch_grpc takes after its ``--`` separator (``--grpc-server-addr``,
+``--cpu-port``, ``--drop-port``) are accepted before or after a ``--``, so the same command
+line works for both targets.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+
+from .pipeline.errors import ProgramError
+from .ports import PortError, PortSpec
+from .switch import Switch, SwitchConfig
+
+LOG_LEVELS = ("trace", "debug", "info", "warn", "error", "off")
+
+
+class CliError(Exception):
+    pass
+
+
+def _addr(text: str) -> str:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"'{text}' is not HOST:PORT")
+    return text
+
+
+def _per_port(text: str) -> tuple[int, int | None]:
+    """``VALUE`` for every port or ``VALUE@PORT`` for one."""
+    value, sep, port = text.partition("@")
+    try:
+        return int(value), (int(port) if sep else None)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not N or N@PORT") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="softswitch",
+        description="An embedded P4 target: runs p4c's BMv2 JSON (v1model), serves P4Runtime, "
+                    "moves packets on Linux interfaces.")
+    p.add_argument("json", nargs="?", help="BMv2 JSON of the P4 program (or use --no-p4)")
+    p.add_argument("--no-p4", action="store_true", help="start without a program; push one over P4Runtime")
+    p.add_argument("--device-id", type=int, default=0, help="P4Runtime device id (default 0)")
+    p.add_argument("-i", "--interface", action="append", default=[], metavar="PORT@IFACE",
+                   help="attach interface IFACE as port PORT (repeatable)")
+    p.add_argument("--grpc-server-addr", type=_addr, default="127.0.0.1:9559",
+                   help="P4Runtime server address (default 127.0.0.1:9559; never all interfaces unless asked)")
+    p.add_argument("--cpu-port", type=int, default=None, help="port number of the CPU port (packet-in/out)")
+    p.add_argument("--drop-port", type=int, default=511, help="egress_spec value that drops (default 511)")
+    p.add_argument("--runtime-addr", type=_addr, default=None,
+                   help="address of the runtime control server used by softswitch-ctl (queue rate/depth)")
+    p.add_argument("--queue-depth", type=_per_port, action="append", default=[], metavar="PKTS[@PORT]",
+                   help="egress queue depth in packets, for all ports or one (repeatable; default 64)")
+    p.add_argument("--queue-rate", type=_per_port, action="append", default=[], metavar="PPS[@PORT]",
+                   help="egress queue rate in packets/s, for all ports or one (repeatable; default unlimited)")
+    p.add_argument("--log-level", "-L", choices=LOG_LEVELS, default="info")
+    p.add_argument("--log-file", default=None, help="log to this file instead of standard error")
+    p.add_argument("--log-console", action="store_true", help="accepted for BMv2 compatibility")
+    p.add_argument("--log-flush", action="store_true", help="accepted for BMv2 compatibility")
+    return p
+
+
+def parse_config(argv: list[str]) -> tuple[SwitchConfig, argparse.Namespace]:
+    args = build_parser().parse_args([a for a in argv if a != "--"])
+    if args.json and args.no_p4:
+        raise CliError("give either a JSON program or --no-p4, not both")
+    if not args.json and not args.no_p4:
+        raise CliError("no program: give a BMv2 JSON file or --no-p4")
+    for name, port in (("--cpu-port", args.cpu_port), ("--drop-port", args.drop_port)):
+        if port is not None and not 0 < port < 512:
+            raise CliError(f"{name} {port} is outside 1..511")
+    if args.cpu_port is not None and args.cpu_port == args.drop_port:
+        raise CliError(f"--cpu-port and --drop-port are both {args.cpu_port}")
+    try:
+        ports = [PortSpec.parse(t) for t in args.interface]
+    except PortError as e:
+        raise CliError(str(e)) from None
+    cfg = SwitchConfig(device_id=args.device_id, ports=ports, cpu_port=args.cpu_port,
+                       drop_port=args.drop_port, grpc_addr=args.grpc_server_addr,
+                       runtime_addr=args.runtime_addr, json_path=args.json)
+    for value, port in args.queue_depth:
+        if value < 1:
+            raise CliError(f"--queue-depth {value}: must be at least 1 packet")
+        if port is None:
+            cfg.queue_depth = value
+        else:
+            cfg.port_queue_depths[port] = value
+    for value, port in args.queue_rate:
+        if value < 0:
+            raise CliError(f"--queue-rate {value}: must be >= 0 packets/s")
+        if port is None:
+            cfg.queue_rate = value
+        else:
+            cfg.port_queue_rates[port] = value
+    return cfg, args
+
+
+def setup_logging(level: str, path: str | None) -> None:
+    py_level = {"trace": logging.DEBUG, "debug": logging.DEBUG, "info": logging.INFO,
+                "warn": logging.WARNING, "error": logging.ERROR, "off": logging.CRITICAL + 1}[level]
+    handler = logging.FileHandler(path) if path else logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(py_level)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        cfg, args = parse_config(argv)
+        setup_logging(args.log_level, args.log_file)
+        switch = Switch(cfg)
+        switch.start()
+    except (CliError, PortError, ProgramError) as e:
+        print(f"softswitch: error: {e}", file=sys.stderr)
+        return 2
+    except FileNotFoundError as e:
+        print(f"softswitch: error: cannot read {e.filename}: no such file", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"softswitch: error: {e}", file=sys.stderr)
+        return 2
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    print(f"softswitch: device {cfg.device_id} ready, P4Runtime on {cfg.grpc_addr}", flush=True)
+    stop.wait()
+    switch.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

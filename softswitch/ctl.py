@@ -1,0 +1,112 @@
+"""Run-time control of a softswitch, outside P4Runtime: queue rate and depth, statistics.
+
+The commands mirror simple_switch_CLI's, so scripts can drive either target:
+
+    set_queue_rate <rate_pps> [<egress_port>]     packets per second, 0 = unlimited
+    set_queue_depth <depth_pkts> [<egress_port>]
+    get_queue <egress_port>                        depth, rate, occupancy, drops (JSON)
+    stats                                          packet counters (JSON)
+
+Protocol: one command per line over TCP (``--runtime-addr``); the answer is one line,
+``ok``, a JSON object, or ``error: <why>``. ``softswitch-ctl`` is the client.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import socket
+import socketserver
+import sys
+import threading
+
+
+def _split_addr(addr: str) -> tuple[str, int]:
+    host, _, port = addr.rpartition(":")
+    return host, int(port)
+
+
+class RuntimeControlServer:
+    def __init__(self, switch, addr: str):
+        self.switch = switch
+        outer = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self) -> None:
+                for raw in self.rfile:
+                    line = raw.decode(errors="replace").strip()
+                    if not line:
+                        continue
+                    self.wfile.write((outer.execute(line) + "\n").encode())
+
+        socketserver.ThreadingTCPServer.allow_reuse_address = True
+        try:
+            self._server = socketserver.ThreadingTCPServer(_split_addr(addr), Handler)
+        except OSError as e:
+            raise OSError(f"runtime control address {addr}: {e.strerror}") from None
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="runtime-ctl", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def execute(self, line: str) -> str:
+        words = line.split()
+        cmd, args = words[0], words[1:]
+        dp = self.switch.dataplane
+        try:
+            nums = [int(a) for a in args]
+        except ValueError:
+            return f"error: {cmd}: arguments must be integers"
+        try:
+            if cmd == "set_queue_rate" and len(nums) in (1, 2):
+                dp.set_queue_rate(nums[0], nums[1] if len(nums) == 2 else None)
+                return "ok"
+            if cmd == "set_queue_depth" and len(nums) in (1, 2):
+                dp.set_queue_depth(nums[0], nums[1] if len(nums) == 2 else None)
+                return "ok"
+            if cmd == "get_queue" and len(nums) == 1:
+                q = dp.queue(nums[0])
+                return json.dumps({"port": q.port, "depth": q.depth, "rate_pps": q.rate_pps,
+                                   "occupancy": len(q), "drops": q.drops})
+            if cmd == "stats" and not nums:
+                ports = {p.number: {"iface": p.iface, "rx": p.rx_packets, "tx": p.tx_packets}
+                         for p in dp.ports.values()}
+                return json.dumps({"counters": dataclasses.asdict(dp.counters), "ports": ports})
+        except ValueError as e:
+            return f"error: {e}"
+        return f"error: unknown command or wrong arguments: {line!r}"
+
+
+def send_command(addr: str, command: str, timeout: float = 5.0) -> str:
+    with socket.create_connection(_split_addr(addr), timeout=timeout) as s:
+        s.sendall(command.encode() + b"\n")
+        buf = b""
+        while not buf.endswith(b"\n"):
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            buf += chunk
+    return buf.decode().strip()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="softswitch-ctl", description=__doc__.split("\n\n")[0])
+    p.add_argument("--addr", default="127.0.0.1:9090", help="the switch's --runtime-addr")
+    p.add_argument("command", nargs="+", help="e.g. set_queue_rate 1000 2")
+    args = p.parse_args(argv)
+    try:
+        answer = send_command(args.addr, " ".join(args.command))
+    except OSError as e:
+        print(f"softswitch-ctl: cannot reach {args.addr}: {e}", file=sys.stderr)
+        return 2
+    print(answer)
+    return 1 if answer.startswith("error") else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

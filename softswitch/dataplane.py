@@ -1,0 +1,410 @@
+"""The packet path: simple_switch's ingress, replication, queueing and egress in one loop.
+
+One thread waits on the port sockets (epoll), runs each received packet through the parser
+and the ingress pipeline, hands copies to the replication engine and puts them in per-port
+egress queues; the same loop takes packets off the queues when their departure time has
+come, runs egress, deparses and sends them. The order of steps, the instance types and the
+metadata a copy keeps follow BMv2's targets/simple_switch/simple_switch.cpp.
+
+Control-plane writes and program swaps take ``lock``; the loop holds it while it processes a
+burst, so a packet sees a write batch either whole or not at all.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import select
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable
+
+from .pipeline.helpers import Abort
+from .pipeline.primitives import MIRROR_SESSION_VALID
+from .pipeline.program import Program
+from .ports import MAX_FRAME, Port
+from .queues import DEFAULT_DEPTH, DEFAULT_RATE, EgressQueue
+from .runtime.pre import ReplicationEngine
+
+log = logging.getLogger("softswitch.dataplane")
+
+NORMAL, INGRESS_CLONE, EGRESS_CLONE, COALESCED, RECIRC, REPLICATION, RESUBMIT = range(7)
+DEFAULT_DROP_PORT = 511
+MIRROR_SESSION_ID_MASK = 0x7FFF
+RX_BURST = 128                 # packets read from one port before looking at the others
+INTERNAL_QUEUE_CAPACITY = 1024  # resubmit/recirculate queue, as simple_switch's
+MAX_TIMEOUT_S = 0.5
+
+
+@dataclass
+class Counters:
+    rx: int = 0
+    tx: int = 0
+    dropped: int = 0            # by the program (mark_to_drop, unrouted)
+    queue_drops: int = 0        # egress queue full
+    errors: int = 0             # packets that made the program fail (logged)
+    packet_in: int = 0
+    packet_out: int = 0
+
+
+class Dataplane:
+    def __init__(self, ports: dict[int, Port], cpu_port: int | None = None,
+                 drop_port: int = DEFAULT_DROP_PORT, queue_depth: int = DEFAULT_DEPTH,
+                 queue_rate: int = DEFAULT_RATE):
+        self.ports = ports
+        self.cpu_port = cpu_port
+        self.drop_port = drop_port
+        self.program: Program | None = None
+        self.pre = ReplicationEngine()
+        self.lock = threading.RLock()
+        self.counters = Counters()
+        self.default_queue_depth = queue_depth
+        self.default_queue_rate = queue_rate
+        self.queues: dict[int, EgressQueue] = {}
+        self.on_packet_in: Callable[[bytes], None] | None = None
+        self._internal: deque = deque()        # resubmitted and recirculated packets
+        self._packet_outs: deque = deque()     # frames from the controller
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        self._stopping = False
+        self._start_ns = time.monotonic_ns()
+        self._thread: threading.Thread | None = None
+        self._error_log_budget = 100
+
+    # -- control -------------------------------------------------------------------------
+    def set_program(self, program: Program | None) -> None:
+        with self.lock:
+            self.program = program
+            for q in self.queues.values():
+                q.clear()
+            self._internal.clear()
+
+    def queue(self, port: int) -> EgressQueue:
+        q = self.queues.get(port)
+        if q is None:
+            q = self.queues[port] = EgressQueue(port, self.default_queue_depth, self.default_queue_rate)
+        return q
+
+    def set_queue_rate(self, rate_pps: int, port: int | None = None) -> None:
+        """BMv2's set_queue_rate: one port, or every port (and the default) when None."""
+        with self.lock:
+            if port is None:
+                self.default_queue_rate = rate_pps
+                for q in self.queues.values():
+                    q.set_rate(rate_pps)
+            else:
+                self.queue(port).set_rate(rate_pps)
+        self._wake()
+
+    def set_queue_depth(self, depth: int, port: int | None = None) -> None:
+        with self.lock:
+            if port is None:
+                self.default_queue_depth = depth
+                for q in self.queues.values():
+                    q.set_depth(depth)
+            else:
+                self.queue(port).set_depth(depth)
+
+    def inject_packet_out(self, frame: bytes) -> None:
+        """A packet from the controller: it enters ingress on the CPU port."""
+        self._packet_outs.append(frame)
+        self._wake()
+
+    def now_us(self) -> int:
+        """Microseconds since the switch started, as BMv2's timestamps."""
+        return (time.monotonic_ns() - self._start_ns) // 1000
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.run, name="dataplane", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def _wake(self) -> None:
+        try:
+            os.write(self._wake_w, b"x")
+        except (BlockingIOError, OSError):
+            pass
+
+    # -- the loop ------------------------------------------------------------------------
+    def run(self) -> None:
+        ep = select.epoll()
+        by_fd = {}
+        for port in self.ports.values():
+            ep.register(port.fileno(), select.EPOLLIN)
+            by_fd[port.fileno()] = port
+        ep.register(self._wake_r, select.EPOLLIN)
+        try:
+            while not self._stopping:
+                events = ep.poll(self._timeout())
+                with self.lock:
+                    for fd, _ in events:
+                        if fd == self._wake_r:
+                            self._drain_wakeups()
+                        else:
+                            self._receive_burst(by_fd[fd])
+                    self._run_internal()
+                    self._drain_queues()
+        finally:
+            ep.close()
+
+    def _timeout(self) -> float:
+        nxt = None
+        for q in self.queues.values():
+            d = q.next_departure()
+            if d is not None and (nxt is None or d < nxt):
+                nxt = d
+        if nxt is None:
+            return MAX_TIMEOUT_S
+        return min(MAX_TIMEOUT_S, max(0.0, (nxt - self.now_us()) / 1e6))
+
+    def _drain_wakeups(self) -> None:
+        try:
+            while os.read(self._wake_r, 4096):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+        while self._packet_outs:
+            frame = self._packet_outs.popleft()
+            self.counters.packet_out += 1
+            if self.cpu_port is not None:
+                self._guarded(self.ingress, self.cpu_port, frame)
+
+    def _receive_burst(self, port: Port) -> None:
+        recv = port.sock.recv
+        for _ in range(RX_BURST):
+            try:
+                frame = recv(MAX_FRAME)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                return
+            port.rx_packets += 1
+            self.counters.rx += 1
+            self._guarded(self.ingress, port.number, frame)
+
+    def _run_internal(self) -> None:
+        budget = INTERNAL_QUEUE_CAPACITY
+        while self._internal and budget:
+            budget -= 1
+            F, frame = self._internal.popleft()
+            self._guarded(self._ingress_state, F, frame)
+
+    def _drain_queues(self) -> None:
+        now = self.now_us()
+        progress = True
+        while progress:
+            progress = False
+            for q in list(self.queues.values()):
+                item = q.pop_ready(now)
+                if item is not None:
+                    progress = True
+                    self._guarded(self.egress, q, item)
+            if self._internal:
+                self._run_internal()
+                progress = True
+
+    def _guarded(self, fn, *args) -> None:
+        """Run one packet's processing; a failure drops that packet only."""
+        try:
+            fn(*args)
+        except Abort as e:
+            self.counters.errors += 1
+            log.error("packet dropped: %s", e)
+        except Exception:  # a malformed packet must never stop the switch
+            self.counters.errors += 1
+            if self._error_log_budget > 0:
+                self._error_log_budget -= 1
+                log.exception("packet dropped: error while processing it")
+
+    # -- ingress -------------------------------------------------------------------------
+    def ingress(self, port: int, frame: bytes) -> None:
+        prog = self.program
+        if prog is None:
+            return
+        F = prog.new_packet_state()
+        s = prog.intrinsics
+        F[s["ingress_port"]] = port
+        if s["ingress_global_timestamp"] is not None:   # only on arrival, as in BMv2
+            F[s["ingress_global_timestamp"]] = self.now_us()
+        self._ingress_state(F, frame)
+
+    def _ingress_state(self, F: list, frame: bytes) -> None:
+        """Parse and run ingress on a packet whose metadata is already set up."""
+        prog = self.program
+        if prog is None:
+            return
+        s = prog.intrinsics
+        h = prog.layout.hidden
+        length = len(frame)
+        F[s["packet_length"]] = length
+        F[h["packet_length"]] = length
+        F[h["ingress_length"]] = length
+        F[h["truncate_length"]] = 1 << 62
+        consumed = prog.parse(F, frame)
+        F[h["payload"]] = frame[consumed:]
+        ok = prog.verify_checksums(F)
+        if s["checksum_error"] is not None:
+            F[s["checksum_error"]] = 0 if ok else 1
+        prog.ingress(F)
+
+        ingress_port = F[s["ingress_port"]]
+        clone = F[h["clone_session"]]
+        if clone:
+            F[h["clone_session"]] = 0
+            self._clone_ingress(prog, F, frame, clone & MIRROR_SESSION_ID_MASK, ingress_port)
+        resubmit = F[h["resubmit_field_list"]]
+        if resubmit:
+            F2 = prog.new_packet_state()
+            self._copy_field_list(prog, resubmit, F, F2)
+            F2[s["instance_type"]] = RESUBMIT
+            self._push_internal(F2, frame)
+            return
+        mgid = F[s["mcast_grp"]] if s["mcast_grp"] is not None else 0
+        if mgid:
+            F[s["instance_type"]] = REPLICATION
+            self._replicate(prog, F, self.pre.multicast(mgid))
+            return
+        egress_spec = F[s["egress_spec"]]
+        if egress_spec == self.drop_port:
+            self.counters.dropped += 1
+            return
+        F[s["instance_type"]] = NORMAL
+        self._enqueue(prog, egress_spec, F)
+
+    def _clone_ingress(self, prog: Program, F: list, frame: bytes, session: int, ingress_port: int) -> None:
+        targets = self.pre.clone_targets(session)
+        if targets is None:
+            return
+        s = prog.intrinsics
+        h = prog.layout.hidden
+        # BMv2 parses the original packet again (with its ingress port), then resets the
+        # metadata and copies in only the preserved field list.
+        C = prog.new_packet_state()
+        C[s["ingress_port"]] = ingress_port
+        consumed = prog.parse(C, frame)
+        C[h["payload"]] = frame[consumed:]
+        for slot in prog.layout.metadata_slots:
+            C[slot] = 0
+        self._copy_field_list(prog, F[h["clone_field_list"]], F, C)
+        C[s["instance_type"]] = INGRESS_CLONE
+        C[h["packet_length"]] = C[h["ingress_length"]] = len(frame)
+        C[h["truncate_length"]] = self._session_truncation(session)
+        self._replicate(prog, C, targets)
+
+    def _session_truncation(self, session: int) -> int:
+        sess = self.pre.sessions.get(session)
+        return sess.packet_length_bytes if sess and sess.packet_length_bytes else 1 << 62
+
+    def _copy_field_list(self, prog: Program, field_list_id: int, src: list, dst: list) -> None:
+        for slot in prog.field_lists.get(field_list_id, ()):
+            dst[slot] = src[slot]
+
+    def _replicate(self, prog: Program, F: list, targets: list[tuple[int, int]]) -> None:
+        rid_slot = prog.intrinsics["egress_rid"]
+        for port, rid in targets:
+            copy = F[:]
+            if rid_slot is not None:
+                copy[rid_slot] = rid
+            self._enqueue(prog, port, copy)
+
+    def _push_internal(self, F: list, frame: bytes) -> None:
+        if len(self._internal) < INTERNAL_QUEUE_CAPACITY:
+            self._internal.append((F, frame))
+        else:
+            self.counters.queue_drops += 1
+
+    def _enqueue(self, prog: Program, port: int, F: list) -> None:
+        s = prog.intrinsics
+        prio = F[s["priority"]] if s["priority"] is not None else 0
+        if prio != 0:        # simple_switch runs with one queue per port
+            self.counters.dropped += 1
+            log.error("priority %d out of range, dropping packet", prio)
+            return
+        q = self.queue(port)
+        if prog.with_queueing_metadata:
+            F[s["enq_timestamp"]] = self.now_us()
+            F[s["enq_qdepth"]] = len(q)
+        if not q.push(F, self.now_us()):
+            self.counters.queue_drops += 1
+
+    # -- egress --------------------------------------------------------------------------
+    def egress(self, q: EgressQueue, F: list) -> None:
+        prog = self.program
+        if prog is None:
+            return
+        s = prog.intrinsics
+        h = prog.layout.hidden
+        now = self.now_us()
+        if s["egress_global_timestamp"] is not None:
+            F[s["egress_global_timestamp"]] = now
+        if prog.with_queueing_metadata:
+            F[s["deq_timedelta"]] = now - F[s["enq_timestamp"]]
+            F[s["deq_qdepth"]] = len(q)
+            if s["qid"] is not None:
+                F[s["qid"]] = 0
+        F[s["egress_port"]] = q.port
+        F[s["egress_spec"]] = (self.drop_port + 1) & 0x1FF
+        F[s["packet_length"]] = F[h["packet_length"]]
+        prog.egress(F)
+
+        clone = F[h["clone_session"]]
+        if clone:
+            F[h["clone_session"]] = 0
+            self._clone_egress(prog, F, clone & MIRROR_SESSION_ID_MASK)
+        if F[s["egress_spec"]] == self.drop_port:
+            self.counters.dropped += 1
+            return
+        prog.update_checksums(F)
+        frame = prog.deparse(F) + F[h["payload"]]
+        trunc = F[h["truncate_length"]]
+        if trunc < len(frame):
+            frame = frame[:trunc]
+        recirc = F[h["recirculate_field_list"]]
+        if recirc:
+            R = prog.new_packet_state()
+            self._copy_field_list(prog, recirc, F, R)
+            R[s["instance_type"]] = RECIRC
+            self._push_internal(R, frame)
+            return
+        self.transmit(q.port, frame)
+
+    def _clone_egress(self, prog: Program, F: list, session: int) -> None:
+        targets = self.pre.clone_targets(session)
+        if targets is None:
+            return
+        s = prog.intrinsics
+        h = prog.layout.hidden
+        C = F[:]                     # headers as egress left them, metadata reset
+        for slot in prog.layout.metadata_slots:
+            C[slot] = 0
+        self._copy_field_list(prog, F[h["clone_field_list"]], F, C)
+        C[s["instance_type"]] = EGRESS_CLONE
+        for name in ("resubmit_field_list", "recirculate_field_list", "clone_field_list", "learn_id"):
+            C[h[name]] = 0
+        C[h["truncate_length"]] = self._session_truncation(session)
+        self._replicate(prog, C, targets)
+
+    def transmit(self, port: int, frame: bytes) -> None:
+        if port == self.cpu_port and self.cpu_port is not None:
+            self.counters.packet_in += 1
+            cb = self.on_packet_in
+            if cb is not None:
+                cb(frame)
+            return
+        p = self.ports.get(port)
+        if p is None:             # no interface behind this port number: lost, as on BMv2
+            self.counters.dropped += 1
+            return
+        p.send(frame)
+        self.counters.tx += 1

@@ -1,0 +1,631 @@
+"""Generate one Python module from a BMv2 JSON program.
+
+Everything per packet is plain generated code: parser states, actions, control-flow nodes,
+the deparser and checksums. Run-time objects (tables, registers, calculations...) are bound
+into the module's namespace under generated names, so the code calls them directly. The
+generated source is kept (``Program.source``) so it can be read when something looks wrong.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import ProgramError
+from .expressions import ExpressionCompiler, parse_hexstr
+from .helpers import BASE_NAMESPACE
+from .expressions import RUNTIME_HELPERS
+from .layout import HeaderInstance, HeaderType, Layout
+from .primitives import PrimitiveCompiler, is_jump, jump_target
+
+CORE_ERRORS = ("NoError", "PacketTooShort", "NoMatch", "StackOutOfBounds", "HeaderTooShort",
+               "ParserTimeout", "ParserInvalidArgument")
+
+
+class Source:
+    """Lines of Python with indentation."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.depth = 0
+
+    def __call__(self, line: str = "") -> None:
+        self.lines.append("    " * self.depth + line if line else "")
+
+    def block(self, lines: list[str]) -> None:
+        for ln in lines:
+            self(ln)
+
+    def indent(self) -> "Source":
+        self.depth += 1
+        return self
+
+    def dedent(self) -> None:
+        self.depth -= 1
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+
+def _mask(width: int) -> str:
+    return f"{(1 << width) - 1:#x}"
+
+
+class CodeGenerator:
+    def __init__(self, js: dict, layout: Layout, objects: Any):
+        self.js = js
+        self.layout = layout
+        self.obj = objects
+        self.ns: dict[str, Any] = dict(BASE_NAMESPACE)
+        self.ns.update(RUNTIME_HELPERS)
+        self._bound: dict[int, str] = {}
+        self.out = Source()
+        self.ec = ExpressionCompiler(layout, self.bind, objects.registers)
+        self.pc = PrimitiveCompiler(layout, self.ec, objects)
+        self.errors = self._error_codes()
+        self._deferred_next: list[tuple[str, dict]] = []
+        self.calculation_inputs: dict[str, str] = {}   # calculation name -> input function
+
+    # -- namespace -----------------------------------------------------------------------
+    def bind(self, obj: Any) -> str:
+        key = id(obj)
+        name = self._bound.get(key)
+        if name is None:
+            name = f"_o{len(self._bound)}"
+            self._bound[key] = name
+            self.ns[name] = obj
+        return name
+
+    def _error_codes(self) -> dict[str, int]:
+        codes = {name: int(value) for name, value in self.js.get("errors", [])}
+        nxt = max(codes.values(), default=-1) + 1
+        for name in CORE_ERRORS:      # BMv2 adds the core errors the JSON lacks
+            if name not in codes:
+                codes[name] = nxt
+                nxt += 1
+        return codes
+
+    # -- whole module --------------------------------------------------------------------
+    def generate(self) -> tuple[str, dict[str, Any]]:
+        if self.obj.union_siblings:
+            sib = self.obj.union_siblings
+            self.ns["_set_valid"] = lambda F, b: _set_valid_union(F, b, sib)
+        for calc in self.obj.calculation_specs:
+            self.calculation_inputs[calc["name"]] = self.calculation_input(calc)
+        self._actions()
+        self._parsers()
+        self._checksums()
+        self._deparser()
+        for pipe in self.js.get("pipelines", []):
+            self._pipeline(pipe)
+        self._finish_next_maps()
+        src = self.out.text()
+        try:
+            code = compile(src, "<softswitch pipeline>", "exec")
+        except SyntaxError as e:  # a bug in the generator, never the user's
+            raise ProgramError(f"internal error: generated code does not compile: {e}") from e
+        exec(code, self.ns)
+        return src, self.ns
+
+    # -- actions -------------------------------------------------------------------------
+    def action_name(self, action_id: int) -> str:
+        return f"_a{action_id}"
+
+    def _actions(self) -> None:
+        for a in self.js.get("actions", []):
+            self._action(a)
+
+    def _action(self, a: dict) -> None:
+        o = self.out
+        prims = a.get("primitives", [])
+        o(f"def {self.action_name(a['id'])}(F, D):  # {a['name']}")
+        o.indent()
+        if not prims:
+            o("pass")
+        elif any(is_jump(p) for p in prims):
+            self._action_with_jumps(prims)
+        else:
+            for p in prims:
+                o.block(self.pc.compile(p))
+        o.dedent()
+        o()
+
+    def _action_with_jumps(self, prims: list[dict]) -> None:
+        """Actions with ``_jump``/``_jump_if_zero`` run as a small program counter loop."""
+        o = self.out
+        end = len(prims)
+        o("pc = 0")
+        o(f"while pc < {end}:")
+        o.indent()
+        for i, p in enumerate(prims):
+            o(f"{'if' if i == 0 else 'elif'} pc == {i}:")
+            o.indent()
+            if is_jump(p):
+                cond, target = jump_target(p, self.ec)
+                if cond is None:
+                    o(f"pc = {target}")
+                else:
+                    o(f"pc = {target} if ({cond}) == 0 else {i + 1}")
+            else:
+                o.block(self.pc.compile(p))
+                o(f"pc = {i + 1}")
+            o.dedent()
+        o.dedent()
+
+    # -- parser --------------------------------------------------------------------------
+    def _parsers(self) -> None:
+        parsers = self.js.get("parsers", [])
+        if not parsers:
+            raise ProgramError("the program has no parser")
+        parser = next((p for p in parsers if p["name"] == "parser"), parsers[0])
+        states = {s["name"]: s for s in parser.get("parse_states", [])}
+        for s in states.values():
+            self._parse_state(s, states)
+        o = self.out
+        err_slot = self.layout.intrinsic("standard_metadata.parser_error")
+        init = parser.get("init_state")
+        o("def parse(F, pkt):")
+        o.indent()
+        o('"""Run the parser; returns how many bytes it consumed."""')
+        o(f"st = {self._state_fn(init, states)}")
+        o("o = 0")
+        o("try:")
+        o("    while st is not None:")
+        o("        st, o = st(F, pkt, o)")
+        o("except _PErr as e:")
+        o(f"    F[{err_slot}] = e.code" if err_slot is not None else "    pass")
+        o("return o")
+        o.dedent()
+        o()
+
+    def _state_fn(self, name: str | None, states: dict) -> str:
+        if name is None:
+            return "None"
+        if name not in states:
+            raise ProgramError(f"parser refers to unknown state '{name}'")
+        return f"_ps{states[name]['id']}"
+
+    def _parse_state(self, s: dict, states: dict) -> None:
+        o = self.out
+        o(f"def {self._state_fn(s['name'], states)}(F, pkt, o):  # {s['name']}")
+        o.indent()
+        for op in s.get("parser_ops", []):
+            self._parser_op(op)
+        self._transition(s, states)
+        o.dedent()
+        o()
+
+    def _too_short(self, nbytes_src: str) -> str:
+        return f"if len(pkt) - o < {nbytes_src}: raise _PErr({self.errors['PacketTooShort']})"
+
+    def _parser_op(self, op: dict) -> None:
+        o = self.out
+        kind, params = op.get("op"), op.get("parameters", [])
+        if kind == "extract":
+            self._extract(params[0], None)
+        elif kind == "extract_VL":
+            self._extract(params[0], self.ec.data(params[1]))
+        elif kind == "set":
+            dst = self.pc.lvalue(params[0])
+            src = params[1]
+            if src.get("type") == "lookahead":
+                o.block(self._lookahead_lines(int(src["value"][0]), int(src["value"][1]), "_v"))
+                o(dst.store("_v"))
+            else:
+                o(dst.store(self.ec.data(src)))
+        elif kind == "verify":
+            o(f"if not {self.ec.boolean(params[0])}: raise _PErr({self.ec.data(params[1])})")
+        elif kind in ("shift", "advance"):
+            amount = self.ec.data(params[0])
+            nbytes = amount if kind == "shift" else "_n"
+            if kind == "advance":
+                o(f"_bits = {amount}")
+                o(f"if _bits % 8: raise _PErr({self.errors['ParserInvalidArgument']})")
+                o("_n = _bits // 8")
+            o(self._too_short(nbytes))
+            o(f"o += {nbytes}")
+        elif kind == "primitive":
+            o.block(self.pc.compile(params[0]))
+        else:
+            raise ProgramError(f"unsupported parser operation '{kind}'")
+
+    def _extract(self, target: dict, vl_bits_src: str | None) -> None:
+        o = self.out
+        t, v = target.get("type"), target.get("value")
+        if t == "regular":
+            hdr = self.layout.header(v)
+            self._extract_into(str(hdr.base), hdr.type, vl_bits_src)
+            o.block(self.pc._set_valid(str(hdr.base)))
+            return
+        if t == "stack":
+            st = self.layout.stack(v)
+            bases = self.bind(tuple(h.base for h in st.headers))
+            htype = st.headers[0].type
+        elif t == "union_stack":
+            st = self.layout.union_stack(v[0])
+            # union members are named in the union type; their position picks the header
+            idx = self._union_member_index(st, v[1])
+            bases = self.bind(tuple(u.headers[idx].base for u in st.unions))
+            htype = st.unions[0].headers[idx].type
+        else:
+            raise ProgramError(f"unsupported extract target type '{t}'")
+        o(f"if F[{st.next_slot}] >= {len(self.ns[bases])}: "
+          f"raise _PErr({self.errors['StackOutOfBounds']})")
+        o(f"_b = {bases}[F[{st.next_slot}]]")
+        self._extract_into("_b", htype, vl_bits_src)
+        o.block(self.pc._set_valid("_b"))
+        o(f"F[{st.next_slot}] += 1")
+
+    def _union_member_index(self, ust, member_name: str) -> int:
+        utype_name = next(u["union_type"] for u in self.js.get("header_unions", [])
+                          if u["name"] == ust.unions[0].name)
+        utype = next(t for t in self.js.get("header_union_types", []) if t["name"] == utype_name)
+        names = [m[0] for m in utype["headers"]]
+        if member_name not in names:
+            raise ProgramError(f"union stack '{ust.name}' has no member '{member_name}'")
+        return names.index(member_name)
+
+    def _extract_into(self, base: str, htype: HeaderType, vl_bits_src: str | None) -> None:
+        """Lines that read a header of ``htype`` at ``o`` into slots starting at ``base``."""
+        o = self.out
+        if htype.varbit is not None:
+            if vl_bits_src is None:
+                raise ProgramError(f"header type '{htype.name}' has a varbit field: extract_VL needed")
+            max_bytes = htype.max_length or 0
+            o(f"o = _extract_vl(F, {base}, {self.bind(htype)}, pkt, o, {vl_bits_src}, "
+              f"{max_bytes}, {self.bind(self.errors)})")
+            self.ns["_extract_vl"] = extract_varbit
+            return
+        nbytes = htype.fixed_bits // 8
+        if htype.fixed_bits % 8:
+            raise ProgramError(f"header type '{htype.name}' is not a whole number of bytes")
+        o(self._too_short(str(nbytes)))
+        o(f"_v = int.from_bytes(pkt[o:o + {nbytes}], 'big')")
+        shift = htype.fixed_bits
+        for f in htype.fields:
+            shift -= f.width
+            slot = _slot(base, 1 + f.index)
+            val = f"(_v >> {shift})" if shift else "_v"
+            if shift + f.width < htype.fixed_bits:
+                val = f"({val} & {_mask(f.width)})"
+            if f.signed:
+                val = f"_tcm({val}, {f.width})"
+            o(f"F[{slot}] = {val}")
+        o(f"o += {nbytes}")
+
+    def _lookahead_lines(self, bit_offset: int, width: int, var: str) -> list[str]:
+        nbytes = (bit_offset + width + 7) // 8
+        tail = nbytes * 8 - bit_offset - width
+        return [self._too_short(str(nbytes)),
+                f"{var} = (int.from_bytes(pkt[o:o + {nbytes}], 'big') >> {tail}) & {_mask(width)}"]
+
+    def _transition(self, s: dict, states: dict) -> None:
+        o = self.out
+        transitions = s.get("transitions", [])
+        keys = s.get("transition_key", [])
+        default = "None"
+        cases = []
+        for t in transitions:
+            nxt = self._state_fn(t.get("next_state"), states)
+            if "type" not in t:   # older JSON: no type, the value says "default"
+                t = dict(t, type="default" if t.get("value") == "default" else "hexstr")
+            if t["type"] == "default":
+                default = nxt
+            else:
+                cases.append((t, nxt))
+        if not cases:
+            o(f"return {default}, o")
+            return
+        parts, widths = [], []
+        for k in keys:
+            src, width = self._transition_key_part(k)
+            parts.append(src)
+            widths.append(width)
+        # BMv2 builds the key from byte-padded parts, so values and masks are byte-padded too
+        key = parts[0]
+        for src, width in zip(parts[1:], widths[1:]):
+            key = f"(({key}) << {((width + 7) // 8) * 8}) | {src}"
+        o(f"_k = {key}")
+        for t, nxt in cases:
+            if t["type"] == "hexstr":
+                value = parse_hexstr(t["value"])
+                if t.get("mask"):
+                    m = parse_hexstr(t["mask"])
+                    o(f"if _k & {m:#x} == {value & m:#x}: return {nxt}, o")
+                else:
+                    o(f"if _k == {value:#x}: return {nxt}, o")
+            elif t["type"] == "parse_vset":
+                vs = self.obj.value_sets.get(t["value"])
+                if vs is None:
+                    raise ProgramError(f"unknown parse value set '{t['value']}'")
+                vs.set_key_widths(widths)
+                m = parse_hexstr(t["mask"]) if t.get("mask") else None
+                o(f"if {self.bind(vs)}.contains(_k, {m}): return {nxt}, o")
+            else:
+                raise ProgramError(f"unsupported transition type '{t['type']}'")
+        o(f"return {default}, o")
+
+    def _transition_key_part(self, k: dict) -> tuple[str, int]:
+        t, v = k.get("type"), k.get("value")
+        if t == "field":
+            slot, info, _ = self.layout.field_ref(v)
+            width = 1 if info is None else info.width
+            return f"(F[{slot}] & {_mask(width)})", width
+        if t == "stack_field":
+            st = self.layout.stack(v[0])
+            info = st.headers[0].type.field(v[1])
+            return f"({self.ec._stack_last_field(v[0], v[1])} & {_mask(info.width)})", info.width
+        if t == "union_stack_field":
+            ust = self.layout.union_stack(v[0])
+            idx = self._union_member_index(ust, v[1])
+            info = ust.unions[0].headers[idx].type.field(v[2])
+            bases = self.bind(tuple(u.headers[idx].base for u in ust.unions))
+            return f"(F[{bases}[F[{ust.next_slot}] - 1] + {1 + info.index}] & {_mask(info.width)})", info.width
+        if t == "lookahead":
+            off, width = int(v[0]), int(v[1])
+            nbytes = (off + width + 7) // 8
+            tail = nbytes * 8 - off - width
+            # BMv2 reads past the end of a short packet here; missing bytes read as zero
+            return (f"((int.from_bytes(pkt[o:o + {nbytes}].ljust({nbytes}, b'\\0'), 'big') >> {tail})"
+                    f" & {_mask(width)})"), width
+        if t == "expression":
+            return self.ec.data(v), 32
+        raise ProgramError(f"unsupported transition key type '{t}'")
+
+    # -- checksums and calculations ------------------------------------------------------
+    def calculation_input(self, calc: dict) -> str:
+        """Define a function building a calculation's input bytes; returns its name."""
+        name = f"_ci{calc['id']}"
+        o = self.out
+        o(f"def {name}(F):  # {calc['name']}")
+        o.indent()
+        o("_x = 0")
+        o("_n = 0")
+        payload = False
+        for item in calc.get("input", []):
+            t, v = item.get("type"), item.get("value")
+            if t == "field":
+                slot, info, hdr = self.layout.field_ref(v)
+                if info is not None and info.width is None:
+                    raise ProgramError(f"calculation '{calc['name']}': varbit fields are not supported")
+                width = 1 if info is None else info.width
+                guard = "" if hdr.metadata else f"if F[{hdr.base}]: "
+                o(f"{guard}_x = (_x << {width}) | (F[{slot}] & {_mask(width)}); _n += {width}")
+            elif t == "hexstr":
+                width = int(item["bitwidth"])
+                o(f"_x = (_x << {width}) | {parse_hexstr(v) & ((1 << width) - 1):#x}; _n += {width}")
+            elif t == "header":
+                hdr = self.layout.header(v)
+                o(f"if F[{hdr.base}]:")
+                o(f"    _h = _pack_header(F, {hdr.base}, {self.bind(hdr.type)})")
+                o("    _x = (_x << (8 * len(_h))) | int.from_bytes(_h, 'big'); _n += 8 * len(_h)")
+                self.ns["_pack_header"] = pack_header
+            elif t == "payload":
+                payload = True
+            else:
+                raise ProgramError(f"calculation '{calc['name']}': unsupported input type '{t}'")
+        o("_pad = -_n % 8")
+        tail = f" + F[{self.layout.hidden['payload']}]" if payload else ""
+        o(f"return (_x << _pad).to_bytes((_n + _pad) // 8, 'big'){tail}")
+        o.dedent()
+        o()
+        return name
+
+    def _checksums(self) -> None:
+        o = self.out
+        verify, update = [], []
+        for ck in self.js.get("checksums", []):
+            if ck.get("type", "generic") != "generic":
+                raise ProgramError(f"checksum '{ck['name']}': type '{ck.get('type')}' is not supported")
+            calc = self.obj.calculations.get(ck["calculation"])
+            if calc is None:
+                raise ProgramError(f"checksum '{ck['name']}' uses unknown calculation '{ck['calculation']}'")
+            slot, info, hdr = self.layout.field_ref(ck["target"])
+            cond = self.ec.boolean(ck["if_cond"]) if ck.get("if_cond") else "True"
+            entry = (self.bind(calc), slot, info.width, hdr.base, cond)
+            if ck.get("verify", True):
+                verify.append(entry)
+            if ck.get("update", True):
+                update.append(entry)
+        o("def verify_checksums(F):")
+        o.indent()
+        o('"""True when every checksum to verify is correct."""')
+        o("ok = True")
+        for calc, slot, _w, base, cond in verify:
+            o(f"if F[{base}] and {cond} and {calc}.output(F) != F[{slot}]: ok = False")
+        o("return ok")
+        o.dedent()
+        o()
+        o("def update_checksums(F):")
+        o.indent()
+        o("pass")
+        for calc, slot, w, _b, cond in update:
+            o(f"if {cond}: F[{slot}] = {calc}.output(F) & {_mask(w)}")
+        o.dedent()
+        o()
+
+    # -- deparser ------------------------------------------------------------------------
+    def _deparser(self) -> None:
+        deparsers = self.js.get("deparsers", [])
+        if not deparsers:
+            raise ProgramError("the program has no deparser")
+        dep = next((d for d in deparsers if d["name"] == "deparser"), deparsers[0])
+        o = self.out
+        o("def deparse(F):")
+        o.indent()
+        o('"""Bytes of the valid headers, in deparser order (checksums already updated)."""')
+        for prim in dep.get("primitives", []):
+            o.block(self.pc.compile(prim))
+        o("out = []")
+        for name in dep.get("order", []):
+            self._emit_header(self.layout.header(name))
+        o("return b''.join(out)")
+        o.dedent()
+        o()
+
+    def _emit_header(self, hdr: HeaderInstance) -> None:
+        o = self.out
+        t = hdr.type
+        if t.varbit is not None:
+            o(f"if F[{hdr.base}]: out.append(_pack_header(F, {hdr.base}, {self.bind(t)}))")
+            self.ns["_pack_header"] = pack_header
+            return
+        terms = []
+        shift = t.fixed_bits
+        for f in t.fields:
+            shift -= f.width
+            v = f"(F[{hdr.base + 1 + f.index}] & {_mask(f.width)})"
+            terms.append(f"({v} << {shift})" if shift else v)
+        o(f"if F[{hdr.base}]: out.append(({' | '.join(terms)}).to_bytes({t.fixed_bits // 8}, 'big'))")
+
+    # -- control flow --------------------------------------------------------------------
+    def _pipeline(self, pipe: dict) -> None:
+        names: dict[str, str] = {}
+        for t in pipe.get("tables", []):
+            names[t["name"]] = f"_t{t['id']}"
+        for c in pipe.get("conditionals", []):
+            names[c["name"]] = f"_c{c['id']}"
+        for a in pipe.get("action_calls", []):
+            names[a["name"]] = f"_ac{a['id']}"
+
+        def node(n: str | None) -> str:
+            if n is None:
+                return "None"
+            if n not in names:
+                raise ProgramError(f"pipeline '{pipe['name']}' refers to unknown node '{n}'")
+            return names[n]
+
+        for t in pipe.get("tables", []):
+            self._table_node(t, node)
+        for c in pipe.get("conditionals", []):
+            o = self.out
+            o(f"def {names[c['name']]}(F):  # {c['name']}")
+            o(f"    return {node(c.get('true_next'))} if {self.ec.boolean(c['expression'])} "
+              f"else {node(c.get('false_next'))}")
+            o()
+        for a in pipe.get("action_calls", []):
+            o = self.out
+            o(f"def {names[a['name']]}(F):")
+            o(f"    {self.action_name(a['action_id'])}(F, ())")
+            o(f"    return {node(a.get('next_node'))}")
+            o()
+        o = self.out
+        o(f"def pipeline_{pipe['name']}(F):")
+        o.indent()
+        o(f"n = {node(pipe.get('init_table'))}")
+        o("try:")
+        o("    while n is not None:")
+        o("        n = n(F)")
+        o("except _Exit:")
+        o("    pass")
+        o.dedent()
+        o()
+
+    def _table_node(self, t: dict, node) -> None:
+        o = self.out
+        table = self.obj.tables[t["name"]]
+        tb = self.bind(table)
+        lookup = self.bind(table.lookup)
+        next_tables = t.get("next_tables", {})
+        hit_miss = "__HIT__" in next_tables or "__MISS__" in next_tables
+        default_next = node(t.get("base_default_next"))
+        il = self.layout.hidden["ingress_length"]
+
+        # next node per action id (action-run based), or per hit / miss
+        action_next = {}
+        for aid, aname in zip(t.get("action_ids", []), t.get("actions", [])):
+            action_next[aid] = node(next_tables[aname]) if aname in next_tables else default_next
+        nx = f"_nx{t['id']}"
+        o(f"{nx} = {{}}  # filled below, once every node exists")
+        hit_next = node(next_tables.get("__HIT__")) if hit_miss else None
+        miss_next = node(next_tables.get("__MISS__")) if hit_miss else None
+
+        key_parts = [self._key_source(k) for k in t.get("key", [])]
+        key = "(" + "".join(p + ", " for p in key_parts) + ")"
+        o(f"def _t{t['id']}(F):  # table {t['name']}")
+        o.indent()
+        o(f"e = {lookup}({key})")
+        o("if e is None:")
+        o(f"    a = {tb}.default_action")
+        o("    if a is None:")
+        o(f"        return {miss_next if hit_miss else default_next}")
+        o(f"    a.fn(F, {tb}.default_data)")
+        o(f"    return {miss_next if hit_miss else f'{nx}.get(a.id, {default_next})'}")
+        if t.get("with_counters"):
+            o("e.packets += 1")
+            o(f"e.bytes += F[{il}]")
+        if t.get("direct_meters"):
+            meter = self.obj.meters[t["direct_meters"]]
+            target = self.pc.lvalue({"type": "field", "value": meter.result_target})
+            o(target.store(f"e.meter.execute(F[{il}])"))
+        if t.get("type", "simple") == "simple":
+            o("a = e.action")
+            o("a.fn(F, e.data)")
+        else:
+            o(f"r = {self.bind(table.profile)}.resolve(e.member, e.group, F)")
+            o("if r is None:")
+            o(f"    return {hit_next if hit_miss else default_next}")
+            o("a, d = r")
+            o("a.fn(F, d)")
+        o(f"return {hit_next if hit_miss else f'{nx}.get(a.id, {default_next})'}")
+        o.dedent()
+        o()
+        self._deferred_next.append((nx, action_next))
+
+    def _key_source(self, k: dict) -> str:
+        mt, target = k.get("match_type"), k.get("target")
+        if mt == "valid":
+            return f"F[{self.layout.header(target).base}]"
+        slot, info, _ = self.layout.field_ref(target)
+        width = 1 if info is None else info.width
+        src = f"F[{slot}]"
+        if info is not None and info.signed:
+            src = f"({src} & {_mask(width)})"
+        if k.get("mask"):
+            src = f"({src} & {parse_hexstr(k['mask']):#x})"
+        return src
+
+    def _finish_next_maps(self) -> None:
+        o = self.out
+        for nx, mapping in self._deferred_next:
+            items = ", ".join(f"{aid}: {fn}" for aid, fn in mapping.items())
+            o(f"{nx}.update({{{items}}})")
+
+
+def _slot(base: str, offset: int) -> str:
+    return str(int(base) + offset) if base.isdigit() else f"{base} + {offset}"
+
+
+def _set_valid_union(F: list, base: int, siblings: dict) -> None:
+    F[base] = 1
+    for s in siblings.get(base, ()):
+        F[s] = 0
+
+
+def pack_header(F: list, base: int, htype: HeaderType) -> bytes:
+    """Serialize one valid header (varbit fields at their current width)."""
+    x, n = 0, 0
+    for f in htype.fields:
+        width = F[base + 1 + len(htype.fields)] if f.width is None else f.width
+        x = (x << width) | (F[base + 1 + f.index] & ((1 << width) - 1))
+        n += width
+    return x.to_bytes(n // 8, "big")
+
+
+def extract_varbit(F: list, base: int, htype: HeaderType, pkt: bytes, o: int, nbits: int,
+                   max_bytes: int, errors: dict) -> int:
+    """extract_VL: a header whose varbit field is ``nbits`` long; returns the new offset."""
+    from .helpers import ParserFault
+    if nbits % 8:
+        raise ParserFault(errors["ParserInvalidArgument"])
+    nbytes = htype.fixed_bits // 8 + nbits // 8
+    if len(pkt) - o < nbytes:
+        raise ParserFault(errors["PacketTooShort"])
+    if max_bytes and max_bytes < nbytes:
+        raise ParserFault(errors["HeaderTooShort"])
+    v = int.from_bytes(pkt[o:o + nbytes], "big")
+    shift = nbytes * 8
+    for f in htype.fields:
+        width = nbits if f.width is None else f.width
+        shift -= width
+        F[base + 1 + f.index] = (v >> shift) & ((1 << width) - 1)
+    F[base + 1 + len(htype.fields)] = nbits
+    return o + nbytes

@@ -1,0 +1,94 @@
+"""Switch ports on Linux interfaces, through raw AF_PACKET sockets."""
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+
+ETH_P_ALL = 0x0003
+SOL_PACKET = 263
+PACKET_IGNORE_OUTGOING = 23      # Linux >= 4.20: do not hand us what we send
+MAX_FRAME = 65536
+
+
+class PortError(Exception):
+    """A port cannot be opened; the message names the port and the interface."""
+
+
+@dataclass(frozen=True)
+class PortSpec:
+    number: int
+    iface: str
+
+    @staticmethod
+    def parse(text: str) -> "PortSpec":
+        """``PORT@IFACE`` as simple_switch takes it (``-i 1@veth1``)."""
+        num, sep, iface = text.partition("@")
+        if not sep or not iface:
+            raise PortError(f"bad interface spec '{text}': expected PORT@IFACE, e.g. 1@veth1")
+        try:
+            number = int(num)
+        except ValueError:
+            raise PortError(f"bad interface spec '{text}': port '{num}' is not a number") from None
+        if not 0 <= number < 511:
+            raise PortError(f"bad interface spec '{text}': port {number} is outside 0..510")
+        return PortSpec(number, iface)
+
+
+class Port:
+    def __init__(self, spec: PortSpec):
+        self.number = spec.number
+        self.iface = spec.iface
+        if not os.path.exists(f"/sys/class/net/{spec.iface}"):
+            raise PortError(f"port {spec.number}: interface '{spec.iface}' does not exist")
+        try:
+            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        except PermissionError:
+            raise PortError(f"port {spec.number}: raw sockets need root (CAP_NET_RAW)") from None
+        try:
+            sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+            sock.bind((spec.iface, 0))
+        except OSError as e:
+            sock.close()
+            raise PortError(f"port {spec.number}: cannot bind to '{spec.iface}': {e.strerror}") from None
+        sock.setblocking(False)
+        self.sock = sock
+        self.rx_packets = 0
+        self.tx_packets = 0
+        self.tx_errors = 0
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def send(self, frame: bytes) -> None:
+        try:
+            self.sock.send(frame)
+            self.tx_packets += 1
+        except OSError:           # interface down or gone, frame too big: the frame is lost
+            self.tx_errors += 1
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def open_ports(specs: list[PortSpec]) -> dict[int, Port]:
+    """Open every port, or none: on the first failure the ones already open are closed."""
+    seen_numbers: set[int] = set()
+    seen_ifaces: set[str] = set()
+    for s in specs:
+        if s.number in seen_numbers:
+            raise PortError(f"port {s.number} is given twice")
+        if s.iface in seen_ifaces:
+            raise PortError(f"interface '{s.iface}' is given twice")
+        seen_numbers.add(s.number)
+        seen_ifaces.add(s.iface)
+    ports: dict[int, Port] = {}
+    try:
+        for s in specs:
+            ports[s.number] = Port(s)
+    except PortError:
+        for p in ports.values():
+            p.close()
+        raise
+    return ports

@@ -1,0 +1,157 @@
+"""Action profiles and action selectors (members, groups, hash-based member choice).
+
+Member choice is BMv2's, so the same packet picks the same member on both targets: BMv2
+gives every member the lowest free handle when it is created, keeps a group's members as a
+set sorted by handle, and picks ``members[hash % len(members)]`` with the selector's hash
+truncated to 32 bits. A member of weight w appears w times, through extra handles made when
+a group first needs them (as PI does for BMv2).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .tables import ActionSpec, TableError
+
+
+class HandleAllocator:
+    """Lowest free non-negative integer, as BMv2's HandleMgr."""
+
+    def __init__(self) -> None:
+        self._used: set[int] = set()
+
+    def get(self) -> int:
+        h = 0
+        while h in self._used:
+            h += 1
+        self._used.add(h)
+        return h
+
+    def release(self, h: int) -> None:
+        self._used.discard(h)
+
+
+@dataclass(eq=False)
+class Member:
+    id: int
+    action: ActionSpec
+    data: tuple
+    handles: list[int] = field(default_factory=list)   # handles[0] is the member itself
+
+
+@dataclass(eq=False)
+class Group:
+    id: int
+    max_size: int
+    weights: dict[int, int] = field(default_factory=dict)   # member id -> weight
+    handles: list[int] = field(default_factory=list)        # sorted BMv2 member handles
+
+
+class ActionProfile:
+    def __init__(self, name: str, profile_id: int, max_size: int, selector: Any = None):
+        self.name = name
+        self.id = profile_id
+        self.max_size = max_size
+        self.selector = selector          # a Calculation, for action selectors
+        self.members: dict[int, Member] = {}
+        self.groups: dict[int, Group] = {}
+        self._handles = HandleAllocator()
+        self._by_handle: dict[int, Member] = {}
+
+    # -- members -------------------------------------------------------------------------
+    def insert_member(self, member_id: int, action: ActionSpec, data: tuple) -> None:
+        if member_id in self.members:
+            raise TableError("ALREADY_EXISTS", f"action profile '{self.name}': member {member_id} exists")
+        if len(self.members) >= self.max_size:
+            raise TableError("RESOURCE_EXHAUSTED", f"action profile '{self.name}' is full")
+        m = Member(member_id, action, data)
+        self._add_handle(m)
+        self.members[member_id] = m
+
+    def modify_member(self, member_id: int, action: ActionSpec, data: tuple) -> None:
+        m = self._member(member_id)
+        m.action, m.data = action, data
+
+    def delete_member(self, member_id: int, in_use: bool) -> None:
+        m = self._member(member_id)
+        if in_use or any(member_id in g.weights for g in self.groups.values()):
+            raise TableError("FAILED_PRECONDITION",
+                             f"action profile '{self.name}': member {member_id} is still used")
+        for h in m.handles:
+            self._handles.release(h)
+            del self._by_handle[h]
+        del self.members[member_id]
+
+    def _add_handle(self, m: Member) -> None:
+        h = self._handles.get()
+        m.handles.append(h)
+        self._by_handle[h] = m
+
+    def _member(self, member_id: int) -> Member:
+        m = self.members.get(member_id)
+        if m is None:
+            raise TableError("NOT_FOUND", f"action profile '{self.name}': no member {member_id}")
+        return m
+
+    # -- groups --------------------------------------------------------------------------
+    def insert_group(self, group_id: int, max_size: int, weights: dict[int, int]) -> None:
+        if group_id in self.groups:
+            raise TableError("ALREADY_EXISTS", f"action profile '{self.name}': group {group_id} exists")
+        g = Group(group_id, max_size)
+        self._set_group_members(g, weights)
+        self.groups[group_id] = g
+
+    def modify_group(self, group_id: int, max_size: int, weights: dict[int, int]) -> None:
+        g = self.group(group_id)
+        self._set_group_members(g, weights)
+        g.max_size = max_size
+
+    def delete_group(self, group_id: int, in_use: bool) -> None:
+        self.group(group_id)
+        if in_use:
+            raise TableError("FAILED_PRECONDITION",
+                             f"action profile '{self.name}': group {group_id} is still used")
+        del self.groups[group_id]
+
+    def group(self, group_id: int) -> Group:
+        g = self.groups.get(group_id)
+        if g is None:
+            raise TableError("NOT_FOUND", f"action profile '{self.name}': no group {group_id}")
+        return g
+
+    def _set_group_members(self, g: Group, weights: dict[int, int]) -> None:
+        for mid, w in weights.items():
+            self._member(mid)
+            if w < 1:
+                raise TableError("INVALID_ARGUMENT", f"group {g.id}: member {mid} has weight {w}")
+        total = sum(weights.values())
+        if g.max_size and total > g.max_size:
+            raise TableError("RESOURCE_EXHAUSTED",
+                             f"group {g.id}: {total} members exceed its max_size {g.max_size}")
+        handles = []
+        for mid, w in weights.items():
+            m = self.members[mid]
+            while len(m.handles) < w:
+                self._add_handle(m)
+            handles.extend(m.handles[:w])
+        g.weights = dict(weights)
+        g.handles = sorted(handles)
+
+    # -- data plane ----------------------------------------------------------------------
+    def resolve(self, member: int | None, group: int | None, F: list) -> tuple[ActionSpec, tuple] | None:
+        """The action an entry pointing at a member or group runs for this packet."""
+        if member is not None:
+            m = self.members.get(member)
+            return (m.action, m.data) if m else None
+        g = self.groups.get(group)
+        if g is None or not g.handles:
+            return None
+        h = self.selector.output(F) & 0xFFFFFFFF if self.selector is not None else 0
+        m = self._by_handle[g.handles[h % len(g.handles)]]
+        return m.action, m.data
+
+    def reset(self) -> None:
+        self.members.clear()
+        self.groups.clear()
+        self._by_handle.clear()
+        self._handles = HandleAllocator()

@@ -1,0 +1,140 @@
+"""Counters, meters and registers: the state a P4 program keeps across packets.
+
+Semantics follow BMv2 (src/bm_sim/counters.cpp, meters.cpp, stateful.cpp): counters count
+bytes as the packet's ingress length; out-of-range indexes are ignored (BMv2 logs them and
+leaves everything unchanged); meters are BMv2's token buckets with rates per microsecond.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+GREEN, YELLOW, RED = 0, 1, 2
+
+
+class CounterArray:
+    """An indirect counter array (packets and bytes per index)."""
+
+    def __init__(self, name: str, size: int, is_direct: bool = False, binding: str | None = None):
+        self.name = name
+        self.size = size
+        self.is_direct = is_direct
+        self.binding = binding
+        self.packets = [0] * size
+        self.bytes = [0] * size
+
+    def count(self, index: int, nbytes: int) -> None:
+        if 0 <= index < self.size:
+            self.packets[index] += 1
+            self.bytes[index] += nbytes
+
+    def read(self, index: int) -> tuple[int, int]:
+        return self.packets[index], self.bytes[index]
+
+    def write(self, index: int, packets: int, nbytes: int) -> None:
+        self.packets[index] = packets
+        self.bytes[index] = nbytes
+
+    def reset(self) -> None:
+        self.packets = [0] * self.size
+        self.bytes = [0] * self.size
+
+
+@dataclass
+class _Rate:
+    info_rate: float      # units per microsecond
+    burst_size: int
+    color: int
+    tokens: int = 0
+    tokens_last: int = 0
+
+
+@dataclass
+class Meter:
+    """One two-rate three-colour meter (RFC 2698 as BMv2 implements it)."""
+
+    by_bytes: bool
+    rates: list[_Rate] = field(default_factory=list)   # peak first, committed second
+    time_init_us: int = field(default_factory=lambda: time.monotonic_ns() // 1000)
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.rates)
+
+    def configure(self, cir: float, cburst: int, pir: float, pburst: int) -> None:
+        """Rates in units per second, bursts in units (packets or bytes)."""
+        committed = _Rate(cir / 1e6, cburst, YELLOW, tokens=cburst)
+        peak = _Rate(pir / 1e6, pburst, RED, tokens=pburst)
+        self.rates = [peak, committed]
+        self.time_init_us = time.monotonic_ns() // 1000
+
+    def config(self) -> tuple[float, int, float, int] | None:
+        """(cir, cburst, pir, pburst) in units per second, or None when unconfigured."""
+        if not self.rates:
+            return None
+        peak, committed = self.rates
+        return (round(committed.info_rate * 1e6), committed.burst_size,
+                round(peak.info_rate * 1e6), peak.burst_size)
+
+    def reset(self) -> None:
+        self.rates = []
+
+    def execute(self, nbytes: int, now_us: int | None = None) -> int:
+        if not self.rates:
+            return GREEN
+        if now_us is None:
+            now_us = time.monotonic_ns() // 1000
+        micros = now_us - self.time_init_us
+        amount = nbytes if self.by_bytes else 1
+        for rate in self.rates:
+            since_init = int(micros * rate.info_rate)
+            new_tokens = since_init - rate.tokens_last
+            rate.tokens_last = since_init
+            rate.tokens = min(rate.tokens + new_tokens, rate.burst_size)
+            if rate.tokens < amount:
+                return rate.color
+            rate.tokens -= amount
+        return GREEN
+
+
+class MeterArray:
+    def __init__(self, name: str, size: int, by_bytes: bool, is_direct: bool = False,
+                 binding: str | None = None, result_target: list | None = None):
+        self.name = name
+        self.size = size
+        self.by_bytes = by_bytes
+        self.is_direct = is_direct
+        self.binding = binding
+        self.result_target = result_target
+        self.meters = [Meter(by_bytes) for _ in range(size)]
+
+    def execute(self, index: int, nbytes: int) -> int | None:
+        """Colour of the packet, or None for an out-of-range index (nothing is written)."""
+        if 0 <= index < self.size:
+            return self.meters[index].execute(nbytes)
+        return None
+
+    def reset(self) -> None:
+        for m in self.meters:
+            m.reset()
+
+
+class RegisterArray:
+    def __init__(self, name: str, size: int, bitwidth: int):
+        self.name = name
+        self.size = size
+        self.bitwidth = bitwidth
+        self.mask = (1 << bitwidth) - 1
+        self.values = [0] * size
+
+    def read(self, index: int) -> int | None:
+        if 0 <= index < self.size:
+            return self.values[index]
+        return None
+
+    def write(self, index: int, value: int) -> None:
+        if 0 <= index < self.size:
+            self.values[index] = value & self.mask
+
+    def reset(self) -> None:
+        self.values = [0] * self.size

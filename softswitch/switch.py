@@ -1,0 +1,96 @@
+"""A softswitch device: its ports, data plane, current pipeline and servers, started and
+stopped as one."""
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+
+from .dataplane import DEFAULT_DROP_PORT, Dataplane
+from .pipeline.program import Program
+from .ports import Port, PortSpec, open_ports
+from .queues import DEFAULT_DEPTH, DEFAULT_RATE
+
+log = logging.getLogger("softswitch")
+
+
+@dataclass
+class SwitchConfig:
+    device_id: int = 0
+    ports: list[PortSpec] = field(default_factory=list)
+    cpu_port: int | None = None
+    drop_port: int = DEFAULT_DROP_PORT
+    grpc_addr: str = "127.0.0.1:9559"
+    runtime_addr: str | None = None
+    json_path: str | None = None
+    queue_depth: int = DEFAULT_DEPTH
+    queue_rate: int = DEFAULT_RATE
+    port_queue_depths: dict[int, int] = field(default_factory=dict)
+    port_queue_rates: dict[int, int] = field(default_factory=dict)
+
+
+class Switch:
+    """Owns everything one device runs. ``start`` opens ports and servers or fails leaving
+    nothing open; ``stop`` undoes it."""
+
+    def __init__(self, config: SwitchConfig):
+        self.config = config
+        self.device_id = config.device_id
+        self.ports: dict[int, Port] = {}
+        self.dataplane: Dataplane | None = None
+        self.p4info = None                 # p4.config.v1.P4Info of the committed pipeline
+        self.device_config: bytes = b""    # its BMv2 JSON
+        self.cookie: int = 0
+        self.config_lock = threading.RLock()
+        self._servers: list = []
+
+    @property
+    def program(self) -> Program | None:
+        return self.dataplane.program if self.dataplane else None
+
+    def start(self) -> None:
+        from .ctl import RuntimeControlServer
+        from .p4runtime.server import P4RuntimeServer
+
+        cfg = self.config
+        program = None
+        if cfg.json_path:
+            with open(cfg.json_path, "rb") as f:
+                data = f.read()
+            program = Program(data)
+            self.device_config = data
+        self.ports = open_ports(cfg.ports)
+        try:
+            dp = Dataplane(self.ports, cfg.cpu_port, cfg.drop_port, cfg.queue_depth, cfg.queue_rate)
+            for port, depth in cfg.port_queue_depths.items():
+                dp.set_queue_depth(depth, port)
+            for port, rate in cfg.port_queue_rates.items():
+                dp.set_queue_rate(rate, port)
+            dp.set_program(program)
+            self.dataplane = dp
+            grpc_server = P4RuntimeServer(self, cfg.grpc_addr)
+            grpc_server.start()
+            self._servers.append(grpc_server)
+            if cfg.runtime_addr:
+                ctl = RuntimeControlServer(self, cfg.runtime_addr)
+                ctl.start()
+                self._servers.append(ctl)
+            dp.start()
+        except BaseException:
+            self.stop()
+            raise
+        log.info("device %d up: %d ports, P4Runtime on %s", cfg.device_id, len(self.ports), cfg.grpc_addr)
+
+    def stop(self) -> None:
+        for srv in reversed(self._servers):
+            try:
+                srv.stop()
+            except Exception:      # stopping must go on whatever one server does
+                log.exception("error while stopping %s", type(srv).__name__)
+        self._servers.clear()
+        if self.dataplane is not None:
+            self.dataplane.stop()
+            self.dataplane = None
+        for p in self.ports.values():
+            p.close()
+        self.ports = {}
