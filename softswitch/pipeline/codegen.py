@@ -372,13 +372,14 @@ class CodeGenerator:
 
     # -- checksums and calculations ------------------------------------------------------
     def calculation_input(self, calc: dict) -> str:
-        """Define a function building a calculation's input bytes; returns its name."""
+        """Define a function building a calculation's input bytes; returns its name.
+
+        BMv2 packs the inputs MSB first and skips the fields of invalid headers, so fields
+        are grouped into runs that share one validity check; a run of metadata or constants
+        needs none, and an input with no checks at all packs to a fixed size."""
         name = f"_ci{calc['id']}"
-        o = self.out
-        o(f"def {name}(F):  # {calc['name']}")
-        o.indent()
-        o("_x = 0")
-        o("_n = 0")
+        runs: list[tuple[int | None, list[tuple[str, int]]]] = []   # (guard slot, [(src, width)])
+        headers: list[tuple[int, HeaderInstance]] = []               # whole-header inputs by run index
         payload = False
         for item in calc.get("input", []):
             t, v = item.get("type"), item.get("value")
@@ -387,24 +388,50 @@ class CodeGenerator:
                 if info is not None and info.width is None:
                     raise ProgramError(f"calculation '{calc['name']}': varbit fields are not supported")
                 width = 1 if info is None else info.width
-                guard = "" if hdr.metadata else f"if F[{hdr.base}]: "
-                o(f"{guard}_x = (_x << {width}) | (F[{slot}] & {_mask(width)}); _n += {width}")
+                guard = None if hdr.metadata else hdr.base
+                part = (f"(F[{slot}] & {_mask(width)})", width)
             elif t == "hexstr":
                 width = int(item["bitwidth"])
-                o(f"_x = (_x << {width}) | {parse_hexstr(v) & ((1 << width) - 1):#x}; _n += {width}")
+                guard, part = None, (f"{parse_hexstr(v) & ((1 << width) - 1):#x}", width)
             elif t == "header":
-                hdr = self.layout.header(v)
-                o(f"if F[{hdr.base}]:")
-                o(f"    _h = _pack_header(F, {hdr.base}, {self.bind(hdr.type)})")
-                o("    _x = (_x << (8 * len(_h))) | int.from_bytes(_h, 'big'); _n += 8 * len(_h)")
-                self.ns["_pack_header"] = pack_header
+                headers.append((len(runs), self.layout.header(v)))
+                runs.append((-1, []))
+                continue
             elif t == "payload":
                 payload = True
+                continue
             else:
                 raise ProgramError(f"calculation '{calc['name']}': unsupported input type '{t}'")
-        o("_pad = -_n % 8")
+            if runs and runs[-1][0] == guard:
+                runs[-1][1].append(part)
+            else:
+                runs.append((guard, [part]))
         tail = f" + F[{self.layout.hidden['payload']}]" if payload else ""
-        o(f"return (_x << _pad).to_bytes((_n + _pad) // 8, 'big'){tail}")
+        o = self.out
+        o(f"def {name}(F):  # {calc['name']}")
+        o.indent()
+        if all(g is None for g, _ in runs):
+            total = sum(w for _, parts in runs for _, w in parts)
+            expr = _concat([p for _, parts in runs for p in parts]) if total else "0"
+            pad = -total % 8
+            o(f"return ({expr} << {pad}).to_bytes({(total + pad) // 8}, 'big'){tail}")
+        else:
+            whole = dict(headers)
+            o("_x = 0")
+            o("_n = 0")
+            for i, (guard, parts) in enumerate(runs):
+                if guard == -1:
+                    hdr = whole[i]
+                    self.ns["_pack_header"] = pack_header
+                    o(f"if F[{hdr.base}]:")
+                    o(f"    _h = _pack_header(F, {hdr.base}, {self.bind(hdr.type)})")
+                    o("    _x = (_x << (8 * len(_h))) | int.from_bytes(_h, 'big'); _n += 8 * len(_h)")
+                    continue
+                total = sum(w for _, w in parts)
+                line = f"_x = (_x << {total}) | {_concat(parts)}; _n += {total}"
+                o(f"if F[{guard}]: {line}" if guard is not None else line)
+            o("_pad = -_n % 8")
+            o(f"return (_x << _pad).to_bytes((_n + _pad) // 8, 'big'){tail}")
         o.dedent()
         o()
         return name
@@ -588,6 +615,14 @@ class CodeGenerator:
         for nx, mapping in self._deferred_next:
             items = ", ".join(f"{aid}: {fn}" for aid, fn in mapping.items())
             o(f"{nx}.update({{{items}}})")
+
+
+def _concat(parts: list[tuple[str, int]]) -> str:
+    """Bit-concatenation of (source, width) parts, first part most significant."""
+    expr = parts[0][0]
+    for src, width in parts[1:]:
+        expr = f"(({expr}) << {width}) | {src}"
+    return expr
 
 
 def _slot(base: str, offset: int) -> str:

@@ -1,0 +1,83 @@
+"""``aifabric``: bring up emulated AI-cluster fabrics and run the demos.
+
+    aifabric up --topo fattree --k 4 [--target auto|bmv2|softswitch]     fabric + Mininet CLI
+    aifabric up --topo leafspine --leaves 4 --spines 2 --hosts-per-leaf 2
+    aifabric demo [--k 4] [--target ...] [--json PATH]                  the fat-tree demo
+    aifabric clean                                                      remove leftovers
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from topologies.p4switch import TARGETS
+
+TOPOLOGIES = ("fattree", "leafspine")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="aifabric", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    up = sub.add_parser("up", help="bring a fabric up and open the Mininet CLI")
+    up.add_argument("--topo", choices=TOPOLOGIES, default="fattree")
+    up.add_argument("--k", type=int, default=4, help="fat-tree arity (even, >= 2)")
+    up.add_argument("--leaves", type=int, default=4)
+    up.add_argument("--spines", type=int, default=2)
+    up.add_argument("--hosts-per-leaf", type=int, default=2)
+    up.add_argument("--target", choices=TARGETS, default="auto")
+
+    demo = sub.add_parser("demo", help="run a demo (default: the fat-tree forwarding demo)")
+    demo.add_argument("which", nargs="?", choices=("fabric",), default="fabric")
+    demo.add_argument("--k", type=int, default=4)
+    demo.add_argument("--target", choices=TARGETS, default="softswitch",
+                      help="P4 target (default: the embedded softswitch)")
+    demo.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
+
+    sub.add_parser("clean", help="remove switch processes, namespaces and veths left by a crash")
+    return p
+
+
+def _fabric(args: argparse.Namespace):
+    from topologies.fabric import fat_tree, leaf_spine
+    if args.topo == "fattree":
+        return fat_tree(args.k)
+    return leaf_spine(args.leaves, args.spines, args.hosts_per_leaf)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if os.geteuid() != 0:
+        print("aifabric: error: must run as root (network namespaces, raw sockets)", file=sys.stderr)
+        return 2
+    from aifabric.lab import Lab, sigterm_as_interrupt
+    from aifabric.report import progress
+    from controller.fabric_controller import Pipeline
+    from topologies.p4switch import P4SwitchError, cleanup
+
+    try:
+        if args.command == "clean":
+            print(cleanup())
+            return 0
+        with sigterm_as_interrupt():
+            if args.command == "up":
+                fabric = _fabric(args)
+                pipeline = Pipeline.from_build_dir()
+                with Lab(fabric, target=args.target, pipeline=pipeline, progress=progress) as lab:
+                    from mininet.cli import CLI
+                    print(fabric.describe())
+                    CLI(lab.net)
+                return 0
+            from aifabric import demo_fabric
+            return demo_fabric.run(k=args.k, target=args.target, json_path=args.json)
+    except KeyboardInterrupt:
+        print("\naifabric: interrupted; everything was torn down", file=sys.stderr)
+        return 130
+    except (ValueError, FileNotFoundError, P4SwitchError) as e:
+        print(f"aifabric: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""``aifabric demo``: a k-ary fat-tree that forwards, measured.
+
+Brings the fabric up, checks that every host reaches every other over IPv4 and IPv6, runs a
+short traffic mix (RoCEv2-style UDP flows across pods and one TCP flow), shows how the flows
+spread over the core switches, prints a summary and optionally writes it as JSON.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from aifabric import report, traffic
+from aifabric.lab import Lab, rss_mib
+from topologies.fabric import Role, fat_tree
+
+
+def run(k: int = 4, target: str = "auto", json_path: str | None = None, flows: int = 64) -> int:
+    fabric = fat_tree(k)
+    say = report.progress
+    figures: dict = {"topology": f"fat-tree k={k}", "target": target,
+                     "switches": len(fabric.switches), "hosts": len(fabric.hosts)}
+    t_start = time.monotonic()
+    with Lab(fabric, target=target, progress=say) as lab:
+        hosts = [lab.host(h.name) for h in fabric.hosts]
+        plan = {h.name: h for h in fabric.hosts}
+        figures["target"] = lab.net.switches[0].target_kind
+        figures["bring_up_s"] = {"targets": round(lab.bring_up.targets_s, 2),
+                                 "program": round(lab.bring_up.program_s, 2),
+                                 "total": round(lab.bring_up.total_s, 2)}
+        rss = [rss_mib(pid) for pid in lab.switch_pids().values()]
+        figures["switch_rss_mib"] = {"mean": round(sum(rss) / len(rss), 1), "max": round(max(rss), 1)}
+
+        say("checking all-pairs reachability over IPv4")
+        v4 = traffic.all_pairs_ping(hosts, lambda h: str(plan[h.name].ip4.ip), "ipv4", say)
+        say("checking all-pairs reachability over IPv6")
+        v6 = traffic.all_pairs_ping(hosts, lambda h: str(plan[h.name].ip6.ip), "ipv6", say)
+        figures["reachability"] = {
+            r.family: {"pairs": r.pairs, "reached": r.reached,
+                       "failures": [f"{a}->{b}" for a, b in r.failures()]} for r in (v4, v6)}
+
+        cores = [s.name for s in fabric.switches if s.role == Role.CORE]
+        before = {c: _forwarded(lab, c) for c in cores}
+        src, dst = fabric.hosts[0], fabric.hosts[-1]          # pod 0 to pod k-1: through the core
+        say(f"traffic mix: {flows} UDP flows (dport 4791) {src.name} -> {dst.name}, then one TCP flow")
+        sent = traffic.udp_flows(lab.host(src.name), str(dst.ip4.ip), flows=flows, count=10)
+        mbps = traffic.iperf_tcp(lab.host(fabric.hosts[1].name), lab.host(fabric.hosts[-2].name),
+                                 str(fabric.hosts[-2].ip4.ip), seconds=2)
+        time.sleep(0.5)
+        after = {c: _forwarded(lab, c) for c in cores}
+        per_core = {c: after[c] - before[c] for c in cores}
+        figures["traffic"] = {"udp_flows": flows, "udp_datagrams": sent, "tcp_mbps": round(mbps, 1),
+                              "packets_per_core": per_core,
+                              "cores_used": sum(1 for v in per_core.values() if v > 0)}
+    figures["wall_s"] = round(time.monotonic() - t_start, 1)
+
+    print(report.table(["family", "pairs", "reached"],
+                       [(r.family, r.pairs, r.reached) for r in (v4, v6)], title="\nReachability"))
+    print(report.table(["core switch", "packets forwarded"], sorted(per_core.items()),
+                       title=f"\nPaths through the core ({flows} UDP flows + 1 TCP flow)"))
+    b = figures["bring_up_s"]
+    print(report.table(["figure", "value"], [
+        ("target", figures["target"]),
+        ("switches / hosts", f"{figures['switches']} / {figures['hosts']}"),
+        ("bring-up: targets (s)", b["targets"]),
+        ("bring-up: pipeline + routes (s)", b["program"]),
+        ("memory per switch, mean (MiB)", figures["switch_rss_mib"]["mean"]),
+        ("TCP flow (Mbit/s)", figures["traffic"]["tcp_mbps"]),
+        ("cores used", f"{figures['traffic']['cores_used']} of {len(cores)}"),
+    ], title="\nSummary"))
+    if json_path:
+        report.write_json(json_path, figures)
+        print(f"\nfigures written to {Path(json_path).resolve()}")
+    ok = v4.reached == v4.pairs and v6.reached == v6.pairs
+    if not ok:
+        print("\nunreached pairs: " + ", ".join(f"{a}->{b}" for a, b in v4.failures() + v6.failures())[:2000])
+    return 0 if ok else 1
+
+
+def _forwarded(lab: Lab, switch: str) -> int:
+    """Packets a switch sent out of all its ports (its egress port counter)."""
+    return sum(c.packets for c in lab.controller.read_port_counters(switch).values())

@@ -1,0 +1,123 @@
+"""A running fabric: Mininet hosts and P4 switches, programmed by the fabric controller.
+
+``Lab`` is a context manager: entering brings everything up (switch targets started and
+ready, pipeline pushed, routes installed), leaving tears everything down (controller
+sessions, target processes, namespaces, veths), also after Ctrl-C or an error halfway.
+"""
+from __future__ import annotations
+
+import logging
+import signal
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from mininet.log import setLogLevel
+
+from controller.fabric_controller import FabricController, Pipeline
+from topologies.fabric import Fabric
+from topologies.mininet_topo import make_net
+from topologies.p4switch import RUN_DIR, cleanup
+
+log = logging.getLogger("aifabric.lab")
+Progress = Callable[[str], None]
+
+
+@dataclass
+class BringUp:
+    """How long each stage of bring-up took, in seconds."""
+
+    targets_s: float = 0.0
+    program_s: float = 0.0
+    stages: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def total_s(self) -> float:
+        return self.targets_s + self.program_s
+
+
+class Lab:
+    def __init__(self, fabric: Fabric, *, target: str = "auto", pipeline: Pipeline | None = None,
+                 log_dir: Path | None = None, progress: Progress | None = None):
+        self.fabric = fabric
+        self.target = target
+        self.pipeline = pipeline or Pipeline.from_build_dir()
+        self.log_dir = log_dir or RUN_DIR / "logs"
+        self.progress = progress or (lambda msg: None)
+        self.net = None
+        self.controller: FabricController | None = None
+        self.bring_up = BringUp()
+
+    def __enter__(self) -> "Lab":
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        setLogLevel("warning")
+        nsw = len(self.fabric.switches)
+        self.progress(f"starting {nsw} switch targets and {len(self.fabric.hosts)} hosts "
+                      f"({self.fabric.describe()}, target {self.target})")
+        t0 = time.monotonic()
+        self.net = make_net(self.fabric, target=self.target, log_dir=self.log_dir)
+        self.net.start()
+        self.bring_up.targets_s = time.monotonic() - t0
+        self.progress(f"targets ready in {self.bring_up.targets_s:.1f} s; pushing the pipeline and routes")
+        t1 = time.monotonic()
+        self.controller = FabricController(self.fabric, self.pipeline)
+        self.controller.start()
+        self.controller.start_reconcile_loop()
+        self.bring_up.program_s = time.monotonic() - t1
+        self.progress(f"fabric programmed in {self.bring_up.program_s:.1f} s")
+
+    def stop(self) -> None:
+        if self.controller is not None:
+            try:
+                self.controller.close()
+            except Exception:     # teardown goes on whatever the controller does
+                log.exception("closing the controller")
+            self.controller = None
+        if self.net is not None:
+            try:
+                self.net.stop()
+            except Exception:
+                log.exception("stopping Mininet")
+            self.net = None
+        cleanup()
+
+    def host(self, name: str):
+        return self.net.get(name)
+
+    def switch_pids(self) -> dict[str, int]:
+        return {sw.name: sw.process.pid for sw in self.net.switches if sw.process is not None}
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Treat SIGTERM like Ctrl-C so ``with Lab(...)`` tears down on both."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def rss_mib(pid: int) -> float:
+    """Resident memory of a process, in MiB (0 when it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0

@@ -1,0 +1,217 @@
+"""A one-switch test bench: veth pairs whose far ends sit in their own network namespaces.
+
+Tests and benchmarks use it to put a P4 target (softswitch or BMv2) between real Linux
+interfaces and to send and capture raw frames on the hosts' side::
+
+    with Testbed(nports=2) as tb:
+        target = tb.start_target("softswitch", device_id=1)
+        ...                      # push a pipeline over P4Runtime to target.grpc_addr
+        tb.ports[1].send(frame)
+        frames = tb.ports[2].receive(timeout=1.0)
+
+Everything it creates (namespaces, veths, the target process) is removed on exit, also
+when the test fails.
+"""
+from __future__ import annotations
+
+import os
+import select
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyroute2 import IPRoute, NetNS, netns
+
+from topologies.p4switch import P4SwitchError, port_accepts, resolve_target, stop_process, tail, target_command
+
+ETH_P_ALL = 0x0003
+SOL_PACKET = 263
+PACKET_IGNORE_OUTGOING = 23
+
+
+def _disable_ipv6(path_prefix: str, iface: str) -> None:
+    """Keep the kernel from sending router solicitations and MLD reports on a test link."""
+    p = Path(f"{path_prefix}/proc/sys/net/ipv6/conf/{iface}/disable_ipv6")
+    try:
+        p.write_text("1")
+    except OSError:
+        pass
+
+
+@dataclass
+class HostPort:
+    """The host end of one switch port: a namespace, an interface and a raw socket."""
+
+    number: int
+    switch_iface: str
+    host_iface: str
+    ns: str
+    sock: socket.socket | None = None
+
+    def open(self) -> None:
+        s = netns.create_socket(self.ns, socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        s.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+        s.bind((self.host_iface, 0))
+        s.setblocking(False)
+        self.sock = s
+
+    def send(self, frame: bytes) -> None:
+        self.sock.send(frame)
+
+    def receive(self, timeout: float = 1.0, count: int | None = None, quiet: float = 0.2) -> list[bytes]:
+        """Frames that arrive within ``timeout``; returns early once ``count`` arrived, or
+        ``quiet`` seconds after the last frame once at least one arrived."""
+        return [f for _, f in collect_frames([self], timeout, quiet, count)]
+
+    def drain(self) -> None:
+        while True:
+            try:
+                self.sock.recv(65536)
+            except BlockingIOError:
+                return
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+
+@dataclass
+class Target:
+    kind: str
+    name: str
+    grpc_addr: str
+    proc: subprocess.Popen
+    log_path: Path
+    ports: dict[int, str] = field(default_factory=dict)
+
+    def stop(self) -> None:
+        stop_process(self.proc.pid, proc=self.proc)
+
+
+class Testbed:
+    def __init__(self, nports: int = 2, prefix: str | None = None, run_dir: Path = Path("/tmp/aifabric/testbed")):
+        if not 1 <= nports <= 64:
+            raise ValueError(f"nports must be 1..64, got {nports}")
+        self.prefix = prefix or f"tb{os.getpid() % 100000}"
+        if len(self.prefix) > 8:
+            raise ValueError(f"prefix '{self.prefix}' is too long for interface names (8 characters at most)")
+        self.nports = nports
+        self.run_dir = run_dir
+        self.ports: dict[int, HostPort] = {}
+        self.targets: list[Target] = []
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def __enter__(self) -> "Testbed":
+        try:
+            self.setup()
+        except BaseException:
+            self.teardown()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.teardown()
+
+    def setup(self) -> None:
+        with IPRoute() as ipr:
+            for n in range(1, self.nports + 1):
+                hp = HostPort(n, f"{self.prefix}s{n}", f"{self.prefix}h{n}", f"{self.prefix}n{n}")
+                self.ports[n] = hp
+                netns.create(hp.ns)
+                ipr.link("add", ifname=hp.switch_iface, kind="veth", peer=hp.host_iface)
+                host_idx = ipr.link_lookup(ifname=hp.host_iface)[0]
+                ipr.link("set", index=host_idx, net_ns_fd=hp.ns)
+                sw_idx = ipr.link_lookup(ifname=hp.switch_iface)[0]
+                _disable_ipv6("", hp.switch_iface)
+                ipr.link("set", index=sw_idx, state="up")
+                with NetNS(hp.ns) as ns:
+                    idx = ns.link_lookup(ifname=hp.host_iface)[0]
+                    ns.link("set", index=idx, state="up")
+                subprocess.run(["ip", "netns", "exec", hp.ns, "sysctl", "-qw",
+                                f"net.ipv6.conf.{hp.host_iface}.disable_ipv6=1"], check=False)
+                hp.open()
+
+    def teardown(self) -> None:
+        for t in self.targets:
+            t.stop()
+        self.targets.clear()
+        with IPRoute() as ipr:
+            for hp in self.ports.values():
+                hp.close()
+                for idx in ipr.link_lookup(ifname=hp.switch_iface):
+                    ipr.link("del", index=idx)
+                if hp.ns in netns.listnetns():
+                    netns.remove(hp.ns)
+        self.ports.clear()
+
+    def drain(self) -> None:
+        for hp in self.ports.values():
+            hp.drain()
+
+    def collect(self, timeout: float = 1.0, quiet: float = 0.15) -> list[tuple[int, bytes]]:
+        """(port, frame) for every frame arriving on any host port within ``timeout``."""
+        return collect_frames(list(self.ports.values()), timeout, quiet)
+
+    # -- targets -------------------------------------------------------------------------
+    def start_target(self, target: str = "softswitch", device_id: int = 1, grpc_port: int | None = None,
+                     cpu_port: int = 255, extra_args: tuple[str, ...] = (), timeout: float = 20.0) -> Target:
+        """Start a P4 target (``softswitch``, ``bmv2`` or ``auto``) on all ports, ``--no-p4``,
+        and wait until its P4Runtime port answers."""
+        kind, exe = resolve_target(target)
+        grpc_port = grpc_port or _free_tcp_port()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        name = f"{self.prefix}-{kind}-{device_id}"
+        ports = {n: hp.switch_iface for n, hp in self.ports.items()}
+        cmd = target_command(kind, exe, name=name, device_id=device_id, ports=sorted(ports.items()),
+                             grpc_port=grpc_port, log_dir=self.run_dir, cpu_port=cpu_port,
+                             extra_args=extra_args)
+        log_path = self.run_dir / (name if kind == "bmv2" else f"{name}.log")
+        out = open(self.run_dir / f"{name}.out", "w")
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        out.close()
+        t = Target(kind, name, f"127.0.0.1:{grpc_port}", proc, log_path, ports)
+        self.targets.append(t)
+        deadline = time.monotonic() + timeout
+        while not port_accepts(grpc_port):
+            if proc.poll() is not None:
+                raise P4SwitchError(f"{name} exited with code {proc.returncode}: "
+                                    f"{tail(self.run_dir / f'{name}.out')}")
+            if time.monotonic() > deadline:
+                raise P4SwitchError(f"{name}: P4Runtime port {grpc_port} not answering after {timeout}s")
+            time.sleep(0.05)
+        return t
+
+
+def collect_frames(ports: list[HostPort], timeout: float, quiet: float,
+                   count: int | None = None) -> list[tuple[int, bytes]]:
+    """(port number, frame) arriving on ``ports`` within ``timeout``; returns once ``count``
+    frames arrived, or ``quiet`` seconds after the last frame once something arrived."""
+    by_fd = {hp.sock.fileno(): hp for hp in ports}
+    got: list[tuple[int, bytes]] = []
+    deadline = time.monotonic() + timeout
+    while True:
+        now = time.monotonic()
+        if now >= deadline or (count is not None and len(got) >= count):
+            return got
+        wait = deadline - now if not got else min(quiet, deadline - now)
+        ready, _, _ = select.select(list(by_fd), [], [], wait)
+        if not ready:
+            if got:
+                return got
+            continue
+        for fd in ready:
+            hp = by_fd[fd]
+            while True:
+                try:
+                    got.append((hp.number, hp.sock.recv(65536)))
+                except BlockingIOError:
+                    break
+
+
+def _free_tcp_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
