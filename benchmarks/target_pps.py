@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Packets per second through a P4 target: softswitch, and BMv2 side by side where installed.
+
+For each target and program, one switch sits between veth pairs (host ends in namespaces); a
+generator process blasts frames into port 1 for a few seconds and the frames leaving port 2
+are counted. The figure is the delivered rate under overload (what the target sustains),
+with the offered rate and loss next to it. Programs: a plain IPv4 router
+(tests/p4/basic_router.p4) and the fabric (p4src/fabric.p4: routing plus an ECMP selector).
+
+    .venv/bin/python benchmarks/target_pps.py [--seconds 5] [--json out/target_pps.json]
+"""
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")   # the generator forks while gRPC threads run
+
+from scapy.layers.inet import IP, UDP  # noqa: E402
+from scapy.layers.l2 import Ether  # noqa: E402
+from scapy.packet import raw  # noqa: E402
+
+from aifabric import report  # noqa: E402
+from controller import entries as E  # noqa: E402
+from controller.fabric_controller import Pipeline  # noqa: E402
+from controller.switch import SwitchConnection  # noqa: E402
+from topologies.testbed import HostPort, Testbed  # noqa: E402
+
+ROUTER_MAC = 0x0000000000AA
+FLOWS = 64          # distinct UDP source ports, so the fabric's ECMP hash varies
+
+
+def frames() -> list[bytes]:
+    return [raw(Ether(dst="00:00:00:00:00:aa", src="00:00:00:00:00:01")
+                / IP(src="10.0.1.1", dst="10.0.2.2", ttl=64) / UDP(sport=49152 + i, dport=4791)
+                / bytes(64)) for i in range(FLOWS)]
+
+
+def setup_basic_router(pipe: Pipeline, conn: SwitchConnection) -> None:
+    info = pipe.p4info
+    conn.insert([E.entity(info.table_entry("MyIngress.ipv4_lpm", {"hdr.ipv4.dstAddr": ("10.0.2.0", 24)},
+                                           action="MyIngress.ipv4_forward",
+                                           params={"dstAddr": 0xBB02, "port": 2}))])
+
+
+def setup_fabric(pipe: Pipeline, conn: SwitchConnection) -> None:
+    info = pipe.p4info
+    conn.insert([
+        E.entity(info.table_entry(E.MY_STATION, {"eth_dst": ROUTER_MAC}, action=E.SET_ROUTABLE)),
+        E.entity(info.profile_member(E.ECMP_SELECTOR, 1, E.ROUTE, port=2, smac=ROUTER_MAC, dmac=0xBB02)),
+        E.entity(info.profile_group(E.ECMP_SELECTOR, 1, [1])),
+        E.entity(info.table_entry(E.NEXT_HASHED, {"next_id": 1}, group_id=1)),
+        E.entity(info.table_entry(E.ROUTING_V4, {"ipv4_dst": ("10.0.2.0", 24)}, action=E.SET_NEXT_ID,
+                                  params={"next_id": 1})),
+    ])
+
+
+PROGRAMS = {
+    "basic_router": (REPO / "tests/p4/build", setup_basic_router),
+    "fabric": (REPO / "p4src/build", setup_fabric),
+}
+
+
+def blast(port: HostPort, payloads: list[bytes], seconds: float, sent: mp.Value) -> None:
+    """Child process: send as fast as the socket takes them for ``seconds``."""
+    send = port.sock.send
+    n = 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        for f in payloads:
+            try:
+                send(f)
+                n += 1
+            except BlockingIOError:
+                pass
+    sent.value = n
+
+
+def measure(target: str, program: str, seconds: float) -> dict:
+    build_dir, setup = PROGRAMS[program]
+    pipe = Pipeline.from_build_dir(build_dir, program)
+    with Testbed(nports=2, prefix=f"bp{target[0]}") as tb:
+        t = tb.start_target(target, device_id=1)
+        conn = SwitchConnection(f"{target}", t.grpc_addr, device_id=1)
+        conn.connect()
+        try:
+            conn.set_pipeline(pipe.p4info, pipe.device_config)
+            setup(pipe, conn)
+            payloads = frames()
+            # warm-up: one frame through, so first-packet costs are not measured
+            tb.ports[1].send(payloads[0])
+            if not tb.ports[2].receive(timeout=2.0, count=1):
+                raise RuntimeError(f"{target}/{program}: the warm-up frame did not come out of port 2")
+            tb.drain()
+            sent = mp.Value("q", 0)
+            gen = mp.get_context("fork").Process(target=blast, args=(tb.ports[1], payloads, seconds, sent))
+            t0 = time.monotonic()
+            gen.start()
+            received = 0
+            rx = tb.ports[2]
+            while time.monotonic() - t0 < seconds + 1.0:
+                received += len(rx.receive(timeout=0.2, quiet=0.05))
+            gen.join()
+        finally:
+            conn.close()
+    offered = sent.value / seconds
+    delivered = received / seconds
+    return {"target": target, "program": program, "seconds": seconds, "sent": sent.value,
+            "received": received, "offered_pps": round(offered), "delivered_pps": round(delivered),
+            "loss_pct": round(100.0 * (1 - received / sent.value), 1) if sent.value else 0.0}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--json", default=str(REPO / "out/target_pps.json"))
+    ap.add_argument("--targets", nargs="*", default=None, help="softswitch, bmv2 (default: those installed)")
+    ap.add_argument("--programs", nargs="*", default=list(PROGRAMS), choices=list(PROGRAMS))
+    args = ap.parse_args(argv)
+    targets = args.targets or ["softswitch"] + (["bmv2"] if shutil.which("simple_switch_grpc") else [])
+    results = []
+    for program in args.programs:
+        for target in targets:
+            report.progress(f"{target} / {program}: {args.seconds:g} s of traffic")
+            results.append(measure(target, program, args.seconds))
+    rows = [(r["program"], r["target"], r["offered_pps"], r["delivered_pps"], r["loss_pct"]) for r in results]
+    print(report.table(["program", "target", "offered pps", "delivered pps", "loss %"], rows,
+                       title="Throughput through one switch (frames of 106 bytes, port 1 -> port 2)"))
+    by = {(r["program"], r["target"]): r["delivered_pps"] for r in results}
+    for program in args.programs:
+        if (program, "bmv2") in by and by[(program, "bmv2")]:
+            ratio = by[(program, "softswitch")] / by[(program, "bmv2")]
+            print(f"{program}: softswitch / BMv2 = {ratio:.2f}")
+    report.write_json(args.json, {"results": results})
+    print(f"JSON: {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
