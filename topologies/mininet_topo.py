@@ -1,0 +1,92 @@
+"""Mininet topologies built from a `topologies.fabric.Fabric`, and the host class they use.
+
+`FabricTopo(fabric)` adds every switch (with its ``device_id`` and ``grpc_port`` for
+`topologies.p4switch.P4Switch`), every host (`FabricHost`, with the address plan's MAC, IPv4 and
+IPv6 addresses and default routes via the gateways) and every link with the plan's port numbers,
+so interfaces are named ``<node>-eth<port>``. `FatTreeTopo(k)` and `LeafSpineTopo(...)` are
+shorthands. `make_net(fabric, target=...)` returns a ready-to-start ``Mininet`` using P4Switch.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from mininet.net import Mininet
+from mininet.node import Host
+from mininet.topo import Topo
+
+from topologies.fabric import Fabric, fat_tree, leaf_spine
+from topologies.p4switch import P4Switch
+
+OFFLOADS = ("tx", "rx", "gso", "tso", "gro")
+
+
+class FabricHost(Host):
+    """A host with an IPv6 address (no DAD) and IPv6 default route besides Mininet's IPv4 setup,
+    and with offloads off on its interface (P4 targets see raw frames; checksums must be real)."""
+
+    def config(self, ip6: str | None = None, gateway6: str | None = None, **params: object) -> dict:  # type: ignore[override]
+        result = super().config(**params)
+        intf = self.defaultIntf()
+        self.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=0 net.ipv6.conf.default.disable_ipv6=0")
+        self.cmd(f"sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0 net.ipv6.conf.{intf}.accept_dad=0")
+        self.cmd(f"sysctl -qw net.ipv6.conf.{intf}.disable_ipv6=0 net.ipv6.conf.{intf}.accept_ra=0")
+        self.cmd(f"ethtool -K {intf} " + " ".join(f"{o} off" for o in OFFLOADS) + " >/dev/null 2>&1")
+        if ip6:
+            self.cmd(f"ip -6 addr add {ip6} dev {intf} nodad")
+        if gateway6:
+            self.cmd(f"ip -6 route replace default via {gateway6} dev {intf}")
+        return result
+
+
+class FabricTopo(Topo):
+    """The Mininet topology of a Fabric description."""
+
+    def build(self, fabric: Fabric) -> None:  # type: ignore[override]
+        self.fabric = fabric
+        for sw in fabric.switches:
+            self.addSwitch(sw.name, device_id=sw.device_id, grpc_port=sw.grpc_port)
+        for h in fabric.hosts:
+            self.addHost(
+                h.name,
+                cls=FabricHost,
+                ip=str(h.ip4),
+                mac=h.mac,
+                defaultRoute=f"via {h.gateway4}",
+                ip6=str(h.ip6),
+                gateway6=str(h.gateway6),
+            )
+        for ln in fabric.links:
+            self.addLink(ln.a, ln.b, port1=ln.a_port, port2=ln.b_port)
+
+
+class FatTreeTopo(FabricTopo):
+    def build(self, k: int = 4) -> None:  # type: ignore[override]
+        super().build(fat_tree(k))
+
+
+class LeafSpineTopo(FabricTopo):
+    def build(self, leaves: int = 4, spines: int = 2, hosts_per_leaf: int = 2) -> None:  # type: ignore[override]
+        super().build(leaf_spine(leaves, spines, hosts_per_leaf))
+
+
+def make_net(
+    fabric: Fabric,
+    *,
+    target: str = "auto",
+    log_dir: str | Path | None = None,
+    start_timeout: float = 60.0,
+    **switch_opts: object,
+) -> Mininet:
+    """A Mininet (not started) of ``fabric`` with P4Switch nodes and no OpenFlow controller;
+    ``switch_opts`` go to every P4Switch (e.g. ``thrift_port`` for a one-switch fabric)."""
+    switch = functools.partial(
+        P4Switch, target=target, log_dir=log_dir, start_timeout=start_timeout, **switch_opts
+    )
+    return Mininet(topo=FabricTopo(fabric), switch=switch, host=FabricHost, controller=None, autoSetMacs=False)
+
+
+# `mn --custom topologies/mininet_topo.py --topo fattree,4 --switch p4`
+topos = {"fattree": FatTreeTopo, "leafspine": LeafSpineTopo}
+switches = {"p4": P4Switch}
