@@ -1,0 +1,71 @@
+// aifabric: the fabric switch program (P4-16, v1model; BMv2 and softswitch).
+// Layout and control-plane contract: p4src/README.md.
+
+#include <core.p4>
+#include <v1model.p4>
+
+#include "include/define.p4"
+#include "include/header.p4"
+#include "include/parser.p4"
+#include "include/checksum.p4"
+#include "include/control/packetio.p4"
+#include "include/control/filtering.p4"
+#include "include/control/arp_ndp.p4"
+#include "include/control/forwarding.p4"
+#include "include/control/next.p4"
+#include "include/control/acl.p4"
+
+control FabricIngress(inout headers_t hdr,
+                      inout fabric_metadata_t meta,
+                      inout standard_metadata_t standard_metadata) {
+
+    PacketIoIngress() packetio;
+    Filtering() filtering;
+    ArpNdp() arp_ndp;
+    Forwarding() forwarding;
+    Next() next;
+    Acl() acl;
+
+    apply {
+        meta.cpu_ig_port = standard_metadata.ingress_port;
+        packetio.apply(hdr, meta, standard_metadata);   // packet-outs exit here
+        // Unless a reply, a route or the ACL chooses a port, the packet is
+        // dropped (BMv2 would otherwise send it to port 0).
+        mark_to_drop(standard_metadata);
+        filtering.apply(hdr, meta, standard_metadata);
+        arp_ndp.apply(hdr, meta, standard_metadata);
+        if (meta.routable && !meta.skip_routing) {
+            forwarding.apply(hdr, meta, standard_metadata);
+            if (meta.has_next_id) {
+                next.apply(hdr, meta, standard_metadata);
+            }
+        }
+        acl.apply(hdr, meta, standard_metadata);
+    }
+}
+
+control FabricEgress(inout headers_t hdr,
+                     inout fabric_metadata_t meta,
+                     inout standard_metadata_t standard_metadata) {
+
+    PacketIoEgress() packetio;
+
+    // egress_port_counter: packets and bytes sent per port (CPU_PORT
+    // included, counted once), indexed by standard_metadata.egress_port.
+    // Read by the controller (P4Runtime CounterEntry).
+    counter(PORT_COUNTER_SIZE, CounterType.packets_and_bytes) egress_port_counter;
+
+    apply {
+        packetio.apply(hdr, meta, standard_metadata);
+        egress_port_counter.count((bit<32>)standard_metadata.egress_port);
+    }
+}
+
+V1Switch(
+    FabricParser(),
+    FabricVerifyChecksum(),
+    FabricIngress(),
+    FabricEgress(),
+    FabricComputeChecksum(),
+    FabricDeparser()
+) main;
