@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
@@ -115,6 +116,8 @@ def setup_logging(level: str, path: str | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    # gRPC's core would print its own lines for a busy address; our error says it once.
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     try:
         cfg, args = parse_config(argv)
         setup_logging(args.log_level, args.log_file)

@@ -92,6 +92,7 @@ class Target:
 
 
 class Testbed:
+    __test__ = False      # not a pytest test class, despite the name
     def __init__(self, nports: int = 2, prefix: str | None = None, run_dir: Path = Path("/tmp/aifabric/testbed")):
         if not 1 <= nports <= 64:
             raise ValueError(f"nports must be 1..64, got {nports}")
