@@ -1,0 +1,308 @@
+"""The P4Runtime view of one softswitch: pipeline pushes, writes, reads and packet I/O.
+
+Independent of gRPC (server.py adapts it). Locking: every RPC that touches pipeline state
+holds the switch's ``config_lock``; write batches and program swaps also hold the data
+plane's ``lock`` (taken after ``config_lock``), so a packet sees a batch whole or not at all.
+The data-plane thread only ever calls `on_packet_in`, which takes neither lock.
+
+Pipelines: ``current`` is the pipeline Read and Write refer to; ``committed`` the one the data
+plane runs; they differ only between VERIFY_AND_SAVE and COMMIT (``pending``).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Callable, Iterable
+
+from p4.v1 import p4runtime_pb2
+
+from . import entities, pre_entries, table_entries
+from .arbitration import Arbiter, Connection, election_of
+from .errors import P4RTError, invalid, not_found, unimplemented, DEADLINE_EXCEEDED, FAILED_PRECONDITION, \
+    INTERNAL, PERMISSION_DENIED
+from .packetio import packet_in_message, packet_out_frame
+from .pipeline import Pipeline
+
+log = logging.getLogger("softswitch.p4runtime")
+
+Update = p4runtime_pb2.Update
+SetAction = p4runtime_pb2.SetForwardingPipelineConfigRequest
+GetType = p4runtime_pb2.GetForwardingPipelineConfigRequest
+
+_WRITERS: dict[str, Callable] = {
+    "table_entry": table_entries.write_table_entry,
+    "action_profile_member": entities.write_member,
+    "action_profile_group": entities.write_group,
+    "counter_entry": entities.write_counter,
+    "direct_counter_entry": table_entries.write_direct_counter,
+    "meter_entry": entities.write_meter,
+    "direct_meter_entry": table_entries.write_direct_meter,
+    "register_entry": entities.write_register,
+    "value_set_entry": entities.write_value_set,
+    "digest_entry": entities.write_digest,
+}
+_READERS: dict[str, Callable] = {
+    "table_entry": table_entries.read_table_entries,
+    "action_profile_member": entities.read_members,
+    "action_profile_group": entities.read_groups,
+    "counter_entry": entities.read_counters,
+    "direct_counter_entry": table_entries.read_direct_counters,
+    "meter_entry": entities.read_meters,
+    "direct_meter_entry": table_entries.read_direct_meters,
+    "register_entry": entities.read_registers,
+    "value_set_entry": entities.read_value_sets,
+    "digest_entry": entities.read_digests,
+}
+
+
+class P4RuntimeDevice:
+    def __init__(self, switch: Any):
+        self.switch = switch
+        self.device_id: int = switch.device_id
+        self.lock: threading.RLock = switch.config_lock
+        self.arbiter = Arbiter(self.device_id)
+        self.current: Pipeline | None = None
+        self.pending: Pipeline | None = None
+        self.committed: Pipeline | None = None
+        self.packet_in_dropped = 0
+
+    # -- common checks -------------------------------------------------------------------------
+    def check_device(self, device_id: int) -> None:
+        if device_id != self.device_id:
+            raise not_found(f"unknown device id {device_id} (this device is {self.device_id})")
+
+    def _locked(self, timeout: float | None):
+        """The config lock, acquired within ``timeout`` seconds (None: wait)."""
+        lock = self.lock
+
+        class _Guard:
+            def __enter__(self_inner):
+                ok = lock.acquire(timeout=timeout) if timeout is not None else lock.acquire()
+                if not ok:
+                    raise P4RTError(DEADLINE_EXCEEDED, "deadline exceeded while waiting for another request")
+                return self_inner
+
+            def __exit__(self_inner, *exc):
+                lock.release()
+                return False
+        return _Guard()
+
+    def _dp_lock(self):
+        dp = self.switch.dataplane
+        return dp.lock if dp is not None else threading.RLock()
+
+    def _pipeline(self) -> Pipeline:
+        if self.current is None:
+            raise P4RTError(FAILED_PRECONDITION, "no forwarding pipeline config set for this device "
+                                                 "(use SetForwardingPipelineConfig)")
+        return self.current
+
+    # -- SetForwardingPipelineConfig / GetForwardingPipelineConfig -----------------------------
+    def set_pipeline(self, request: p4runtime_pb2.SetForwardingPipelineConfigRequest,
+                     timeout: float | None = None) -> None:
+        self.check_device(request.device_id)
+        self.arbiter.check_writer(request.role, election_of(request))
+        action = request.action
+        if action == SetAction.UNSPECIFIED:
+            raise invalid("SetForwardingPipelineConfig: action is not set")
+        if action not in SetAction.Action.values():
+            raise invalid(f"SetForwardingPipelineConfig: unknown action {action}")
+        cfg = request.config
+        if action == SetAction.COMMIT:
+            if request.HasField("config") and (cfg.HasField("p4info") or cfg.p4_device_config):
+                raise invalid("COMMIT realizes the saved config: it takes no config")
+            with self._locked(timeout):
+                if self.pending is None:
+                    raise not_found("COMMIT: no saved config (VERIFY_AND_SAVE first)")
+                self._commit(self.pending)
+            return
+        if not request.HasField("config") or not cfg.HasField("p4info"):
+            raise invalid(f"{SetAction.Action.Name(action)} needs a config with a P4Info and a device config")
+        cookie = cfg.cookie.cookie if cfg.HasField("cookie") else None
+        # Building the pipeline verifies it (and compiles the program): done outside the lock.
+        new = Pipeline(cfg.p4info, cfg.p4_device_config, cookie)
+        if action == SetAction.VERIFY:
+            return
+        with self._locked(timeout):
+            if action == SetAction.VERIFY_AND_SAVE:
+                self.current = self.pending = new
+                log.info("device %d: pipeline saved (not yet committed)", self.device_id)
+            elif action == SetAction.RECONCILE_AND_COMMIT and self.current is not None:
+                self._reconcile(self.current, new)
+            else:
+                self._commit(new)
+
+    def _commit(self, new: Pipeline) -> None:
+        dp = self.switch.dataplane
+        with self._dp_lock():
+            if dp is not None:
+                dp.set_program(new.program)
+                dp.pre = new.pre.engine
+            self.current = self.committed = new
+            self.pending = None
+            self.switch.p4info = new.p4info
+            self.switch.device_config = new.json
+            self.switch.cookie = new.cookie or 0
+        log.info("device %d: pipeline committed (%d tables)", self.device_id, len(new.map.tables))
+
+    def _reconcile(self, old: Pipeline, new: Pipeline) -> None:
+        """RECONCILE_AND_COMMIT: replay the forwarding state of ``old`` into ``new`` (same P4Info
+        ids needed), then commit; if any of it does not fit, nothing changes."""
+        with self._dp_lock():
+            new.pre = old.pre
+            for utype, entity in _forwarding_state(old):
+                try:
+                    self._apply(new, utype, entity)
+                except P4RTError as e:
+                    kind = entity.WhichOneof("entity")
+                    raise invalid(f"RECONCILE_AND_COMMIT: the forwarding state cannot be preserved by the new "
+                                  f"config ({kind}: {e})") from None
+            self._commit(new)
+
+    def get_pipeline(self, request: p4runtime_pb2.GetForwardingPipelineConfigRequest
+                     ) -> p4runtime_pb2.GetForwardingPipelineConfigResponse:
+        self.check_device(request.device_id)
+        kind = request.response_type
+        if kind not in GetType.ResponseType.values():
+            raise invalid(f"GetForwardingPipelineConfig: unknown response_type {kind}")
+        pipe = self.current
+        if pipe is None:
+            raise P4RTError(FAILED_PRECONDITION, "no forwarding pipeline config set for this device")
+        with_p4info = kind in (GetType.ALL, GetType.P4INFO_AND_COOKIE)
+        with_device = kind in (GetType.ALL, GetType.DEVICE_CONFIG_AND_COOKIE)
+        return p4runtime_pb2.GetForwardingPipelineConfigResponse(config=pipe.config_message(with_p4info, with_device))
+
+    # -- Write -----------------------------------------------------------------------------------
+    def write(self, request: p4runtime_pb2.WriteRequest, timeout: float | None = None) -> list[P4RTError | None]:
+        """Apply a batch; one entry per update: None (done) or the error. RPC-wide problems raise."""
+        self.check_device(request.device_id)
+        self.arbiter.check_writer(request.role, election_of(request))
+        self._pipeline()
+        if request.atomicity != p4runtime_pb2.WriteRequest.CONTINUE_ON_ERROR:
+            raise unimplemented("only CONTINUE_ON_ERROR atomicity is supported")
+        results: list[P4RTError | None] = []
+        with self._locked(timeout):
+            pipe = self._pipeline()
+            with self._dp_lock():
+                for update in request.updates:
+                    try:
+                        self._apply(pipe, update.type, update.entity)
+                        results.append(None)
+                    except P4RTError as e:
+                        results.append(e)
+                    except Exception as e:  # a bug must not take the server down; report it
+                        log.exception("device %d: internal error on update %s", self.device_id, update)
+                        results.append(P4RTError(INTERNAL, f"internal error: {type(e).__name__}: {e}"))
+        return results
+
+    def _apply(self, pipe: Pipeline, utype: int, entity: p4runtime_pb2.Entity) -> None:
+        if utype == Update.UNSPECIFIED:
+            raise invalid("update type is not set")
+        if utype not in (Update.INSERT, Update.MODIFY, Update.DELETE):
+            raise invalid(f"unknown update type {utype}")
+        kind = entity.WhichOneof("entity")
+        if kind is None:
+            raise invalid("the update's entity is not set")
+        writer = _WRITERS.get(kind)
+        if writer is not None:
+            writer(pipe, utype, getattr(entity, kind))
+        elif kind == "packet_replication_engine_entry":
+            pre_entries.write_pre(pipe.pre, utype, entity.packet_replication_engine_entry)
+        else:
+            raise unimplemented(f"{kind} is not supported by softswitch")
+
+    # -- Read ------------------------------------------------------------------------------------
+    def read(self, request: p4runtime_pb2.ReadRequest, timeout: float | None = None
+             ) -> tuple[list[p4runtime_pb2.Entity], list[P4RTError | None]]:
+        """Entities matching the request, and per requested entity None or its error."""
+        self.check_device(request.device_id)
+        self._pipeline()
+        found: list[p4runtime_pb2.Entity] = []
+        errors: list[P4RTError | None] = []
+        with self._locked(timeout):
+            pipe = self._pipeline()
+            for entity in request.entities:
+                try:
+                    found.extend(self._read_one(pipe, entity))
+                    errors.append(None)
+                except P4RTError as e:
+                    errors.append(e)
+                except Exception as e:
+                    log.exception("device %d: internal error reading %s", self.device_id, entity)
+                    errors.append(P4RTError(INTERNAL, f"internal error: {type(e).__name__}: {e}"))
+        return found, errors
+
+    def _read_one(self, pipe: Pipeline, entity: p4runtime_pb2.Entity) -> Iterable[p4runtime_pb2.Entity]:
+        kind = entity.WhichOneof("entity")
+        if kind is None:
+            raise invalid("the entity to read is not set (a wildcard read names the entity type)")
+        reader = _READERS.get(kind)
+        if reader is not None:
+            return reader(pipe, getattr(entity, kind))
+        if kind == "packet_replication_engine_entry":
+            return pre_entries.read_pre(pipe.pre, entity.packet_replication_engine_entry)
+        raise unimplemented(f"{kind} is not supported by softswitch")
+
+    # -- packet I/O ------------------------------------------------------------------------------
+    def packet_out(self, conn: Connection, msg: p4runtime_pb2.PacketOut) -> None:
+        if not self.arbiter.is_primary(conn):
+            raise P4RTError(PERMISSION_DENIED, "only the primary controller can send packet-outs")
+        pipe = self.committed
+        if pipe is None:
+            raise P4RTError(FAILED_PRECONDITION, "no forwarding pipeline config committed")
+        frame = packet_out_frame(pipe.map.packet_out, msg)
+        dp = self.switch.dataplane
+        if dp is None:
+            raise P4RTError(FAILED_PRECONDITION, "the data plane is not running")
+        dp.inject_packet_out(frame)
+
+    def on_packet_in(self, frame: bytes) -> None:
+        """Called by the data-plane thread for a frame leaving on the CPU port; never blocks."""
+        pipe = self.committed
+        msg = packet_in_message(pipe.map.packet_in if pipe is not None else None, frame)
+        if msg is None:
+            self.packet_in_dropped += 1
+            return
+        response = p4runtime_pb2.StreamMessageResponse(packet=msg)
+        primaries = self.arbiter.primaries()
+        if not primaries:
+            self.packet_in_dropped += 1
+        for conn in primaries:
+            if not conn.outbox.put(response, droppable=True):
+                self.packet_in_dropped += 1
+
+
+def _forwarding_state(pipe: Pipeline) -> list[tuple[int, p4runtime_pb2.Entity]]:
+    """What RECONCILE_AND_COMMIT replays, in dependency order (members before groups before
+    table entries)."""
+    E = p4runtime_pb2.Entity
+    out: list[tuple[int, p4runtime_pb2.Entity]] = []
+    ins, mod = Update.INSERT, Update.MODIFY
+    out += [(ins, e) for e in entities.read_members(pipe, p4runtime_pb2.ActionProfileMember())]
+    out += [(ins, e) for e in entities.read_groups(pipe, p4runtime_pb2.ActionProfileGroup())]
+    request = p4runtime_pb2.TableEntry()
+    request.counter_data.SetInParent()
+    request.meter_config.SetInParent()
+    for tm in pipe.map.tables.values():
+        if tm.is_const:
+            continue
+        for e in tm.table:
+            out.append((ins, E(table_entry=table_entries.entry_to_proto(pipe, tm, e, request))))
+        t = tm.table
+        if (t.default_action, t.default_data) != t.initial_default or tm.id in pipe.default_meta:
+            out.append((mod, next(iter(table_entries.read_table_entries(
+                pipe, p4runtime_pb2.TableEntry(table_id=tm.id, is_default_action=True))))))
+    for e in entities.read_counters(pipe, p4runtime_pb2.CounterEntry()):
+        if e.counter_entry.data.packet_count or e.counter_entry.data.byte_count:
+            out.append((mod, e))
+    for e in entities.read_meters(pipe, p4runtime_pb2.MeterEntry()):
+        if e.meter_entry.HasField("config"):
+            out.append((mod, e))
+    for e in entities.read_registers(pipe, p4runtime_pb2.RegisterEntry()):
+        if e.register_entry.data.bitstring != b"\x00":
+            out.append((mod, e))
+    for e in entities.read_value_sets(pipe, p4runtime_pb2.ValueSetEntry()):
+        if e.value_set_entry.members:
+            out.append((mod, e))
+    out += [(ins, e) for e in entities.read_digests(pipe, p4runtime_pb2.DigestEntry())]
+    return out
