@@ -50,6 +50,8 @@ DEFAULT_BATCH_SIZE = 500
 _CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", 64 * 1024 * 1024),
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    # a failed batch carries one error per update in its trailing metadata: room for 500+
+    ("grpc.max_metadata_size", 4 * 1024 * 1024),
 ]
 _ENTITY_TYPES = {
     "insert": p4runtime_pb2.Update.INSERT,
