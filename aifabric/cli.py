@@ -2,7 +2,10 @@
 
     aifabric up --topo fattree --k 4 [--target auto|bmv2|softswitch]     fabric + Mininet CLI
     aifabric up --topo leafspine --leaves 4 --spines 2 --hosts-per-leaf 2
+    aifabric up --int [--metrics 127.0.0.1:9100]                       ... with ECN, INT on every
+                                                                        TCP/UDP flow, Prometheus
     aifabric demo [--k 4] [--target ...] [--json PATH]                  the fat-tree demo
+    aifabric demo int [--k 4] [--target ...] [--json PATH] [--png PATH]  ECN + INT under congestion
     aifabric clean                                                      remove leftovers
 """
 from __future__ import annotations
@@ -27,13 +30,20 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--spines", type=int, default=2)
     up.add_argument("--hosts-per-leaf", type=int, default=2)
     up.add_argument("--target", choices=TARGETS, default="auto")
+    up.add_argument("--int", action="store_true",
+                    help="ECN marking, INT on every TCP/UDP flow, the telemetry network and the INT collector")
+    up.add_argument("--metrics", metavar="HOST:PORT",
+                    help="with --int: serve Prometheus metrics (INT, ECN marks, link utilisation) there")
 
     demo = sub.add_parser("demo", help="run a demo (default: the fat-tree forwarding demo)")
-    demo.add_argument("which", nargs="?", choices=("fabric",), default="fabric")
+    demo.add_argument("which", nargs="?", choices=("fabric", "int"), default="fabric",
+                      help="fabric: forwarding and ECMP; int: a congested link seen through INT and ECN")
     demo.add_argument("--k", type=int, default=4)
     demo.add_argument("--target", choices=TARGETS, default="softswitch",
                       help="P4 target (default: the embedded softswitch)")
     demo.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
+    demo.add_argument("--png", metavar="PATH", help="demo int: where to save the picture (default out/int_demo.png)")
+    demo.add_argument("--seconds", type=float, default=3.0, help="demo int: how long each run sends")
 
     sub.add_parser("clean", help="remove switch processes, namespaces and veths left by a crash")
     return p
@@ -44,6 +54,20 @@ def _fabric(args: argparse.Namespace):
     if args.topo == "fattree":
         return fat_tree(args.k)
     return leaf_spine(args.leaves, args.spines, args.hosts_per_leaf)
+
+
+def _start_metrics(lab, where: str):
+    """The Prometheus exporter of a running lab, serving on ``where`` (HOST:PORT)."""
+    from aifabric.report import progress
+    from controller.metrics import fabric_metrics
+
+    host, _, port = where.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"--metrics {where!r}: expected HOST:PORT, e.g. 127.0.0.1:9100")
+    exporter = fabric_metrics(lab.controller, lab.collector)
+    bound = exporter.start_http(host, int(port))
+    progress(f"Prometheus metrics on http://{bound[0]}:{bound[1]}/metrics")
+    return exporter
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,17 +88,33 @@ def main(argv: list[str] | None = None) -> int:
             if args.command == "up":
                 fabric = _fabric(args)
                 pipeline = Pipeline.from_build_dir()
-                with Lab(fabric, target=args.target, pipeline=pipeline, progress=progress) as lab:
+                if args.metrics and not args.int:
+                    raise ValueError("--metrics needs --int (the metrics come from INT and the ECN counters)")
+                telemetry = None
+                if args.int:
+                    from controller.telemetry_entries import TelemetryConfig, WatchRule
+                    telemetry = TelemetryConfig(watchlist=(WatchRule(),))  # every TCP/UDP flow
+                with Lab(fabric, target=args.target, pipeline=pipeline, progress=progress,
+                         telemetry=telemetry, ecmp_seeds=args.int) as lab:
                     from mininet.cli import CLI
-                    print(fabric.describe())
-                    CLI(lab.net)
+                    exporter = _start_metrics(lab, args.metrics) if args.metrics else None
+                    try:
+                        print(fabric.describe())
+                        CLI(lab.net)
+                    finally:
+                        if exporter is not None:
+                            exporter.stop()
                 return 0
+            if args.which == "int":
+                from aifabric import demo_int
+                return demo_int.run(k=args.k, target=args.target, json_path=args.json, png_path=args.png,
+                                    seconds=args.seconds)
             from aifabric import demo_fabric
             return demo_fabric.run(k=args.k, target=args.target, json_path=args.json)
     except KeyboardInterrupt:
         print("\naifabric: interrupted; everything was torn down", file=sys.stderr)
         return 130
-    except (ValueError, FileNotFoundError, P4SwitchError) as e:
+    except (ValueError, FileNotFoundError, OSError, P4SwitchError) as e:
         print(f"aifabric: error: {e}", file=sys.stderr)
         return 2
 

@@ -3,6 +3,10 @@
 ``Lab`` is a context manager: entering brings everything up (switch targets started and
 ready, pipeline pushed, routes installed), leaving tears everything down (controller
 sessions, target processes, namespaces, veths), also after Ctrl-C or an error halfway.
+
+With ``telemetry=TelemetryConfig(...)`` the lab also builds the telemetry network (every
+switch's telemetry port on one bridge in the root namespace), installs ECN and INT through
+the controller, and runs an INT collector bound to the bridge's address (``lab.collector``).
 """
 from __future__ import annotations
 
@@ -17,6 +21,8 @@ from typing import Callable, Iterator
 from mininet.log import setLogLevel
 
 from controller.fabric_controller import FabricController, Pipeline
+from controller.int_collector import IntCollector
+from controller.telemetry_entries import TelemetryConfig
 from topologies.fabric import Fabric
 from topologies.mininet_topo import make_net
 from topologies.p4switch import RUN_DIR, cleanup
@@ -40,14 +46,18 @@ class BringUp:
 
 class Lab:
     def __init__(self, fabric: Fabric, *, target: str = "auto", pipeline: Pipeline | None = None,
-                 log_dir: Path | None = None, progress: Progress | None = None):
+                 log_dir: Path | None = None, progress: Progress | None = None,
+                 telemetry: TelemetryConfig | None = None, ecmp_seeds: bool = False):
         self.fabric = fabric
         self.target = target
         self.pipeline = pipeline or Pipeline.from_build_dir()
         self.log_dir = log_dir or RUN_DIR / "logs"
         self.progress = progress or (lambda msg: None)
+        self.telemetry = telemetry
+        self.ecmp_seeds = ecmp_seeds
         self.net = None
         self.controller: FabricController | None = None
+        self.collector: IntCollector | None = None
         self.bring_up = BringUp()
 
     def __enter__(self) -> "Lab":
@@ -67,18 +77,28 @@ class Lab:
         self.progress(f"starting {nsw} switch targets and {len(self.fabric.hosts)} hosts "
                       f"({self.fabric.describe()}, target {self.target})")
         t0 = time.monotonic()
-        self.net = make_net(self.fabric, target=self.target, log_dir=self.log_dir)
+        int_on = self.telemetry is not None and self.telemetry.int_enabled
+        self.net = make_net(self.fabric, target=self.target, log_dir=self.log_dir, telemetry=int_on)
         self.net.start()
         self.bring_up.targets_s = time.monotonic() - t0
+        if int_on:
+            assert self.telemetry is not None
+            self.collector = IntCollector(self.telemetry.collector_ip, self.telemetry.collector_port).start()
+            host, port = self.collector.address
+            self.progress(f"INT collector listening on {host}:{port} (telemetry bridge)")
         self.progress(f"targets ready in {self.bring_up.targets_s:.1f} s; pushing the pipeline and routes")
         t1 = time.monotonic()
-        self.controller = FabricController(self.fabric, self.pipeline)
+        self.controller = FabricController(self.fabric, self.pipeline, telemetry=self.telemetry,
+                                           ecmp_seeds=self.ecmp_seeds)
         self.controller.start()
         self.controller.start_reconcile_loop()
         self.bring_up.program_s = time.monotonic() - t1
         self.progress(f"fabric programmed in {self.bring_up.program_s:.1f} s")
 
     def stop(self) -> None:
+        if self.collector is not None:
+            self.collector.stop()
+            self.collector = None
         if self.controller is not None:
             try:
                 self.controller.close()
@@ -96,8 +116,12 @@ class Lab:
     def host(self, name: str):
         return self.net.get(name)
 
+    def switch(self, name: str):
+        """The P4Switch node ``name`` (queue rate/depth, logs, process)."""
+        return self.net.get(name)
+
     def switch_pids(self) -> dict[str, int]:
-        return {sw.name: sw.process.pid for sw in self.net.switches if sw.process is not None}
+        return {sw.name: sw.process.pid for sw in self.net.switches if getattr(sw, "process", None) is not None}
 
 
 @contextmanager

@@ -1,6 +1,7 @@
 """Traffic run from Mininet hosts: all-pairs reachability and simple flow mixes."""
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from dataclasses import dataclass
@@ -92,3 +93,120 @@ def iperf_tcp(client, server, server_addr: str, seconds: int = 2) -> float:
         srv.wait()
     m = re.findall(r"([\d.]+) Mbits/sec\s+\S*\s*receiver", out)
     return float(m[-1]) if m else 0.0
+
+
+# Paced UDP sender (system Python in a host namespace): ``count`` datagrams at ``rate`` per
+# second from one source port, IP TOS ``tos`` (2 = ECT(0)). Payload: a 4-byte sequence number,
+# then bytes derived from it, so the receiver can check every datagram arrived unchanged.
+_PACED_SENDER = r"""
+import json, socket, struct, sys, time
+dst, sport, dport, rate, count, tos, size = sys.argv[1], *map(int, sys.argv[2:8])
+family = socket.AF_INET6 if ":" in dst else socket.AF_INET
+s = socket.socket(family, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IP if family == socket.AF_INET else socket.IPPROTO_IPV6,
+             socket.IP_TOS if family == socket.AF_INET else socket.IPV6_TCLASS, tos)
+s.bind(("", sport))
+sent = nbytes = 0
+start = time.monotonic()
+for seq in range(count):
+    payload = struct.pack("!I", seq) + bytes((seq + i) & 0xFF for i in range(size - 4))
+    delay = start + seq / rate - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)
+    nbytes += s.sendto(payload, (dst, dport))
+    sent += 1
+print(json.dumps({"sent": sent, "bytes": nbytes, "seconds": time.monotonic() - start}))
+"""
+
+# UDP receiver: counts datagrams and payload bytes per source (address, port), the ones whose
+# IP ECN field says CE (IP_RECVTOS / IPV6_RECVTCLASS) and the ones whose payload is not what
+# the paced sender sent; stops ``quiet`` s after the last datagram, or after ``limit`` s.
+_RECEIVER = r"""
+import json, socket, struct, sys, time
+port, quiet, limit, v6 = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), sys.argv[4] == "1"
+family = socket.AF_INET6 if v6 else socket.AF_INET
+s = socket.socket(family, socket.SOCK_DGRAM)
+if v6:
+    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVTCLASS, 1)
+else:
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+s.bind(("", port))
+print("ready", flush=True)
+flows = {}
+start = time.monotonic()
+last = None
+while True:
+    now = time.monotonic()
+    if now - start > limit or (last is not None and now - last > quiet):
+        break
+    s.settimeout(0.1)
+    try:
+        data, anc, _, addr = s.recvmsg(65535, socket.CMSG_SPACE(4))
+    except socket.timeout:
+        continue
+    last = time.monotonic()
+    tos = anc[0][2][0] if anc else 0
+    f = flows.setdefault(f"{addr[0]}:{addr[1]}", {"packets": 0, "bytes": 0, "ce": 0, "corrupt": 0})
+    f["packets"] += 1
+    f["bytes"] += len(data)
+    f["ce"] += (tos & 3) == 3
+    if len(data) >= 4:
+        seq = struct.unpack("!I", data[:4])[0]
+        if data[4:] != bytes((seq + i) & 0xFF for i in range(len(data) - 4)):
+            f["corrupt"] += 1
+print(json.dumps(flows), flush=True)
+"""
+
+
+@dataclass
+class SentFlow:
+    sent: int
+    bytes: int
+    seconds: float
+
+
+@dataclass
+class ReceivedFlow:
+    packets: int
+    bytes: int
+    ce: int
+    corrupt: int
+
+
+def start_paced_sender(host, dst_addr: str, sport: int, dport: int, rate_pps: float, count: int,
+                       tos: int = 2, size: int = 200):
+    """Start a paced UDP sender in ``host``'s namespace (returns the Popen)."""
+    return host.popen(["python3", "-c", _PACED_SENDER, dst_addr, str(sport), str(dport), str(int(rate_pps)),
+                       str(count), str(tos), str(size)])
+
+
+def sender_result(proc) -> SentFlow:
+    out, err = proc.communicate()
+    text = out.decode() if isinstance(out, bytes) else out
+    try:
+        data = json.loads(text.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        raise RuntimeError(f"UDP sender failed: {(err or b'').decode(errors='replace')[-500:]}") from None
+    return SentFlow(data["sent"], data["bytes"], data["seconds"])
+
+
+def start_receiver(host, port: int, quiet: float = 2.0, limit: float = 60.0, ipv6: bool = False):
+    """Start the UDP receiver in ``host``'s namespace; returns once it is bound."""
+    proc = host.popen(["python3", "-u", "-c", _RECEIVER, str(port), str(quiet), str(limit), "1" if ipv6 else "0"])
+    line = proc.stdout.readline()
+    if not line.startswith(b"ready"):
+        proc.kill()
+        raise RuntimeError(f"UDP receiver on {host.name}:{port} did not start: {proc.stderr.read().decode()[-500:]}")
+    return proc
+
+
+def receiver_result(proc) -> dict[str, ReceivedFlow]:
+    """Per source ``addr:port``: what the receiver got (waits for it to finish)."""
+    out, err = proc.communicate()
+    text = out.decode() if isinstance(out, bytes) else out
+    try:
+        data = json.loads(text.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        raise RuntimeError(f"UDP receiver failed: {(err or b'').decode(errors='replace')[-500:]}") from None
+    return {k: ReceivedFlow(**v) for k, v in data.items()}

@@ -10,4 +10,9 @@ Modules, each owning one thing:
 * `entries`   - the fabric program's table/profile/PRE entities for one switch's forwarding state
 * `reconcile` - desired vs. actual entities -> ordered P4Runtime updates
 * `fabric_controller` - `FabricController`: many switches, one process, reconciliation loop
+* `telemetry_entries` - ECN thresholds, INT watchlist/sink/report config, ECMP seeds per switch
+* `paths`     - the ECMP paths the routes install between two hosts (to check INT paths against)
+* `int_report` - Telemetry Report v2.0 / INT-MD v2.1 decoder (pure), `Report`/`FlowKey`/`HopRecord`
+* `int_collector` - `IntCollector`: UDP server, per-flow paths, per-port queue/latency, counters
+* `metrics`   - Prometheus exporter (own registry): INT, ECN marks, link utilisation, collector
 """

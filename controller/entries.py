@@ -50,6 +50,23 @@ EGRESS_PORT_COUNTER = "FabricEgress.egress_port_counter"
 
 ETHERTYPE_LLDP = 0x88CC
 
+# Congestion signals (p4src/README.md, "Congestion signals: ECN and INT"); the entities are
+# built by controller.telemetry_entries.
+ECN_CONFIG = "FabricEgress.ecn.ecn_config"
+ECN_SET_THRESHOLDS = "FabricEgress.ecn.set_thresholds"
+ECN_MARKED = "FabricEgress.ecn.ecn_marked"
+INT_WATCHLIST = "FabricIngress.int_watchlist.watchlist"
+INT_MARK_SOURCE = "FabricIngress.int_watchlist.mark_source"
+INT_CONFIG = "FabricEgress.int_egress.int_config"
+INT_CONFIGURE = "FabricEgress.int_egress.configure"
+INT_SINK_PORTS = "FabricEgress.int_egress.sink_ports"
+INT_MARK_SINK = "FabricEgress.int_egress.mark_sink"
+INT_REPORT_CONFIG = "FabricEgress.int_egress.report_config"
+INT_CONFIGURE_REPORT = "FabricEgress.int_egress.configure_report"
+HASH_CONFIG = "FabricIngress.next.hash_config"
+SET_HASH_SEED = "FabricIngress.next.set_hash_seed"
+INT_REPORT_SESSION_ID = 500
+
 
 def entity(
     msg: p4runtime_pb2.TableEntry

@@ -14,7 +14,13 @@ gives each switch a `SwitchAgent`. An agent's `reconcile()` is idempotent:
 `FabricError` naming every switch that failed and why; `start_reconcile_loop()` keeps a background
 thread that reconciles a switch again as soon as its stream breaks, its last attempt failed or its
 desired state changed (`set_link_up`), and every ``full_check_interval`` seconds anyway.
-`read_port_counters()` reads ``egress_port_counter``/``ingress_port_counter`` for tests and demos.
+`read_port_counters()` reads ``egress_port_counter``/``ingress_port_counter`` (and ECN's
+``ecn_marked``) for tests, demos and the metrics exporter.
+
+Congestion signals are off unless asked for: ``telemetry=TelemetryConfig(...)`` adds ECN
+thresholds, the INT watchlist, sink ports, int/report configuration and the report clone session
+(`controller.telemetry_entries`) to every switch's desired state; ``ecmp_seeds=True`` gives every
+switch its own ECMP hash seed. `set_watchlist()` changes the monitored flows at run time.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import logging
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -36,6 +42,9 @@ from controller.p4info import P4Info
 from controller.reconcile import Plan, owner_key, plan
 from controller.routing import SwitchForwarding, compute_forwarding
 from controller.switch import DEFAULT_RPC_TIMEOUT, SwitchConnection
+from controller.telemetry_entries import TelemetryConfig, WatchRule, hash_seed_entity, owned_defaults
+from controller.telemetry_entries import owned_tables as telemetry_owned_tables
+from controller.telemetry_entries import telemetry_entities
 from controller.topology import TopologyModel
 from topologies.fabric import Fabric, Switch
 
@@ -217,6 +226,12 @@ class SwitchAgent:
                     p4runtime_pb2.Entity(action_profile_group=p4runtime_pb2.ActionProfileGroup(action_profile_id=ident))
                 )
         actual = list(conn.read(wildcards)) if wildcards else []
+        for kind, ident in sorted(k for k in self.owns if k[0] == "default"):
+            request = p4runtime_pb2.TableEntry(table_id=ident, is_default_action=True)
+            try:
+                actual += list(conn.read([p4runtime_pb2.Entity(table_entry=request)]))
+            except ReadError:
+                pass  # a target that cannot read default entries: the plan writes them again
         pre_readable = True
         for key in self.owns:
             if key[0] != "packet_replication_engine_entry":
@@ -301,11 +316,15 @@ class FabricController:
         connect_timeout: float = 10.0,
         max_workers: int | None = None,
         punt_lldp: bool = False,
+        telemetry: TelemetryConfig | None = None,
+        ecmp_seeds: bool = False,
     ) -> None:
         self.fabric = fabric
         self.pipeline = pipeline
         self.model = TopologyModel(fabric)
         self.punt_lldp = punt_lldp
+        self.telemetry = telemetry
+        self.ecmp_seeds = ecmp_seeds
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._loop: threading.Thread | None = None
@@ -335,14 +354,36 @@ class FabricController:
         owned_tables = [E.MY_STATION, E.ARP_REPLY, E.NDP_REPLY, E.ROUTING_V4, E.ROUTING_V6, E.NEXT_HASHED]
         if self.punt_lldp:
             owned_tables.append(E.ACL)
+        owned_default_tables: list[str] = []
+        if self.telemetry is not None:
+            owned_tables += telemetry_owned_tables(self.telemetry)
+            owned_default_tables += owned_defaults(self.telemetry)
+        if self.ecmp_seeds:
+            owned_default_tables.append(E.HASH_CONFIG)
         owns = {("table", p4info.table_id(t)) for t in owned_tables}
+        owns |= {("default", p4info.table_id(t)) for t in owned_default_tables}
         owns.add(("profile", p4info.action_profile_id(E.ECMP_SELECTOR)))
         for name, state in self.forwarding.items():
             ents = E.forwarding_entities(p4info, state, punt_lldp=self.punt_lldp)
-            desired = ents.in_insert_order()
-            self.agents[name].set_desired(desired, owns | {owner_key(e) for e in ents.pre})
+            pre, tables, defaults = list(ents.pre), [], []
+            if self.telemetry is not None:
+                extra = telemetry_entities(p4info, self.fabric, name, self.telemetry)
+                pre += extra.pre
+                tables += extra.tables
+                defaults += extra.defaults
+            if self.ecmp_seeds:
+                defaults.append(hash_seed_entity(p4info, state.device_id))
+            desired = [*pre, *ents.members, *ents.groups, *ents.tables, *tables, *defaults]
+            self.agents[name].set_desired(desired, owns | {owner_key(e) for e in pre})
         self._wake.set()
         return self.forwarding
+
+    def set_watchlist(self, rules: Iterable[WatchRule]) -> None:
+        """Monitor these flows with INT (replacing the watchlist); needs ``telemetry``."""
+        if self.telemetry is None:
+            raise ValueError("set_watchlist: this controller was made without telemetry=TelemetryConfig(...)")
+        self.telemetry = replace(self.telemetry, watchlist=tuple(rules))
+        self.recompute()
 
     def set_link_up(self, a: str, b: str, up: bool) -> None:
         """Mark a switch-switch link up/down and recompute; the reconcile loop (or the next

@@ -11,6 +11,11 @@ session id; multicast group -> group id.
 modifies of PRE entries, members, groups, table entries (dependencies first), then deletes in the
 reverse order. Entities in ``actual`` that the controller does not ``own`` (tables and profiles
 written by someone else) are left alone.
+
+Default entries (``is_default_action``: how keyless tables are configured) exist from the
+pipeline's start and cannot be inserted or deleted: a desired default entry that differs from
+what was read back - or that was not read back - becomes a MODIFY; one that is no longer desired
+is left as it is. They are owned per table as ``("default", table_id)``.
 """
 
 from __future__ import annotations
@@ -87,10 +92,16 @@ def _canonical_action(action: p4runtime_pb2.Action) -> None:
         action.params.add(param_id=p.param_id, value=canonical(p.value))
 
 
+def is_default_entry(entity: p4runtime_pb2.Entity) -> bool:
+    return entity.WhichOneof("entity") == "table_entry" and entity.table_entry.is_default_action
+
+
 def entity_key(entity: p4runtime_pb2.Entity) -> tuple:
     """The identity of an entity (what INSERT/DELETE refer to)."""
     kind = entity.WhichOneof("entity")
     if kind == "table_entry":
+        if entity.table_entry.is_default_action:
+            return (kind, entity.table_entry.table_id, "default")
         t = canonical_entity(entity).table_entry
         return (kind, t.table_id, tuple(m.SerializeToString(deterministic=True) for m in t.match), t.priority)
     if kind == "action_profile_member":
@@ -111,6 +122,8 @@ def owner_key(entity: p4runtime_pb2.Entity) -> tuple:
     """What "owning" an entity means: its table, its action profile, or its PRE entry kind."""
     kind = entity.WhichOneof("entity")
     if kind == "table_entry":
+        if entity.table_entry.is_default_action:
+            return ("default", entity.table_entry.table_id)
         return ("table", entity.table_entry.table_id)
     if kind in ("action_profile_member", "action_profile_group"):
         obj = getattr(entity, kind)
@@ -162,13 +175,13 @@ def plan(
     result = Plan()
     for key, e in want.items():
         if key not in have:
-            result.inserts.append(e)
+            (result.modifies if is_default_entry(e) else result.inserts).append(e)
         elif canonical_entity(have[key]).SerializeToString(deterministic=True) != canonical_entity(e).SerializeToString(
             deterministic=True
         ):
             result.modifies.append(e)
     for key, e in have.items():
-        if key not in want:
+        if key not in want and not is_default_entry(e):
             result.deletes.append(_deletable(e))
     return result
 

@@ -57,6 +57,18 @@ Common to both
 * P4Runtime gRPC server of a switch: ``127.0.0.1:{50000 + device_id}``.
 * Ports are 9 bits in the P4 program; port 255 is the CPU port, so a switch has at most 254 ports.
 
+Telemetry network (only when INT is enabled)
+============================================
+
+* Every switch gets one more port, ``TELEMETRY_PORT`` (250), linked to one plain Linux bridge in
+  the root namespace (``TELEMETRY_BRIDGE``, ``tnet``; its ports are ``tnet-eth{n}``). The bridge
+  carries ``TELEMETRY_COLLECTOR_IP`` 172.31.255.254/16 with MAC ``TELEMETRY_COLLECTOR_MAC``
+  02:00:00:ff:ff:fe; the INT collector listens there on UDP ``TELEMETRY_COLLECTOR_PORT`` 32766.
+* Reports of switch ``id`` leave from IP ``172.31.{id >> 8}.{id & 0xff}`` and from its router
+  MAC. Clone session 500 sends them out of the telemetry port.
+* The telemetry port is not part of the fabric description: routing never uses it, so it
+  carries reports only. Data ports must stay below it (checked when telemetry is on).
+
 The limits (k <= 110, leaves <= 254, ...) come from this plan: device ids must keep the gRPC port
 <= 65535, subnets must fit one IPv4 octet, switch ports must stay below the CPU port 255.
 Violations raise ``ValueError`` naming the bad value.
@@ -72,6 +84,13 @@ CPU_PORT = 255
 MAX_SWITCH_PORT = CPU_PORT - 1
 MAX_DEVICE_ID = 65535 - GRPC_PORT_BASE
 MAX_FAT_TREE_K = 110
+
+TELEMETRY_PORT = 250
+TELEMETRY_BRIDGE = "tnet"
+TELEMETRY_NETWORK = ipaddress.IPv4Network("172.31.0.0/16")
+TELEMETRY_COLLECTOR_IP = ipaddress.IPv4Address("172.31.255.254")
+TELEMETRY_COLLECTOR_MAC = "02:00:00:ff:ff:fe"
+TELEMETRY_COLLECTOR_PORT = 32766
 
 LEAF_SPINE_IPV4_OCTET = 200
 LEAF_SPINE_IPV6_GROUP = 1
@@ -100,6 +119,26 @@ def grpc_address(device_id: int) -> str:
 def _check_device_id(device_id: int) -> None:
     if not 1 <= device_id <= MAX_DEVICE_ID:
         raise ValueError(f"device id {device_id} outside 1..{MAX_DEVICE_ID} (gRPC port 50000+id)")
+
+
+def telemetry_source_ip(device_id: int) -> ipaddress.IPv4Address:
+    """Source IP of the telemetry reports of the switch with this device id."""
+    _check_device_id(device_id)
+    return TELEMETRY_NETWORK.network_address + device_id
+
+
+def telemetry_source_mac(device_id: int) -> str:
+    """Source MAC of the switch's telemetry reports: its router MAC."""
+    return switch_mac(device_id)
+
+
+def check_telemetry_port(max_data_port: int) -> None:
+    """Raise ValueError when data ports would reach the telemetry port."""
+    if max_data_port >= TELEMETRY_PORT:
+        raise ValueError(
+            f"switch port {max_data_port} collides with the telemetry port {TELEMETRY_PORT}: with INT "
+            f"telemetry on, data ports must stay below {TELEMETRY_PORT}"
+        )
 
 
 # --- fat-tree -------------------------------------------------------------------------------

@@ -5,6 +5,10 @@
 IPv6 addresses and default routes via the gateways) and every link with the plan's port numbers,
 so interfaces are named ``<node>-eth<port>``. `FatTreeTopo(k)` and `LeafSpineTopo(...)` are
 shorthands. `make_net(fabric, target=...)` returns a ready-to-start ``Mininet`` using P4Switch.
+
+With ``telemetry=True`` every switch also gets ``TELEMETRY_PORT`` linked to the telemetry bridge
+(`topologies.telemetry_net.TelemetryBridge`, node ``tnet``, port n+1 for the n-th switch). These
+links are Mininet's only: the `Fabric` (and so routing) never sees them.
 """
 
 from __future__ import annotations
@@ -16,8 +20,10 @@ from mininet.net import Mininet
 from mininet.node import Host
 from mininet.topo import Topo
 
+from topologies import addressing as ap
 from topologies.fabric import Fabric, fat_tree, leaf_spine
 from topologies.p4switch import P4Switch
+from topologies.telemetry_net import TelemetryBridge
 
 OFFLOADS = ("tx", "rx", "gso", "tso", "gro")
 
@@ -43,7 +49,7 @@ class FabricHost(Host):
 class FabricTopo(Topo):
     """The Mininet topology of a Fabric description."""
 
-    def build(self, fabric: Fabric) -> None:  # type: ignore[override]
+    def build(self, fabric: Fabric, telemetry: bool = False) -> None:  # type: ignore[override]
         self.fabric = fabric
         for sw in fabric.switches:
             self.addSwitch(sw.name, device_id=sw.device_id, grpc_port=sw.grpc_port)
@@ -59,6 +65,17 @@ class FabricTopo(Topo):
             )
         for ln in fabric.links:
             self.addLink(ln.a, ln.b, port1=ln.a_port, port2=ln.b_port)
+        if telemetry:
+            self.add_telemetry_network(fabric)
+
+    def add_telemetry_network(self, fabric: Fabric) -> None:
+        for sw in fabric.switches:
+            ports = fabric.ports_of(sw.name)
+            if ports:
+                ap.check_telemetry_port(max(ports))
+        self.addSwitch(ap.TELEMETRY_BRIDGE, cls=TelemetryBridge)
+        for n, sw in enumerate(fabric.switches, start=1):
+            self.addLink(sw.name, ap.TELEMETRY_BRIDGE, port1=ap.TELEMETRY_PORT, port2=n)
 
 
 class FatTreeTopo(FabricTopo):
@@ -77,14 +94,18 @@ def make_net(
     target: str = "auto",
     log_dir: str | Path | None = None,
     start_timeout: float = 60.0,
+    telemetry: bool = False,
     **switch_opts: object,
 ) -> Mininet:
     """A Mininet (not started) of ``fabric`` with P4Switch nodes and no OpenFlow controller;
-    ``switch_opts`` go to every P4Switch (e.g. ``thrift_port`` for a one-switch fabric)."""
+    ``switch_opts`` go to every P4Switch (e.g. ``thrift_port`` for a one-switch fabric);
+    ``telemetry`` adds the telemetry bridge and every switch's telemetry port."""
     switch = functools.partial(
         P4Switch, target=target, log_dir=log_dir, start_timeout=start_timeout, **switch_opts
     )
-    return Mininet(topo=FabricTopo(fabric), switch=switch, host=FabricHost, controller=None, autoSetMacs=False)
+    return Mininet(
+        topo=FabricTopo(fabric, telemetry=telemetry), switch=switch, host=FabricHost, controller=None, autoSetMacs=False
+    )
 
 
 # `mn --custom topologies/mininet_topo.py --topo fattree,4 --switch p4`

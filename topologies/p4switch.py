@@ -13,7 +13,12 @@ Command lines (``--target auto`` picks ``simple_switch_grpc`` when it is on PATH
     simple_switch_grpc --device-id N -i 1@p0e0-eth1 ... --no-p4 --thrift-port T \
         --log-file <log_dir>/<name> --log-flush -- --grpc-server-addr 127.0.0.1:PORT --cpu-port 255
     softswitch --device-id N -i 1@p0e0-eth1 ... --no-p4 \
-        --grpc-server-addr 127.0.0.1:PORT --cpu-port 255 --log-file <log_dir>/<name>.log
+        --grpc-server-addr 127.0.0.1:PORT --cpu-port 255 --log-file <log_dir>/<name>.log \
+        --runtime-addr 127.0.0.1:T
+
+T, the run-time control port (BMv2's Thrift server, softswitch's ``--runtime-addr``), is
+16000 + device id for both, so ``set_queue_rate()``/``set_queue_depth()`` reach either target
+(``simple_switch_CLI --thrift-port T`` / ``softswitch-ctl --addr 127.0.0.1:T``).
 
 BMv2 writes its log to ``<log_dir>/<name>.txt``; a target's stdout/stderr goes to
 ``<log_dir>/<name>.console``. Each started process is recorded in ``<run_dir>/pids/<name>.pid``; `cleanup()` kills what aifabric
@@ -42,6 +47,7 @@ from topologies import addressing as ap
 
 RUN_DIR = Path(os.environ.get("AIFABRIC_RUN_DIR", "/tmp/aifabric"))
 BMV2 = "simple_switch_grpc"
+BMV2_CLI = "simple_switch_CLI"
 SOFTSWITCH = "softswitch"
 TARGETS = ("auto", "bmv2", "softswitch")
 # BMv2's Thrift server: 16000 + device id. Its default (9090) would clash between switches, and
@@ -89,9 +95,11 @@ def target_command(
     cpu_port: int = ap.CPU_PORT,
     thrift_port: int | None = None,
     extra_args: Sequence[str] = (),
+    runtime_port: int | None = None,
 ) -> list[str]:
     """The command line that starts switch ``name`` (see the module docstring); BMv2's Thrift
-    port defaults to THRIFT_PORT_BASE + device id."""
+    port defaults to THRIFT_PORT_BASE + device id; softswitch gets ``--runtime-addr`` only when
+    ``runtime_port`` is given."""
     cmd = [executable, "--device-id", str(device_id)]
     for port, intf in ports:
         cmd += ["-i", f"{port}@{intf}"]
@@ -103,7 +111,10 @@ def target_command(
         cmd += ["--", "--grpc-server-addr", grpc_addr, "--cpu-port", str(cpu_port)]
     else:
         cmd += ["--grpc-server-addr", grpc_addr, "--cpu-port", str(cpu_port)]
-        cmd += ["--log-file", str(log_dir / f"{name}.log"), *extra_args]
+        cmd += ["--log-file", str(log_dir / f"{name}.log")]
+        if runtime_port is not None:
+            cmd += ["--runtime-addr", f"{ap.GRPC_HOST}:{runtime_port}"]
+        cmd += list(extra_args)
     return cmd
 
 
@@ -202,7 +213,45 @@ class P4Switch(Switch):
             cpu_port=self.cpu_port,
             thrift_port=self.thrift_port,
             extra_args=self.extra_args,
+            runtime_port=self.thrift_port,
         )
+
+    # --- run-time control (queue rate and depth) -------------------------------------------
+
+    @property
+    def runtime_address(self) -> str:
+        """``host:port`` of the run-time control server (BMv2 Thrift / softswitch --runtime-addr)."""
+        return f"{ap.GRPC_HOST}:{self.thrift_port}"
+
+    def runtime_command(self, command: str) -> str:
+        """Run one simple_switch_CLI-style command (``set_queue_rate 100 2``) on the target;
+        P4SwitchError naming the switch and the command when it fails."""
+        if self.target_kind == "bmv2":
+            result = subprocess.run(
+                [BMV2_CLI, "--thrift-port", str(self.thrift_port)],
+                input=command + "\n", capture_output=True, text=True, timeout=30, check=False,
+            )
+            answer = (result.stdout + result.stderr).strip()
+            if result.returncode != 0 or "Error" in answer or "Invalid" in answer:
+                raise P4SwitchError(f"switch {self.name}: {BMV2_CLI} {command!r} failed: {answer[-500:]}")
+            return answer
+        from softswitch.ctl import send_command
+
+        try:
+            answer = send_command(self.runtime_address, command)
+        except OSError as err:
+            raise P4SwitchError(f"switch {self.name}: runtime control {self.runtime_address} unreachable: {err}") from None
+        if answer.startswith("error"):
+            raise P4SwitchError(f"switch {self.name}: {command!r}: {answer}")
+        return answer
+
+    def set_queue_rate(self, rate_pps: int, port: int | None = None) -> None:
+        """Egress queue rate in packets per second (0: unlimited) of ``port`` (all ports: None)."""
+        self.runtime_command(f"set_queue_rate {rate_pps}" + (f" {port}" if port is not None else ""))
+
+    def set_queue_depth(self, depth_pkts: int, port: int | None = None) -> None:
+        """Egress queue depth in packets of ``port`` (all ports: None)."""
+        self.runtime_command(f"set_queue_depth {depth_pkts}" + (f" {port}" if port is not None else ""))
 
     def start(self, controllers: Iterable[object] = ()) -> None:
         """Prepare the interfaces and launch the target (does not wait; see `wait_ready`)."""
@@ -213,10 +262,10 @@ class P4Switch(Switch):
                 f"switch {self.name}: gRPC port {ap.GRPC_HOST}:{self.grpc_port} is already in use "
                 f"(a leftover target? run `aifabric clean`)"
             )
-        if self.target_kind == "bmv2" and port_accepts(self.thrift_port):
+        if port_accepts(self.thrift_port):
             raise P4SwitchError(
-                f"switch {self.name}: BMv2 Thrift port {self.thrift_port} is already in use "
-                f"(another BMv2 with device id {self.device_id}? pass thrift_port=)"
+                f"switch {self.name}: run-time control port {self.thrift_port} is already in use "
+                f"(another target with device id {self.device_id}? pass thrift_port=)"
             )
         for _, intf in self.data_ports():
             prepare_switch_interface(intf)
@@ -362,7 +411,7 @@ def _alive(pid: int) -> bool:
 # --- cleanup --------------------------------------------------------------------------------
 
 # Node names of aifabric's topologies (see topologies.addressing).
-SWITCH_NAME = r"(?:p\d+[ea]\d+|c\d+|l\d+|s\d+)"
+SWITCH_NAME = rf"(?:p\d+[ea]\d+|c\d+|l\d+|s\d+|{ap.TELEMETRY_BRIDGE})"
 HOST_NAME = r"(?:p\d+e\d+h\d+|l\d+h\d+)"
 _FABRIC_INTF = re.compile(rf"^{SWITCH_NAME}-eth\d+$|^{HOST_NAME}-eth\d+$")
 
@@ -451,6 +500,11 @@ def cleanup(run_dir: Path | None = None, *, nodes: Iterable[str] | None = None, 
                 report.links_deleted.append(name)
             elif "Cannot find device" not in res.stderr:
                 report.errors.append(f"ip link del {name}: {res.stderr.strip()}")
+    if wanted(ap.TELEMETRY_BRIDGE):
+        from topologies.telemetry_net import delete_bridge
+
+        if delete_bridge(ap.TELEMETRY_BRIDGE):
+            report.links_deleted.append(ap.TELEMETRY_BRIDGE)
     return report
 
 

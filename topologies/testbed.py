@@ -158,9 +158,11 @@ class Testbed:
 
     # -- targets -------------------------------------------------------------------------
     def start_target(self, target: str = "softswitch", device_id: int = 1, grpc_port: int | None = None,
-                     cpu_port: int = 255, extra_args: tuple[str, ...] = (), timeout: float = 20.0) -> Target:
+                     cpu_port: int = 255, extra_args: tuple[str, ...] = (), timeout: float = 20.0,
+                     thrift_port: int | None = None) -> Target:
         """Start a P4 target (``softswitch``, ``bmv2`` or ``auto``) on all ports, ``--no-p4``,
-        and wait until its P4Runtime port answers."""
+        and wait until its P4Runtime port answers. BMv2's Thrift port defaults to
+        THRIFT_PORT_BASE + device id (pass a free one when several test runs share a machine)."""
         kind, exe = resolve_target(target)
         grpc_port = grpc_port or _free_tcp_port()
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -168,7 +170,7 @@ class Testbed:
         ports = {n: hp.switch_iface for n, hp in self.ports.items()}
         cmd = target_command(kind, exe, name=name, device_id=device_id, ports=sorted(ports.items()),
                              grpc_port=grpc_port, log_dir=self.run_dir, cpu_port=cpu_port,
-                             extra_args=extra_args)
+                             thrift_port=thrift_port, extra_args=extra_args)
         log_path = self.run_dir / (name if kind == "bmv2" else f"{name}.log")
         out = open(self.run_dir / f"{name}.out", "w")
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
