@@ -41,22 +41,23 @@ def run(k: int = 4, target: str = "auto", json_path: str | None = None, flows: i
         cores = [s.name for s in fabric.switches if s.role == Role.CORE]
         before = {c: _forwarded(lab, c) for c in cores}
         src, dst = fabric.hosts[0], fabric.hosts[-1]          # pod 0 to pod k-1: through the core
-        say(f"traffic mix: {flows} UDP flows (dport 4791) {src.name} -> {dst.name}, then one TCP flow")
+        say(f"traffic mix: {flows} UDP flows (dport 4791) {src.name} -> {dst.name}")
         sent = traffic.udp_flows(lab.host(src.name), str(dst.ip4.ip), flows=flows, count=10)
-        mbps = traffic.iperf_tcp(lab.host(fabric.hosts[1].name), lab.host(fabric.hosts[-2].name),
-                                 str(fabric.hosts[-2].ip4.ip), seconds=2)
         time.sleep(0.5)
         after = {c: _forwarded(lab, c) for c in cores}
         per_core = {c: after[c] - before[c] for c in cores}
+        tcp_src, tcp_dst = fabric.hosts[1], fabric.hosts[-2]
+        say(f"one TCP flow {tcp_src.name} -> {tcp_dst.name} (iperf3, 2 s)")
+        mbps = traffic.iperf_tcp(lab.host(tcp_src.name), lab.host(tcp_dst.name), str(tcp_dst.ip4.ip), seconds=2)
         figures["traffic"] = {"udp_flows": flows, "udp_datagrams": sent, "tcp_mbps": round(mbps, 1),
-                              "packets_per_core": per_core,
+                              "udp_packets_per_core": per_core,
                               "cores_used": sum(1 for v in per_core.values() if v > 0)}
     figures["wall_s"] = round(time.monotonic() - t_start, 1)
 
     print(report.table(["family", "pairs", "reached"],
                        [(r.family, r.pairs, r.reached) for r in (v4, v6)], title="\nReachability"))
     print(report.table(["core switch", "packets forwarded"], sorted(per_core.items()),
-                       title=f"\nPaths through the core ({flows} UDP flows + 1 TCP flow)"))
+                       title=f"\nECMP through the core: {flows} UDP flows of 10 datagrams, pod 0 -> pod {k - 1}"))
     b = figures["bring_up_s"]
     print(report.table(["figure", "value"], [
         ("target", figures["target"]),

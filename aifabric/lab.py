@@ -47,7 +47,7 @@ class BringUp:
 class Lab:
     def __init__(self, fabric: Fabric, *, target: str = "auto", pipeline: Pipeline | None = None,
                  log_dir: Path | None = None, progress: Progress | None = None,
-                 telemetry: TelemetryConfig | None = None, ecmp_seeds: bool = False):
+                 telemetry: TelemetryConfig | None = None, ecmp_seeds: bool = True):
         self.fabric = fabric
         self.target = target
         self.pipeline = pipeline or Pipeline.from_build_dir()

@@ -19,8 +19,9 @@ desired state changed (`set_link_up`), and every ``full_check_interval`` seconds
 
 Congestion signals are off unless asked for: ``telemetry=TelemetryConfig(...)`` adds ECN
 thresholds, the INT watchlist, sink ports, int/report configuration and the report clone session
-(`controller.telemetry_entries`) to every switch's desired state; ``ecmp_seeds=True`` gives every
-switch its own ECMP hash seed. `set_watchlist()` changes the monitored flows at run time.
+(`controller.telemetry_entries`) to every switch's desired state. Every switch gets its own ECMP
+hash seed (``ecmp_seeds``, on by default: with one hash everywhere a fat-tree's tiers choose
+alike and half the cores stay idle); pass ``ecmp_seeds=False`` to watch that polarisation. `set_watchlist()` changes the monitored flows at run time.
 """
 
 from __future__ import annotations
@@ -317,7 +318,7 @@ class FabricController:
         max_workers: int | None = None,
         punt_lldp: bool = False,
         telemetry: TelemetryConfig | None = None,
-        ecmp_seeds: bool = False,
+        ecmp_seeds: bool = True,
     ) -> None:
         self.fabric = fabric
         self.pipeline = pipeline

@@ -305,7 +305,7 @@ def pipeline() -> Pipeline:
 
 def test_controller_installs_every_switch(fabric_targets) -> None:
     fab, targets = fabric_targets
-    with FabricController(fab, pipeline(), rpc_timeout=5) as ctl:
+    with FabricController(fab, pipeline(), ecmp_seeds=False, rpc_timeout=5) as ctl:
         plans = ctl.start()
         for name, t in targets.items():
             assert t.pipeline_pushes == 1 and t.cookie == 0xABC
@@ -326,7 +326,7 @@ def E_counter(packets: int, octets: int):
 def test_controller_reports_failing_switches_by_name(fabric_targets) -> None:
     fab, targets = fabric_targets
     targets["s0"].reject_tables.add(P4INFO.table_id(E.ROUTING_V6))
-    with FabricController(fab, pipeline(), rpc_timeout=5) as ctl:
+    with FabricController(fab, pipeline(), ecmp_seeds=False, rpc_timeout=5) as ctl:
         with pytest.raises(FabricError) as info:
             ctl.start()
         assert set(info.value.errors) == {"s0"}
@@ -338,7 +338,7 @@ def test_controller_reports_failing_switches_by_name(fabric_targets) -> None:
 
 def test_controller_reinstalls_a_restarted_switch(fabric_targets) -> None:
     fab, targets = fabric_targets
-    with FabricController(fab, pipeline(), rpc_timeout=5, connect_timeout=2) as ctl:
+    with FabricController(fab, pipeline(), ecmp_seeds=False, rpc_timeout=5, connect_timeout=2) as ctl:
         ctl.start()
         ctl.start_reconcile_loop(interval=0.2)
         old = targets["l1"]
@@ -356,7 +356,7 @@ def test_controller_reinstalls_a_restarted_switch(fabric_targets) -> None:
 
 def test_controller_repairs_drift_and_follows_link_changes(fabric_targets) -> None:
     fab, targets = fabric_targets
-    with FabricController(fab, pipeline(), rpc_timeout=5) as ctl:
+    with FabricController(fab, pipeline(), ecmp_seeds=False, rpc_timeout=5) as ctl:
         ctl.start()
         t = targets["l0"]
         # someone deleted a route behind the controller's back

@@ -139,7 +139,7 @@ def test_default_entries_are_modified_never_inserted_or_deleted() -> None:
 def test_fabric_controller_desired_state_with_and_without_telemetry() -> None:
     pipeline = PIPELINE
     fabric = fat_tree(4)
-    with FabricController(fabric, pipeline) as plain:
+    with FabricController(fabric, pipeline, ecmp_seeds=False) as plain:
         plain_desired = {n: len(a.desired) for n, a in plain.agents.items()}
     with FabricController(fabric, pipeline, telemetry=TelemetryConfig(), ecmp_seeds=True) as ctl:
         agent = ctl.agents["p0e0"]

@@ -170,7 +170,7 @@ class Testbed:
         ports = {n: hp.switch_iface for n, hp in self.ports.items()}
         cmd = target_command(kind, exe, name=name, device_id=device_id, ports=sorted(ports.items()),
                              grpc_port=grpc_port, log_dir=self.run_dir, cpu_port=cpu_port,
-                             thrift_port=thrift_port, extra_args=extra_args)
+                             thrift_port=thrift_port or _free_tcp_port(), extra_args=extra_args)
         log_path = self.run_dir / (name if kind == "bmv2" else f"{name}.log")
         out = open(self.run_dir / f"{name}.out", "w")
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
