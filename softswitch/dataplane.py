@@ -35,6 +35,8 @@ MIRROR_SESSION_ID_MASK = 0x7FFF
 RX_BURST = 128                 # packets read from one port before looking at the others
 INTERNAL_QUEUE_CAPACITY = 1024  # resubmit/recirculate queue, as simple_switch's
 MAX_TIMEOUT_S = 0.5
+NO_TRUNCATION = 1 << 62
+DRAIN_ROUNDS = 64              # rounds of egress + resubmit/recirculate per loop iteration
 
 
 @dataclass
@@ -159,6 +161,8 @@ class Dataplane:
             ep.close()
 
     def _timeout(self) -> float:
+        if self._internal:
+            return 0.0
         nxt = None
         for q in self.queues.values():
             d = q.next_departure()
@@ -192,6 +196,10 @@ class Dataplane:
             port.rx_packets += 1
             self.counters.rx += 1
             self._guarded(self.ingress, port.number, frame)
+            # BMv2's egress threads run while ingress takes the next packet: whatever may
+            # leave now leaves before the next arrival is queued (or a burst at full rate
+            # would fill the queue and be dropped, which BMv2 does not do)
+            self._drain_queues()
 
     def _run_internal(self) -> None:
         budget = INTERNAL_QUEUE_CAPACITY
@@ -202,8 +210,7 @@ class Dataplane:
 
     def _drain_queues(self) -> None:
         now = self.now_us()
-        progress = True
-        while progress:
+        for _ in range(DRAIN_ROUNDS):   # bounded: a program that recirculates forever must not wedge the loop
             progress = False
             for q in list(self.queues.values()):
                 item = q.pop_ready(now)
@@ -213,6 +220,8 @@ class Dataplane:
             if self._internal:
                 self._run_internal()
                 progress = True
+            if not progress:
+                return
 
     def _guarded(self, fn, *args) -> None:
         """Run one packet's processing; a failure drops that packet only."""
@@ -250,7 +259,7 @@ class Dataplane:
         F[s["packet_length"]] = length
         F[h["packet_length"]] = length
         F[h["ingress_length"]] = length
-        F[h["truncate_length"]] = 1 << 62
+        F[h["truncate_length"]] = NO_TRUNCATION
         consumed = prog.parse(F, frame)
         F[h["payload"]] = frame[consumed:]
         ok = prog.verify_checksums(F)
@@ -273,7 +282,7 @@ class Dataplane:
         mgid = F[s["mcast_grp"]] if s["mcast_grp"] is not None else 0
         if mgid:
             F[s["instance_type"]] = REPLICATION
-            self._replicate(prog, F, self.pre.multicast(mgid))
+            self._replicate(prog, F, self.pre.multicast(mgid), NO_TRUNCATION)
             return
         egress_spec = F[s["egress_spec"]]
         if egress_spec == self.drop_port:
@@ -299,23 +308,26 @@ class Dataplane:
         self._copy_field_list(prog, F[h["clone_field_list"]], F, C)
         C[s["instance_type"]] = INGRESS_CLONE
         C[h["packet_length"]] = C[h["ingress_length"]] = len(frame)
-        C[h["truncate_length"]] = self._session_truncation(session)
-        self._replicate(prog, C, targets)
+        self._replicate(prog, C, targets, self._session_truncation(session))
 
     def _session_truncation(self, session: int) -> int:
         sess = self.pre.sessions.get(session)
-        return sess.packet_length_bytes if sess and sess.packet_length_bytes else 1 << 62
+        return sess.packet_length_bytes if sess and sess.packet_length_bytes else NO_TRUNCATION
 
     def _copy_field_list(self, prog: Program, field_list_id: int, src: list, dst: list) -> None:
         for slot in prog.field_lists.get(field_list_id, ()):
             dst[slot] = src[slot]
 
-    def _replicate(self, prog: Program, F: list, targets: list[tuple[int, int]]) -> None:
+    def _replicate(self, prog: Program, F: list, targets: list[tuple[int, int]], truncate: int) -> None:
+        """Copies to (port, rid) targets. A copy is a new packet in BMv2: a truncate() the
+        original asked for does not apply to it; only the clone session's length does."""
         rid_slot = prog.intrinsics["egress_rid"]
+        trunc_slot = prog.layout.hidden["truncate_length"]
         for port, rid in targets:
             copy = F[:]
             if rid_slot is not None:
                 copy[rid_slot] = rid
+            copy[trunc_slot] = truncate
             self._enqueue(prog, port, copy)
 
     def _push_internal(self, F: list, frame: bytes) -> None:
@@ -367,16 +379,16 @@ class Dataplane:
             return
         prog.update_checksums(F)
         frame = prog.deparse(F) + F[h["payload"]]
-        trunc = F[h["truncate_length"]]
-        if trunc < len(frame):
-            frame = frame[:trunc]
         recirc = F[h["recirculate_field_list"]]
-        if recirc:
+        if recirc:             # a new packet in BMv2, of the whole deparsed frame (not truncated)
             R = prog.new_packet_state()
             self._copy_field_list(prog, recirc, F, R)
             R[s["instance_type"]] = RECIRC
             self._push_internal(R, frame)
             return
+        trunc = F[h["truncate_length"]]
+        if trunc < len(frame):
+            frame = frame[:trunc]
         self.transmit(q.port, frame)
 
     def _clone_egress(self, prog: Program, F: list, session: int) -> None:
@@ -392,8 +404,7 @@ class Dataplane:
         C[s["instance_type"]] = EGRESS_CLONE
         for name in ("resubmit_field_list", "recirculate_field_list", "clone_field_list", "learn_id"):
             C[h[name]] = 0
-        C[h["truncate_length"]] = self._session_truncation(session)
-        self._replicate(prog, C, targets)
+        self._replicate(prog, C, targets, self._session_truncation(session))
 
     def transmit(self, port: int, frame: bytes) -> None:
         if port == self.cpu_port and self.cpu_port is not None:

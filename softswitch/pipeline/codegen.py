@@ -172,6 +172,7 @@ class CodeGenerator:
         o("        st, o = st(F, pkt, o)")
         o("except _PErr as e:")
         o(f"    F[{err_slot}] = e.code" if err_slot is not None else "    pass")
+        o("    o = e.offset")
         o("return o")
         o.dedent()
         o()
@@ -187,9 +188,17 @@ class CodeGenerator:
         o = self.out
         o(f"def {self._state_fn(s['name'], states)}(F, pkt, o):  # {s['name']}")
         o.indent()
+        # BMv2 keeps what the state consumed before an operation failed (pkt->remove of
+        # bytes_parsed): the error carries the offset reached
+        o("try:")
+        o.indent()
         for op in s.get("parser_ops", []):
             self._parser_op(op)
         self._transition(s, states)
+        o.dedent()
+        o("except _PErr as e:")
+        o("    e.offset = o")
+        o("    raise")
         o.dedent()
         o()
 
@@ -622,7 +631,7 @@ def _concat(parts: list[tuple[str, int]]) -> str:
     expr = parts[0][0]
     for src, width in parts[1:]:
         expr = f"(({expr}) << {width}) | {src}"
-    return expr
+    return f"({expr})"        # whole: callers shift it (padding) or OR it into more
 
 
 def _slot(base: str, offset: int) -> str:

@@ -102,8 +102,8 @@ class ExpressionCompiler:
             raise ProgramError(f"bad expression node {node!r}")
         t, v = node["type"], node.get("value")
         if t == "expression":
-            if isinstance(v, dict) and "op" not in v and v.get("type") == "expression":
-                return self.compile(v)     # primitive arguments wrap expressions twice
+            if isinstance(v, dict) and "op" not in v and "type" in v:
+                return self.compile(v)     # primitive arguments wrap operands (even fields) once more
             return self._op(v)
         if t == "field":
             slot, _, _ = self.layout.field_ref(v)

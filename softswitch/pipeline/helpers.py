@@ -21,6 +21,7 @@ class ParserFault(Exception):
     def __init__(self, code: int):
         super().__init__(code)
         self.code = code
+        self.offset = 0          # bytes consumed when it happened (set by the parse state)
 
 
 ZEROS = [0] * 4096

@@ -38,7 +38,9 @@ INTRINSICS = {
 }
 
 # BMv2 const-entry priorities: a lower number wins. P4Runtime's: a higher number wins.
-CONST_ENTRY_PRIORITY_BASE = 1 << 24
+# PI inverts BMv2 priorities around INT32_MAX, so a const entry of JSON priority p reads back
+# over P4Runtime with priority INT32_MAX - p on simple_switch_grpc; the same here.
+CONST_ENTRY_PRIORITY_BASE = (1 << 31) - 1
 
 
 @dataclass(eq=False)

@@ -3,8 +3,10 @@
 Member choice is BMv2's, so the same packet picks the same member on both targets: BMv2
 gives every member the lowest free handle when it is created, keeps a group's members as a
 set sorted by handle, and picks ``members[hash % len(members)]`` with the selector's hash
-truncated to 32 bits. A member of weight w appears w times, through extra handles made when
-a group first needs them (as PI does for BMv2).
+truncated to 32 bits. A member of weight w appears w times, through extra handles, as PI
+programs BMv2 (proto/frontend/src/action_prof_mgr.cpp): a group update walks the old and
+new members in member-id order, creating the handles a member lacks for its new weight,
+then deletes the copies that no group needs any more (a member keeps its first handle).
 """
 from __future__ import annotations
 
@@ -107,11 +109,13 @@ class ActionProfile:
         g.max_size = max_size
 
     def delete_group(self, group_id: int, in_use: bool) -> None:
-        self.group(group_id)
+        g = self.group(group_id)
         if in_use:
             raise TableError("FAILED_PRECONDITION",
                              f"action profile '{self.name}': group {group_id} is still used")
         del self.groups[group_id]
+        for mid in sorted(g.weights):
+            self._purge_copies(self.members[mid])
 
     def group(self, group_id: int) -> Group:
         g = self.groups.get(group_id)
@@ -128,14 +132,24 @@ class ActionProfile:
         if g.max_size and total > g.max_size:
             raise TableError("RESOURCE_EXHAUSTED",
                              f"group {g.id}: {total} members exceed its max_size {g.max_size}")
-        handles = []
-        for mid, w in weights.items():
+        touched = sorted(set(g.weights) | set(weights))
+        for mid in touched:
             m = self.members[mid]
-            while len(m.handles) < w:
+            while len(m.handles) < weights.get(mid, 0):
                 self._add_handle(m)
-            handles.extend(m.handles[:w])
         g.weights = dict(weights)
-        g.handles = sorted(handles)
+        g.handles = sorted(h for mid, w in weights.items() for h in self.members[mid].handles[:w])
+        for mid in touched:
+            self._purge_copies(self.members[mid], g)
+
+    def _purge_copies(self, m: Member, updated: Group | None = None) -> None:
+        """Release the handles of ``m`` beyond the largest weight a group gives it."""
+        groups = [g for g in self.groups.values() if g is not updated] + ([updated] if updated else [])
+        need = max([1] + [g.weights.get(m.id, 0) for g in groups])
+        while len(m.handles) > need:
+            h = m.handles.pop()
+            self._handles.release(h)
+            del self._by_handle[h]
 
     # -- data plane ----------------------------------------------------------------------
     def resolve(self, member: int | None, group: int | None, F: list) -> tuple[ActionSpec, tuple] | None:

@@ -66,7 +66,8 @@ class Meter:
         committed = _Rate(cir / 1e6, cburst, YELLOW, tokens=cburst)
         peak = _Rate(pir / 1e6, pburst, RED, tokens=pburst)
         self.rates = [peak, committed]
-        self.time_init_us = time.monotonic_ns() // 1000
+        # time_init stays the meter's creation time: BMv2's set_rate resets the buckets, not
+        # the time origin the token counts are taken from
 
     def config(self) -> tuple[float, int, float, int] | None:
         """(cir, cburst, pir, pburst) in units per second, or None when unconfigured."""

@@ -3,12 +3,20 @@
 A scenario is a compiled P4 program, the control-plane writes that configure it, and a list
 of packets sent one at a time on given ports. Running it on a target (softswitch or BMv2)
 yields, for every packet sent, the frames that came out and on which port (packet-ins
-included, as port ``CPU_PORT`` carrying the P4Runtime metadata bytes first). The same
-scenario run on both targets must give the same result: that is the differential test.
+included, as port ``CPU_PORT`` carrying the P4Runtime metadata bytes first). Between packets
+a scenario may run a control-plane `Step` (read a counter, change an entry); what the step
+returns is recorded as its output on port ``CONTROL``. The same scenario run on both targets
+must give the same result: that is the differential test.
 """
 from __future__ import annotations
 
 import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -23,6 +31,7 @@ from topologies.testbed import Testbed
 
 REPO = Path(__file__).resolve().parents[2]
 CPU_PORT = 255
+CONTROL = -1        # the "port" of what a control-plane step returns
 
 
 @dataclass
@@ -33,14 +42,18 @@ class Send:
     frame: bytes
     metadata: dict[str, int] = field(default_factory=dict)   # packet-out metadata by name
     expect_nothing: bool = False     # the packet is expected to vanish: wait less for it
+    repeat: int = 1                  # sent this many times back to back (a burst)
 
 
 @dataclass
 class Setup:
-    """What a scenario's setup function gets: the P4Info helper and a live session."""
+    """What a scenario's setup function (and its steps) get: the P4Info helper and a live session."""
 
     p4info: P4Info
     conn: SwitchConnection
+    target: str = ""        # "softswitch" or "bmv2"
+    runtime_addr: str = ""  # softswitch's --runtime-addr (softswitch-ctl)
+    thrift_port: int = 0    # BMv2's Thrift port (simple_switch_CLI)
 
     def insert(self, *entities) -> None:
         self.conn.insert([_entity(e) for e in entities])
@@ -48,15 +61,69 @@ class Setup:
     def modify(self, *entities) -> None:
         self.conn.modify([_entity(e) for e in entities])
 
+    def delete(self, *entities) -> None:
+        self.conn.delete([_entity(e) for e in entities])
+
+    def read(self, *entities) -> list[p4runtime_pb2.Entity]:
+        return list(self.conn.read([_entity(e) for e in entities]))
+
+    def switch_cli(self, *commands: str) -> str:
+        """simple_switch_CLI commands (set_queue_rate, set_queue_depth) on either target:
+        BMv2 through simple_switch_CLI, softswitch through softswitch-ctl."""
+        if self.target == "bmv2":
+            cmd = ["simple_switch_CLI", "--thrift-port", str(self.thrift_port)]
+            res = subprocess.run(cmd, input="\n".join(commands) + "\n", capture_output=True, text=True,
+                                 timeout=30)
+            if res.returncode != 0 or "Error" in res.stdout:
+                raise RuntimeError(f"simple_switch_CLI {commands}: {res.stdout}{res.stderr}")
+            return res.stdout
+        ctl = str(Path(sys.executable).parent / "softswitch-ctl")
+        out = []
+        for c in commands:
+            res = subprocess.run([ctl, "--addr", self.runtime_addr, *c.split()], capture_output=True, text=True,
+                                 timeout=30)
+            if res.returncode != 0:
+                raise RuntimeError(f"softswitch-ctl {c}: {res.stdout}{res.stderr}")
+            out.append(res.stdout)
+        return "".join(out)
+
+    def bmv2_thrift(self, *calls: str) -> str:
+        """Run calls on the Thrift client (``c``, bm_runtime's Standard.Client) of the BMv2,
+        for what PI does not offer over P4Runtime (value sets, registers), e.g.
+        ``s.bmv2_thrift("print(c.bm_register_read(0, 'MyIngress.reg', 3))")``; returns what
+        they print.
+
+        The calls run in the interpreter and module path simple_switch_CLI uses (the project's
+        venv has no bm_runtime); the CLI itself cannot be used for value sets: its pvs_add sizes
+        values as ``(bitwidth + 7) / 8`` bytes, a float under Python 3, sends a byte too many
+        and makes BMv2 abort."""
+        cli = Path(shutil.which("simple_switch_CLI") or "simple_switch_CLI")
+        paths = re.findall(r'sys\.path\.append\("([^"]+)"\)', cli.read_text())
+        code = "\n".join([f"import sys; sys.path[:0] = {paths!r}",
+                          "from bmpy_utils import thrift_connect_standard",
+                          f"c = thrift_connect_standard('127.0.0.1', {self.thrift_port})", *calls])
+        res = subprocess.run(["/usr/bin/env", "python3", "-c", code], capture_output=True, text=True, timeout=30)
+        if res.returncode != 0:
+            raise RuntimeError(f"BMv2 Thrift calls {calls}: {res.stdout}{res.stderr}")
+        return res.stdout
+
+
+@dataclass
+class Step:
+    """A control-plane step between packets; what ``run`` returns is its recorded output."""
+
+    run: Callable[[Setup], bytes]
+
 
 @dataclass
 class Scenario:
     name: str
     program: str                             # a file stem under tests/p4/build, or "fabric"
-    packets: list[Send]
+    packets: list[Send | Step]
     setup: Callable[[Setup], None] = lambda s: None
     ports: int = 4
-    # Bytes that legitimately differ between runs (timestamps): a function that blanks them.
+    # Bytes that legitimately differ between runs (timestamps): a function that blanks them
+    # for the comparison of targets (`expect` sees them as they were, to check them).
     normalise: Callable[[int, bytes], bytes] | None = None
     timeout: float = 1.0
     # Explicit expectations, checked on softswitch's outputs (assertions inside).
@@ -80,30 +147,59 @@ def run(target: str, sc: Scenario) -> Outputs:
     info = load_p4info(p4info_path)
     prefix = f"d{os.getpid() % 1000}{target[0]}"
     with Testbed(nports=sc.ports, prefix=prefix) as tb:
-        t = tb.start_target(target, device_id=1, cpu_port=CPU_PORT)
+        runtime_addr = f"127.0.0.1:{_free_tcp_port()}" if target == "softswitch" else ""
+        thrift_port = _free_tcp_port() if target == "bmv2" else 0   # test runs may share the machine
+        t = tb.start_target(target, device_id=1, cpu_port=CPU_PORT, thrift_port=thrift_port or None,
+                            extra_args=("--runtime-addr", runtime_addr) if runtime_addr else ())
         conn = SwitchConnection(f"{target}:{sc.name}", t.grpc_addr, device_id=1)
         try:
             conn.connect()
             conn.set_pipeline(info, json_path.read_bytes())
-            sc.setup(Setup(info, conn))
+            setup = Setup(info, conn, target, runtime_addr, thrift_port)
+            sc.setup(setup)
             outputs: Outputs = []
             for pkt in sc.packets:
+                if isinstance(pkt, Step):
+                    outputs.append([(CONTROL, pkt.run(setup))])
+                    continue
                 tb.drain()
                 while conn.packet_in(timeout=0) is not None:
                     pass
-                if pkt.port is None:
-                    conn.packet_out(info.packet_out(pkt.frame, **pkt.metadata))
-                else:
-                    tb.ports[pkt.port].send(pkt.frame)
-                got = tb.collect(timeout=0.3 if pkt.expect_nothing else sc.timeout)
-                while (pin := conn.packet_in(timeout=0.05)) is not None:
-                    got.append((CPU_PORT, _packet_in_bytes(info, pin)))
-                if sc.normalise:
-                    got = [(p, sc.normalise(p, f)) for p, f in got]
+                for _ in range(pkt.repeat):
+                    if pkt.port is None:
+                        conn.packet_out(info.packet_out(pkt.frame, **pkt.metadata))
+                    else:
+                        tb.ports[pkt.port].send(pkt.frame)
+                got = _collect(tb, conn, info, 0.3 if pkt.expect_nothing else sc.timeout)
                 outputs.append(sorted(got))
             return outputs
         finally:
             conn.close()
+
+
+def _collect(tb: Testbed, conn: SwitchConnection, info: P4Info, timeout: float,
+             quiet: float = 0.15) -> list[tuple[int, bytes]]:
+    """Frames on the host ports and packet-ins, until ``quiet`` seconds pass without any once
+    something arrived, or ``timeout`` seconds without anything."""
+    got: list[tuple[int, bytes]] = []
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        new = tb.collect(timeout=0.02, quiet=0.02)
+        while (pin := conn.packet_in(timeout=0)) is not None:
+            new.append((CPU_PORT, _packet_in_bytes(info, pin)))
+        now = time.monotonic()
+        if new:
+            got += new
+            last = now
+        if (last is not None and now - last >= quiet) or (last is None and now >= deadline):
+            return got
+
+
+def _free_tcp_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def _packet_in_bytes(info: P4Info, pin: p4runtime_pb2.PacketIn) -> bytes:
@@ -120,10 +216,25 @@ def _entity(e) -> p4runtime_pb2.Entity:
              p4runtime_pb2.PacketReplicationEngineEntry: "packet_replication_engine_entry",
              p4runtime_pb2.RegisterEntry: "register_entry", p4runtime_pb2.CounterEntry: "counter_entry",
              p4runtime_pb2.MeterEntry: "meter_entry", p4runtime_pb2.DirectMeterEntry: "direct_meter_entry",
-             p4runtime_pb2.ValueSetEntry: "value_set_entry"}
+             p4runtime_pb2.ValueSetEntry: "value_set_entry",
+             p4runtime_pb2.DirectCounterEntry: "direct_counter_entry"}
     ent = p4runtime_pb2.Entity()
     getattr(ent, kinds[type(e)]).CopyFrom(e)
     return ent
+
+
+def comparable(sc: Scenario, outputs: Outputs) -> Outputs:
+    """Outputs as the targets must agree on them: the scenario's non-deterministic bytes
+    blanked (packets only, not steps); for a burst (``repeat`` > 1) which frames came out,
+    not how many (how many a queue drops in a burst depends on thread timing in BMv2)."""
+    out = []
+    for pkt, got in zip(sc.packets, outputs):
+        if sc.normalise is not None:
+            got = sorted((p, f if p == CONTROL else sc.normalise(p, f)) for p, f in got)
+        if isinstance(pkt, Send) and pkt.repeat > 1:
+            got = sorted(set(got))
+        out.append(got)
+    return out
 
 
 def describe(outputs: Outputs) -> str:
