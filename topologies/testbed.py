@@ -10,7 +10,8 @@ interfaces and to send and capture raw frames on the hosts' side::
         frames = tb.ports[2].receive(timeout=1.0)
 
 Everything it creates (namespaces, veths, the target process) is removed on exit, also
-when the test fails.
+when the test fails. Its targets log under /tmp/aifabric-testbed, outside the run directory
+of fabrics, so `aifabric clean` and a fabric's teardown never touch a running test bench.
 """
 from __future__ import annotations
 
@@ -93,7 +94,7 @@ class Target:
 
 class Testbed:
     __test__ = False      # not a pytest test class, despite the name
-    def __init__(self, nports: int = 2, prefix: str | None = None, run_dir: Path = Path("/tmp/aifabric/testbed")):
+    def __init__(self, nports: int = 2, prefix: str | None = None, run_dir: Path = Path("/tmp/aifabric-testbed")):
         if not 1 <= nports <= 64:
             raise ValueError(f"nports must be 1..64, got {nports}")
         self.prefix = prefix or f"tb{os.getpid() % 100000}"
