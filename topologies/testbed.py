@@ -160,11 +160,12 @@ class Testbed:
     # -- targets -------------------------------------------------------------------------
     def start_target(self, target: str = "softswitch", device_id: int = 1, grpc_port: int | None = None,
                      cpu_port: int = 255, extra_args: tuple[str, ...] = (), timeout: float = 20.0,
-                     thrift_port: int | None = None) -> Target:
+                     thrift_port: int | None = None, executable: str | None = None) -> Target:
         """Start a P4 target (``softswitch``, ``bmv2`` or ``auto``) on all ports, ``--no-p4``,
         and wait until its P4Runtime port answers. BMv2's Thrift port defaults to
         THRIFT_PORT_BASE + device id (pass a free one when several test runs share a machine)."""
         kind, exe = resolve_target(target)
+        exe = executable or exe          # e.g. an optimised BMv2 build outside PATH
         grpc_port = grpc_port or _free_tcp_port()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         name = f"{self.prefix}-{kind}-{device_id}"

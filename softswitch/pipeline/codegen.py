@@ -575,6 +575,9 @@ class CodeGenerator:
         miss_next = node(next_tables.get("__MISS__")) if hit_miss else None
 
         key_parts = [self._key_source(k) for k in t.get("key", [])]
+        if not key_parts:        # p4c wraps every action called in a control in such a table
+            self._keyless_table_node(t, table, miss_next if hit_miss else None, nx, action_next, default_next)
+            return
         key = "(" + "".join(p + ", " for p in key_parts) + ")"
         o(f"def _t{t['id']}(F):  # table {t['name']}")
         o.indent()
@@ -602,6 +605,28 @@ class CodeGenerator:
             o("a, d = r")
             o("a.fn(F, d)")
         o(f"return {hit_next if hit_miss else f'{nx}.get(a.id, {default_next})'}")
+        o.dedent()
+        o()
+        self._deferred_next.append((nx, action_next))
+
+    def _keyless_table_node(self, t: dict, table, miss_next: str | None, nx: str,
+                            action_next: dict, default_next: str) -> None:
+        """A table without a key always misses: it runs its default action, with no lookup.
+        A const default is called directly; otherwise the control plane may change it."""
+        o = self.out
+        o(f"def _t{t['id']}(F):  # table {t['name']} (no key: its default action)")
+        o.indent()
+        a = table.default_action
+        if table.default_const and a is not None:
+            o(f"{self.action_name(a.id)}(F, {tuple(table.default_data)!r})")
+            o(f"return {miss_next or action_next.get(a.id, default_next)}")
+        else:
+            tb = self.bind(table)
+            o(f"a = {tb}.default_action")
+            o("if a is None:")
+            o(f"    return {miss_next or default_next}")
+            o(f"a.fn(F, {tb}.default_data)")
+            o(f"return {miss_next or f'{nx}.get(a.id, {default_next})'}")
         o.dedent()
         o()
         self._deferred_next.append((nx, action_next))

@@ -105,6 +105,9 @@ class MatchTable:
 
     def insert(self, entry: Entry) -> None:
         self._check_mutable()
+        if not self.key:
+            raise TableError("INVALID_ARGUMENT",
+                             f"table '{self.name}' has no match key: only its default action can be set")
         ident = self.identity(entry.match, entry.priority)
         if ident in self._entries:
             raise TableError("ALREADY_EXISTS", f"table '{self.name}': entry already exists")
