@@ -14,6 +14,9 @@
 #include "include/control/forwarding.p4"
 #include "include/control/next.p4"
 #include "include/control/acl.p4"
+#include "include/control/int_watchlist.p4"
+#include "include/control/ecn.p4"
+#include "include/control/int_egress.p4"
 
 control FabricIngress(inout headers_t hdr,
                       inout fabric_metadata_t meta,
@@ -25,6 +28,7 @@ control FabricIngress(inout headers_t hdr,
     Forwarding() forwarding;
     Next() next;
     Acl() acl;
+    IntWatchlist() int_watchlist;
 
     apply {
         meta.cpu_ig_port = standard_metadata.ingress_port;
@@ -40,6 +44,7 @@ control FabricIngress(inout headers_t hdr,
                 next.apply(hdr, meta, standard_metadata);
             }
         }
+        int_watchlist.apply(hdr, meta, standard_metadata);
         acl.apply(hdr, meta, standard_metadata);
     }
 }
@@ -49,6 +54,8 @@ control FabricEgress(inout headers_t hdr,
                      inout standard_metadata_t standard_metadata) {
 
     PacketIoEgress() packetio;
+    Ecn() ecn;
+    IntEgress() int_egress;
 
     // egress_port_counter: packets and bytes sent per port (CPU_PORT
     // included, counted once), indexed by standard_metadata.egress_port.
@@ -57,6 +64,12 @@ control FabricEgress(inout headers_t hdr,
 
     apply {
         packetio.apply(hdr, meta, standard_metadata);
+        // Clones are copies for the controller or the collector: never marked.
+        if (standard_metadata.instance_type != PKT_INSTANCE_TYPE_INGRESS_CLONE
+                && standard_metadata.instance_type != PKT_INSTANCE_TYPE_EGRESS_CLONE) {
+            ecn.apply(hdr, meta, standard_metadata);
+        }
+        int_egress.apply(hdr, meta, standard_metadata);
         egress_port_counter.count((bit<32>)standard_metadata.egress_port);
     }
 }

@@ -33,6 +33,13 @@ const bit<8> PROTO_ICMPV6 = 58;
 
 const bit<4> IPV4_MIN_IHL = 5;      // IPv4 without options; others are not routed
 
+// Header sizes in bytes (for length arithmetic).
+const bit<32> ETH_HEADER_BYTES  = 14;
+const bit<32> IPV4_HEADER_BYTES = 20;   // without options
+const bit<32> IPV6_HEADER_BYTES = 40;
+const bit<32> TCP_HEADER_BYTES  = 20;   // the fixed part: INT goes before any option
+const bit<32> UDP_HEADER_BYTES  = 8;
+
 // UDP destination port of RoCEv2; its source port carries the flow entropy.
 const bit<16> UDP_PORT_ROCEV2 = 4791;
 
@@ -53,6 +60,48 @@ const bit<16> NDP_NS_BASE_LEN      = 24;
 // NS with exactly one link-layer address option (8 bytes): the only NS answered.
 const bit<16> NDP_NS_WITH_LL_LEN   = 32;
 
+// standard_metadata.instance_type values of BMv2's simple_switch.
+const bit<32> PKT_INSTANCE_TYPE_NORMAL        = 0;
+const bit<32> PKT_INSTANCE_TYPE_INGRESS_CLONE = 1;
+const bit<32> PKT_INSTANCE_TYPE_EGRESS_CLONE  = 2;
+
+// ECN codepoints (IPv4 ECN field, IPv6 traffic class low 2 bits; RFC 3168).
+const bit<2> ECN_NOT_ECT = 0;
+const bit<2> ECN_ECT1    = 1;
+const bit<2> ECN_ECT0    = 2;
+const bit<2> ECN_CE      = 3;
+
+// INT-MD over TCP/UDP (INT spec v2.1 section 5.6), presence flagged by a DSCP bit.
+const bit<6>  INT_DSCP_BIT      = 0x20;   // of the 6-bit DSCP: set while INT headers are present
+const bit<4>  INT_TYPE_MD       = 1;      // shim Type: INT-MD
+const bit<2>  INT_NPT_DSCP      = 0;      // shim NPT: INT flagged by DSCP (original DSCP in the shim)
+const bit<4>  INT_VERSION       = 2;      // INT-MD header Ver
+const bit<5>  INT_HOP_ML        = 8;      // Hop ML: words of metadata per hop
+const bit<16> INT_INSTRUCTIONS  = 0xFC00; // bits 0-5: node id, L1 ports, latency, queue, ingress/egress tstamps
+const bit<16> INT_DOMAIN_ID     = 0;      // Domain Specific ID: default domain only
+const bit<8>  INT_QUEUE_ID      = 0;      // queue id in the hop (one egress queue per port)
+const bit<8>  INT_MD_WORDS      = 3;      // shim length of an INT-MD header with no hops
+const bit<8>  INT_HOP_WORDS     = 8;      // shim length added per hop (= Hop ML)
+const bit<16> INT_HEADERS_BYTES = 16;     // shim (4) + INT-MD header (12), added by the source
+const bit<16> INT_HOP_BYTES     = 32;     // one hop of metadata
+#define MAX_INT_HOPS 6                    // hop stack depth: more than the longest fat-tree path
+const bit<16> INT_DEFAULT_MTU   = 1500;   // int_config default: largest IP packet the egress link carries
+
+// INT telemetry reports (Telemetry Report spec v2.0), cloned E2E at the sink.
+const bit<32> INT_REPORT_SESSION = 500;   // clone session: one replica to the telemetry port
+#define INT_REPORT_FIELD_LIST 2           // field list preserved into the report clone (int_report_metadata_t)
+const bit<4>  REPORT_VERSION       = 2;   // Telemetry Report Group header Ver
+const bit<6>  REPORT_HW_ID         = 0;   // hw_id: one hardware subsystem per switch
+const bit<4>  REPORT_TYPE_INT      = 1;   // Individual Report RepType: INT
+const bit<4>  REPORT_IN_TYPE_IPV4  = 4;   // InType: the inner packet starts with IPv4
+const bit<4>  REPORT_IN_TYPE_IPV6  = 5;   // InType: the inner packet starts with IPv6
+const bit<8>  REPORT_MAIN_WORDS    = 2;   // INT main contents (RepMdBits .. DSMdstatus) in words
+const bit<16> REPORT_UDP_SPORT     = 0;   // report UDP source port (RFC 768: 0 = unused)
+const bit<8>  REPORT_TTL           = 64;  // report IPv4 TTL
+const bit<3>  IPV4_FLAGS_DF        = 2;   // Don't Fragment (reports carry IPv4 id 0)
+const bit<32> REPORT_OUTER_BYTES   = 62;  // Ethernet 14 + IPv4 20 + UDP 8 + group 8 + individual 4 + main 8
+const bit<32> REPORT_PAYLOAD_WORDS = 16;  // at most this many words of the inner payload (after the INT stack)
+
 // Table and counter sizes.
 const bit<32> PORT_COUNTER_SIZE  = 512;   // indexed by 9-bit port numbers
 #define MY_STATION_TABLE_SIZE  64
@@ -64,6 +113,10 @@ const bit<32> PORT_COUNTER_SIZE  = 512;   // indexed by 9-bit port numbers
 #define ACL_TABLE_SIZE         1024
 const bit<32> ECMP_SELECTOR_SIZE  = 1024; // members of all ECMP groups together
 const bit<32> ECMP_SELECTOR_WIDTH = 16;   // bits of the selector hash
+const bit<32> ECMP_SEED_SCRAMBLE  = 0x9E3779B1;  // odd (2^32 / golden ratio): hash seed -> ECMP multiplier
+#define ECN_CONFIG_TABLE_SIZE      512    // one entry per egress port
+#define INT_WATCHLIST_TABLE_SIZE   1024
+#define INT_SINK_PORTS_TABLE_SIZE  512    // one entry per egress port
 
 // The do-nothing action shared by all tables (P4Info name "nop").
 action nop() { }

@@ -111,16 +111,96 @@ header ndp_option_t {
     mac_addr_t addr;
 }
 
+// INT shim for TCP/UDP (INT spec v2.1 section 5.6), 4 bytes, right after the
+// fixed 20-byte TCP header or the UDP header. NPT 0: INT is flagged by
+// INT_DSCP_BIT and the last byte keeps the original DSCP.
+header int_shim_t {
+    bit<4> int_type;             // INT_TYPE_MD
+    bit<2> npt;                  // INT_NPT_DSCP
+    bit<2> rsvd1;
+    bit<8> len;                  // INT-MD header + hop stack in 4-byte words, shim excluded
+    bit<8> rsvd2;
+    bit<6> dscp;                 // the packet's DSCP before the source set INT_DSCP_BIT
+    bit<2> rsvd3;
+}
+
+// INT-MD metadata header (12 bytes).
+header int_md_t {
+    bit<4>  ver;                 // INT_VERSION
+    bit<1>  d;                   // discard: the sink drops the packet after reporting it
+    bit<1>  e;                   // a hop could not push: Remaining Hop Count was 0 (or the stack full)
+    bit<1>  m;                   // a hop could not push: the egress MTU would be exceeded
+    bit<12> rsvd;
+    bit<5>  hop_ml;              // INT_HOP_ML
+    bit<8>  remaining_hop_cnt;
+    bit<16> instruction_bitmap;  // INT_INSTRUCTIONS
+    bit<16> domain_id;           // INT_DOMAIN_ID
+    bit<16> ds_instruction;
+    bit<16> ds_flags;
+}
+
+// One hop of INT metadata for INT_INSTRUCTIONS (Hop ML 8, 32 bytes), in
+// instruction-bit order. Times in microseconds, queue occupancy in packets.
+header int_hop_t {
+    bit<32> switch_id;           // bit 0: node id (int_config)
+    bit<16> ingress_port_id;     // bit 1: L1 ingress port
+    bit<16> egress_port_id;      //        L1 egress port
+    bit<32> hop_latency;         // bit 2: egress - ingress global timestamp
+    bit<8>  queue_id;            // bit 3: INT_QUEUE_ID
+    bit<24> queue_occupancy;     //        enq_qdepth
+    bit<64> ingress_tstamp;      // bit 4: ingress_global_timestamp
+    bit<64> egress_tstamp;       // bit 5: egress_global_timestamp
+}
+
+// Telemetry Report Group header v2.0 (8 bytes).
+header report_group_t {
+    bit<4>  ver;                 // REPORT_VERSION
+    bit<6>  hw_id;               // REPORT_HW_ID
+    bit<22> seq_no;              // per switch (register report_seq)
+    bit<32> node_id;             // switch_id
+}
+
+// Individual Report header v2.0 (4 bytes).
+header report_individual_t {
+    bit<4> rep_type;             // REPORT_TYPE_INT
+    bit<4> in_type;              // REPORT_IN_TYPE_IPV4 / _IPV6
+    bit<8> rep_len;              // words after this one: main contents + MD + inner packet
+    bit<8> md_len;               // 0: no optional metadata (the sink's hop is in the stack)
+    bit<1> d;
+    bit<1> q;
+    bit<1> f;                    // tracked flow: 1
+    bit<1> i;
+    bit<4> rsvd;
+}
+
+// Individual report main contents for RepType INT (8 bytes, no optional metadata).
+header report_int_t {
+    bit<16> rep_md_bits;
+    bit<16> domain_id;
+    bit<16> ds_md_bits;
+    bit<16> ds_md_status;
+}
+
 struct headers_t {
     packet_out_t packet_out;
     packet_in_t  packet_in;
+    // Telemetry report encapsulation (report clones only), in front of the
+    // inner packet that starts at ipv4/ipv6 (ethernet is then invalid).
+    ethernet_t          report_ethernet;
+    ipv4_t              report_ipv4;
+    udp_t               report_udp;
+    report_group_t      report_group;
+    report_individual_t report_individual;
+    report_int_t        report_int;
     ethernet_t   ethernet;
     arp_t        arp;
     ipv4_t       ipv4;
     ipv6_t       ipv6;
     tcp_t        tcp;
     udp_t        udp;
-    // INT headers (after tcp/udp) go here.
+    int_shim_t   int_shim;
+    int_md_t     int_md;
+    int_hop_t[MAX_INT_HOPS] int_hops;   // int_hops[0]: the latest hop
     icmp_t       icmp;
     icmpv6_t     icmpv6;
     ndp_t        ndp;
@@ -145,17 +225,100 @@ struct lookup_metadata_t {
     bit<8>   icmp_type;          // ICMP or ICMPv6
 }
 
+// ECN thresholds of the egress port (ecn_config).
+struct ecn_metadata_t {
+    bit<19> kmin;
+    bit<19> kmax;
+    bit<16> pmax;                // marking probability at kmax, in 1/65536
+}
+
+// INT state of one switch's pass over a packet.
+struct int_metadata_t {
+    bool    source;              // ingress: watchlist hit, the egress makes it an INT packet
+    bit<8>  max_hop;             // ... with this Remaining Hop Count
+    bool    sink;                // egress: the port is in sink_ports
+    bit<32> switch_id;           // int_config
+    bit<16> mtu;                 // int_config: largest IP packet the egress link carries
+    bit<32> ip_len;              // IPv4 total length / IPv6 40 + payload length
+    // TCP/UDP checksum update (int_common.p4): ones'-complement sums
+    bool    l4_csum_update;      // TCP, or UDP with a checksum (not 0)
+    bit<16> l4_csum_base;        // what the checksum covers, less the shim, INT-MD header and L4 length
+    bit<32> l4_words;            // IntL4Words: shim + INT-MD header + L4 length, as the packet is now
+    bit<16> l4_extra;            // the pushed hop, or (sink) the complement of the hops received
+    bit<16> l4_csum;             // IntL4Checksum's result
+    bit<8>  parse_hops_left;     // parser: hops still to extract
+}
+
+// INT headers as metadata (their fields, for the report clone).
+struct int_shim_data_t {
+    bit<4> int_type;
+    bit<2> npt;
+    bit<2> rsvd1;
+    bit<8> len;
+    bit<8> rsvd2;
+    bit<6> dscp;
+    bit<2> rsvd3;
+}
+
+struct int_md_data_t {
+    bit<4>  ver;
+    bit<1>  d;
+    bit<1>  e;
+    bit<1>  m;
+    bit<12> rsvd;
+    bit<5>  hop_ml;
+    bit<8>  remaining_hop_cnt;
+    bit<16> instruction_bitmap;
+    bit<16> domain_id;
+    bit<16> ds_instruction;
+    bit<16> ds_flags;
+}
+
+struct int_hop_data_t {
+    bit<32> switch_id;
+    bit<16> ingress_port_id;
+    bit<16> egress_port_id;
+    bit<32> hop_latency;
+    bit<8>  queue_id;
+    bit<24> queue_occupancy;
+    bit<64> ingress_tstamp;
+    bit<64> egress_tstamp;
+}
+
+// What a report clone needs of the INT packet the sink stripped. BMv2 makes
+// the E2E copy when egress ends, with the headers as egress left them
+// (without INT) and the metadata reset but for this field list.
+struct int_report_metadata_t {
+    bool           valid;        // this clone is an INT report
+    bit<6>         dscp;         // the packet's DSCP, INT_DSCP_BIT included
+    bit<16>        l4_csum;      // TCP/UDP checksum of the INT packet
+    int_shim_data_t shim;
+    int_md_data_t  md;
+    int_hop_data_t hop0;         // int_hops[0], the sink's own hop unless it pushed none
+    int_hop_data_t hop1;
+    int_hop_data_t hop2;
+    int_hop_data_t hop3;
+    int_hop_data_t hop4;
+    int_hop_data_t hop5;
+}
+
 struct fabric_metadata_t {
     // Ingress port, preserved into the egress of copy_to_cpu clones (BMv2
     // resets standard_metadata in I2E clones) to fill packet_in.ingress_port.
     @field_list(CPU_CLONE_FIELD_LIST)
     port_num_t        cpu_ig_port;
+    @field_list(INT_REPORT_FIELD_LIST)
+    int_report_metadata_t int_report;
     bool              routable;          // eth dst is a router MAC (my_station)
     bool              skip_routing;      // ARP/NDP reply generated by the switch
     bool              ndp_na_generated;  // recompute the ICMPv6 checksum
     bool              has_next_id;       // routing chose next_id
     next_id_t         next_id;
     lookup_metadata_t lkp;
+    bit<6>            parsed_dscp;       // parser: IPv4/IPv6 DSCP, for the INT check
+    bit<32>           ecmp_mix;          // ECMP selector field: flow fold * ((seed * ECMP_SEED_SCRAMBLE) | 1)
+    ecn_metadata_t    ecn;
+    int_metadata_t    int_meta;
 }
 
 #endif  // __HEADER__

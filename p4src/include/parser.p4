@@ -39,6 +39,7 @@ parser FabricParser(packet_in packet,
 
     state parse_ipv4 {
         packet.extract(hdr.ipv4);
+        meta.parsed_dscp = hdr.ipv4.dscp;
         // With options (ihl > 5) the L4 header is not where we would look.
         transition select(hdr.ipv4.ihl, hdr.ipv4.protocol) {
             (IPV4_MIN_IHL, PROTO_TCP):  parse_tcp;
@@ -50,6 +51,7 @@ parser FabricParser(packet_in packet,
 
     state parse_ipv6 {
         packet.extract(hdr.ipv6);
+        meta.parsed_dscp = hdr.ipv6.dscp;
         transition select(hdr.ipv6.next_hdr) {
             PROTO_TCP:    parse_tcp;
             PROTO_UDP:    parse_udp;
@@ -59,13 +61,72 @@ parser FabricParser(packet_in packet,
     }
 
     state parse_tcp {
-        packet.extract(hdr.tcp);
-        transition accept;
+        packet.extract(hdr.tcp);          // the fixed 20 bytes; INT comes before any options
+        transition select(meta.parsed_dscp) {
+            INT_DSCP_BIT &&& INT_DSCP_BIT: check_int;
+            default:                       accept;
+        }
     }
 
     state parse_udp {
         packet.extract(hdr.udp);
-        transition accept;
+        transition select(meta.parsed_dscp) {
+            INT_DSCP_BIT &&& INT_DSCP_BIT: check_int;
+            default:                       accept;
+        }
+    }
+
+    // INT headers are extracted only if they have exactly the format this
+    // fabric writes: shim Type INT-MD with NPT 0, INT-MD Ver 2, Hop ML 8,
+    // instructions INT_INSTRUCTIONS, default domain, and a shim length of
+    // INT_MD_WORDS + k * INT_HOP_WORDS with k <= MAX_INT_HOPS. Anything else
+    // (a foreign INT packet, or a DSCP that has the bit for another reason)
+    // is left unparsed: no INT processing, its bytes pass untouched.
+    // Shim and INT-MD header, looked at together (128 bits):
+    //   [127:124] type  [123:122] npt  [119:112] len
+    //   [95:92] ver  [76:72] hop_ml  [63:48] instructions  [47:32] domain id
+    state check_int {
+        bit<128> look = packet.lookahead<bit<128>>();
+        transition select(look[127:124], look[123:122], look[95:92], look[76:72],
+                          look[63:48], look[47:32]) {
+            (INT_TYPE_MD, INT_NPT_DSCP, INT_VERSION, INT_HOP_ML,
+             INT_INSTRUCTIONS, INT_DOMAIN_ID): check_int_len;
+            default: accept;
+        }
+    }
+
+    state check_int_len {
+        bit<32> shim = packet.lookahead<bit<32>>();
+        transition select(shim[23:16]) {       // length: INT-MD header + k hops
+            INT_MD_WORDS:                     parse_int;
+            INT_MD_WORDS + 1 * INT_HOP_WORDS: parse_int;
+            INT_MD_WORDS + 2 * INT_HOP_WORDS: parse_int;
+            INT_MD_WORDS + 3 * INT_HOP_WORDS: parse_int;
+            INT_MD_WORDS + 4 * INT_HOP_WORDS: parse_int;
+            INT_MD_WORDS + 5 * INT_HOP_WORDS: parse_int;
+            INT_MD_WORDS + 6 * INT_HOP_WORDS: parse_int;   // MAX_INT_HOPS
+            default:                          accept;
+        }
+    }
+
+    state parse_int {
+        packet.extract(hdr.int_shim);
+        packet.extract(hdr.int_md);
+        meta.int_meta.parse_hops_left = (hdr.int_shim.len - INT_MD_WORDS) >> 3;   // / INT_HOP_WORDS
+        transition parse_int_hops;
+    }
+
+    state parse_int_hops {
+        transition select(meta.int_meta.parse_hops_left) {
+            0:       accept;
+            default: parse_int_hop;
+        }
+    }
+
+    state parse_int_hop {
+        packet.extract(hdr.int_hops.next);
+        meta.int_meta.parse_hops_left = meta.int_meta.parse_hops_left - 1;
+        transition parse_int_hops;
     }
 
     state parse_icmp {
@@ -108,13 +169,21 @@ parser FabricParser(packet_in packet,
 control FabricDeparser(packet_out packet, in headers_t hdr) {
     apply {
         packet.emit(hdr.packet_in);
+        packet.emit(hdr.report_ethernet);
+        packet.emit(hdr.report_ipv4);
+        packet.emit(hdr.report_udp);
+        packet.emit(hdr.report_group);
+        packet.emit(hdr.report_individual);
+        packet.emit(hdr.report_int);
         packet.emit(hdr.ethernet);
         packet.emit(hdr.arp);
         packet.emit(hdr.ipv4);
         packet.emit(hdr.ipv6);
         packet.emit(hdr.tcp);
         packet.emit(hdr.udp);
-        // INT headers go here.
+        packet.emit(hdr.int_shim);
+        packet.emit(hdr.int_md);
+        packet.emit(hdr.int_hops);
         packet.emit(hdr.icmp);
         packet.emit(hdr.icmpv6);
         packet.emit(hdr.ndp);
