@@ -1,21 +1,20 @@
-"""Helpers for the P4Runtime tests: compiled test programs, veth ports in network namespaces,
-an in-process softswitch, and a small raw-gRPC P4Runtime client that exposes per-update errors.
+"""Helpers for the P4Runtime tests: compiled test programs, an in-process softswitch, and a
+small raw-gRPC P4Runtime client that exposes per-update errors. Veth ports in network
+namespaces come from `topologies.testbed.Testbed`.
 
-Everything here talks to the real thing: real interfaces (veth pairs whose host ends live in
-their own network namespaces), the real `Switch`, real gRPC with the p4runtime protos.
+Everything here talks to the real thing: real interfaces, the real `Switch`, real gRPC with the
+p4runtime protos.
 """
 from __future__ import annotations
 
 import contextlib
 import os
 import queue
-import socket
-import subprocess
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 import grpc
 import pytest
@@ -24,6 +23,8 @@ from google.rpc import code_pb2, status_pb2
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2 as pb
 from p4.v1 import p4runtime_pb2_grpc as pbg
+
+from topologies.testbed import free_tcp_port
 
 # The compiled test programs; SOFTSWITCH_TEST_P4_BUILD points elsewhere (e.g. a scratch p4c run).
 BUILD = Path(os.environ.get("SOFTSWITCH_TEST_P4_BUILD", Path(__file__).resolve().parent / "p4" / "build"))
@@ -89,124 +90,7 @@ def require_root() -> None:
         pytest.skip("needs root (veth interfaces, network namespaces, raw sockets)")
 
 
-# -- network: veth pairs with the host end in a namespace ----------------------------------------
-def _run(*cmd: str) -> None:
-    subprocess.run(cmd, check=True, capture_output=True, text=True)
-
-
-def _disable_ipv6(iface: str, netns: str | None = None) -> None:
-    path = f"/proc/sys/net/ipv6/conf/{iface}/disable_ipv6"
-    if netns is None:
-        with contextlib.suppress(OSError):
-            Path(path).write_text("1")
-    else:
-        subprocess.run(["ip", "netns", "exec", netns, "sh", "-c", f"echo 1 > {path}"], capture_output=True)
-
-
-@dataclass
-class HostPort:
-    """The host end of a veth pair, in its own namespace, with a raw socket on it."""
-
-    netns: str
-    iface: str              # host end (inside netns)
-    switch_iface: str       # switch end (root namespace)
-    sock: socket.socket | None = None
-
-    def open(self) -> None:
-        from pyroute2 import netns as pr_netns
-        pr_netns.pushns(self.netns)
-        try:
-            s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
-            s.setsockopt(263, 23, 1)        # PACKET_IGNORE_OUTGOING
-            s.bind((self.iface, 0))
-        finally:
-            pr_netns.popns()
-        s.settimeout(0.2)
-        self.sock = s
-
-    def send(self, frame: bytes) -> None:
-        assert self.sock is not None
-        self.sock.send(frame)
-
-    def drain(self) -> None:
-        assert self.sock is not None
-        with contextlib.suppress(OSError):
-            while True:
-                self.sock.recv(65536)
-
-    def recv(self, match: Callable[[bytes], bool] = lambda f: True, timeout: float = 3.0) -> bytes | None:
-        """The first frame for which ``match`` is true within ``timeout`` seconds."""
-        assert self.sock is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                frame = self.sock.recv(65536)
-            except socket.timeout:
-                continue
-            if match(frame):
-                return frame
-        return None
-
-    def close(self) -> None:
-        if self.sock is not None:
-            self.sock.close()
-            self.sock = None
-
-
-class Veths:
-    """Creates veth pairs (switch end in the root namespace, host end in a namespace of its
-    own) and removes every one of them, even if a test fails half way."""
-
-    def __init__(self, tag: str):
-        self.tag = tag
-        self.ports: list[HostPort] = []
-
-    def add(self) -> HostPort:
-        i = len(self.ports)
-        base = f"{self.tag}{os.getpid() % 10000}{i}"
-        sw, host, ns = f"s{base}", f"h{base}", f"p4rt-{base}"
-        assert len(sw) <= 15, sw
-        self._cleanup_one(sw, ns)
-        _run("ip", "netns", "add", ns)
-        hp = HostPort(ns, host, sw)
-        self.ports.append(hp)
-        _run("ip", "link", "add", sw, "type", "veth", "peer", "name", host)
-        _run("ip", "link", "set", host, "netns", ns)
-        _disable_ipv6(sw)
-        _disable_ipv6(host, ns)
-        _run("ip", "link", "set", sw, "up")
-        _run("ip", "netns", "exec", ns, "ip", "link", "set", host, "up")
-        _run("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
-        hp.open()
-        return hp
-
-    @staticmethod
-    def _cleanup_one(sw: str, ns: str) -> None:
-        subprocess.run(["ip", "link", "del", sw], capture_output=True)
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-
-    def cleanup(self) -> None:
-        for hp in self.ports:
-            hp.close()
-            self._cleanup_one(hp.switch_iface, hp.netns)
-        self.ports.clear()
-
-
-def wait_link_up(ifaces: list[str], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if all(Path(f"/sys/class/net/{i}/operstate").read_text().strip() in ("up", "unknown") for i in ifaces):
-            return
-        time.sleep(0.05)
-
-
 # -- the switch ----------------------------------------------------------------------------------
-def free_tcp_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def running_switch(ports: dict[int, str] | None = None, cpu_port: int | None = 255,
                    device_id: int = 1) -> Iterator[tuple[object, str]]:

@@ -24,9 +24,9 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4data_pb2
 from p4.v1 import p4runtime_pb2 as pb
 
-from p4rt_support import (DEL, INS, MOD, Client, Stream, Veths, action, exact, lpm, optional,
-                          require_program, require_root, rng, running_switch, table_entry, ternary, update_errors,
-                          wait_link_up)
+from topologies.testbed import Testbed
+from p4rt_support import (DEL, INS, MOD, Client, Stream, action, exact, lpm, optional,
+                          require_program, require_root, rng, running_switch, table_entry, ternary, update_errors)
 
 SetReq = pb.SetForwardingPipelineConfigRequest
 GetReq = pb.GetForwardingPipelineConfigRequest
@@ -49,9 +49,9 @@ def client(switch):
 @pytest.fixture
 def veths():
     require_root()
-    v = Veths("pr")
+    v = Testbed(nports=0, prefix="pr")
     yield v
-    v.cleanup()
+    v.teardown()
 
 
 # ================================================================================================
@@ -587,8 +587,7 @@ def test_action_profile_members_groups_and_indirect_entries(tables_client, table
 
 def test_direct_counter_and_meter_through_the_data_plane(veths, tables_prog):
     p = tables_prog
-    h1, h2 = veths.add(), veths.add()
-    wait_link_up([h1.switch_iface, h2.switch_iface])
+    h1, h2 = veths.add_port(), veths.add_port()
     with running_switch({1: h1.switch_iface, 2: h2.switch_iface}) as (sw, addr):
         c = Client(addr)
         try:
@@ -610,7 +609,7 @@ def test_direct_counter_and_meter_through_the_data_plane(veths, tables_prog):
             outs = []
             for _ in range(3):
                 h1.send(frame)
-                got = h2.recv(lambda f: f[12:14] == b"\x88\xb5")
+                got = h2.wait_for(lambda f: f[12:14] == b"\x88\xb5")
                 assert got is not None, "the packet did not come out of port 2"
                 outs.append(got)
             assert _tbl_field(outs[0], "out_exact") == 0xABCD        # the entry took effect
@@ -650,7 +649,7 @@ def test_direct_counter_and_meter_through_the_data_plane(veths, tables_prog):
             (m,) = c.read(pb.Entity(table_entry=mreq))
             assert not m.table_entry.HasField("meter_config")
             h1.send(frame)
-            got = h2.recv(lambda f: f[12:14] == b"\x88\xb5")
+            got = h2.wait_for(lambda f: f[12:14] == b"\x88\xb5")
             assert got is not None and _tbl_field(got, "color") == 0
             bad = pb.Entity(direct_meter_entry=pb.DirectMeterEntry(table_entry=tern.table_entry,
                                                                     config=pb.MeterConfig(cir=10, pir=5)))
@@ -823,8 +822,7 @@ def test_value_set(switch):
 # -- replication.p4: multicast groups and clone sessions ----------------------------------------------
 def test_packet_replication_engine(veths):
     p = require_program("replication")
-    hs = [veths.add() for _ in range(3)]
-    wait_link_up([h.switch_iface for h in hs])
+    hs = [veths.add_port() for _ in range(3)]
     with running_switch({i + 1: h.switch_iface for i, h in enumerate(hs)}) as (sw, addr):
         c = Client(addr)
         try:
@@ -865,12 +863,12 @@ def test_packet_replication_engine(veths):
                 h.drain()
             frame = b"\x02\x00\x00\x00\x00\x02\x02\x00\x00\x00\x00\x01\x08\x00" + b"\x45" + b"\x00" * 40
             hs[0].send(frame)
-            assert hs[1].recv(lambda f: f[:14] == frame[:14]) is not None
-            assert hs[2].recv(lambda f: f[:14] == frame[:14]) is not None
+            assert hs[1].wait_for(lambda f: f[:14] == frame[:14]) is not None
+            assert hs[2].wait_for(lambda f: f[:14] == frame[:14]) is not None
             c.write_ok((MOD, mc(7, (2, 1))))
             hs[0].send(frame)
-            assert hs[1].recv(lambda f: f[:14] == frame[:14]) is not None
-            assert hs[2].recv(lambda f: f[:14] == frame[:14], timeout=0.7) is None
+            assert hs[1].wait_for(lambda f: f[:14] == frame[:14]) is not None
+            assert hs[2].wait_for(lambda f: f[:14] == frame[:14], timeout=0.7) is None
             c.write_ok((DEL, mc(7)), (DEL, clone(5)))
             assert c.read(mc(0), clone(0)) == []
         finally:
@@ -880,8 +878,7 @@ def test_packet_replication_engine(veths):
 # -- packetio.p4: packet-in and packet-out -------------------------------------------------------------
 def test_packet_out_and_packet_in(veths):
     p = require_program("packetio")
-    h1, h2 = veths.add(), veths.add()
-    wait_link_up([h1.switch_iface, h2.switch_iface])
+    h1, h2 = veths.add_port(), veths.add_port()
     with running_switch({1: h1.switch_iface, 2: h2.switch_iface}, cpu_port=255) as (sw, addr):
         c = Client(addr)
         backup = Client(addr, election=(0, 1))
@@ -897,12 +894,12 @@ def test_packet_out_and_packet_in(veths):
             out.packet.payload = payload
             out.packet.metadata.add(metadata_id=eg, value=b"\x02")
             primary_stream.send(out)
-            assert h2.recv(lambda f: f.startswith(payload)) is not None, "packet-out did not leave port 2"
+            assert h2.wait_for(lambda f: f.startswith(payload)) is not None, "packet-out did not leave port 2"
             # a backup's packet-out is refused (error on its stream) and not sent
             backup_stream.send(out)
             err = backup_stream.next("error")
             assert err is not None and err.error.canonical_code == code_pb2.PERMISSION_DENIED
-            assert h2.recv(lambda f: f.startswith(payload), timeout=0.7) is None
+            assert h2.wait_for(lambda f: f.startswith(payload), timeout=0.7) is None
             # malformed metadata: error, nothing sent
             bad = pb.StreamMessageRequest()
             bad.packet.payload = payload

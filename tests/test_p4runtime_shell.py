@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from google.rpc import code_pb2
 
-from p4rt_support import Veths, free_tcp_port, require_program, require_root, wait_link_up
+from topologies.testbed import Testbed
+from p4rt_support import free_tcp_port, require_program, require_root
 
 sh = pytest.importorskip("p4runtime_sh.shell")
 from p4.v1 import p4runtime_pb2  # noqa: E402
@@ -30,11 +31,10 @@ def shell_switch():
     require_root()
     if not SOFTSWITCH.exists():
         pytest.skip("the softswitch console script is not installed in this environment")
-    veths = Veths("ps")
+    veths = Testbed(nports=0, prefix="ps")
     proc = None
     try:
-        h1, h2 = veths.add(), veths.add()
-        wait_link_up([h1.switch_iface, h2.switch_iface])
+        h1, h2 = veths.add_port(), veths.add_port()
         addr = f"127.0.0.1:{free_tcp_port()}"
         proc = subprocess.Popen(
             [str(SOFTSWITCH), "--device-id", "1", "--grpc-server-addr", addr, "-i", f"1@{h1.switch_iface}",
@@ -53,7 +53,7 @@ def shell_switch():
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        veths.cleanup()
+        veths.teardown()
 
 
 def _setup(addr: str, prog) -> None:
@@ -110,7 +110,7 @@ def test_shell_tables_counters_and_write_errors(tables_prog, shell_switch):
         h2.drain()
         for _ in range(4):
             h1.send(_tbl_frame(0x2A))
-            out = h2.recv(lambda f: f[12:14] == b"\x88\xb5")
+            out = h2.wait_for(lambda f: f[12:14] == b"\x88\xb5")
             assert out is not None, "no packet on port 2"
             assert out[14 + 12:14 + 14] == b"\x01\x01"            # tbl.out_exact (after 12 bytes of keys)
         (dc,) = list(sh.DirectCounterEntry("TblIngress.c_exact").read())
@@ -176,7 +176,7 @@ def test_shell_packet_out_and_packet_in(packetio_prog, shell_switch):
         payload = b"\x02\x00\x00\x00\x00\x02\x02\x00\x00\x00\x00\x01\x88\x88" + b"from the shell" * 3
         h2.drain()
         sh.PacketOut(payload, egress_port="2").send()
-        assert h2.recv(lambda f: f.startswith(payload)) is not None, "packet-out did not leave port 2"
+        assert h2.wait_for(lambda f: f.startswith(payload)) is not None, "packet-out did not leave port 2"
 
         packet_in = sh.PacketIn()
         frame = b"\x02\x00\x00\x00\x00\x09\x02\x00\x00\x00\x00\x01\x88\x88" + b"punted" * 5

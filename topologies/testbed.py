@@ -66,6 +66,15 @@ class HostPort:
         ``quiet`` seconds after the last frame once at least one arrived."""
         return [f for _, f in collect_frames([self], timeout, quiet, count)]
 
+    def wait_for(self, match, timeout: float = 3.0) -> bytes | None:
+        """The first frame for which ``match(frame)`` is true within ``timeout``, or None."""
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            for _, frame in collect_frames([self], left, quiet=0.0, count=1):
+                if match(frame):
+                    return frame
+        return None
+
     def drain(self) -> None:
         while True:
             try:
@@ -95,8 +104,8 @@ class Target:
 class Testbed:
     __test__ = False      # not a pytest test class, despite the name
     def __init__(self, nports: int = 2, prefix: str | None = None, run_dir: Path = Path("/tmp/aifabric-testbed")):
-        if not 1 <= nports <= 64:
-            raise ValueError(f"nports must be 1..64, got {nports}")
+        if not 0 <= nports <= 64:
+            raise ValueError(f"nports must be 0..64, got {nports}")
         self.prefix = prefix or f"tb{os.getpid() % 100000}"
         if len(self.prefix) > 8:
             raise ValueError(f"prefix '{self.prefix}' is too long for interface names (8 characters at most)")
@@ -118,23 +127,32 @@ class Testbed:
         self.teardown()
 
     def setup(self) -> None:
+        for _ in range(self.nports):
+            self.add_port()
+
+    def add_port(self) -> HostPort:
+        """One more veth pair (switch end up in the root namespace, host end in a namespace of
+        its own, IPv6 off on both so the kernel sends nothing on its own), waited until up."""
+        n = len(self.ports) + 1
+        hp = HostPort(n, f"{self.prefix}s{n}", f"{self.prefix}h{n}", f"{self.prefix}n{n}")
+        self.ports[n] = hp
         with IPRoute() as ipr:
-            for n in range(1, self.nports + 1):
-                hp = HostPort(n, f"{self.prefix}s{n}", f"{self.prefix}h{n}", f"{self.prefix}n{n}")
-                self.ports[n] = hp
-                netns.create(hp.ns)
-                ipr.link("add", ifname=hp.switch_iface, kind="veth", peer=hp.host_iface)
-                host_idx = ipr.link_lookup(ifname=hp.host_iface)[0]
-                ipr.link("set", index=host_idx, net_ns_fd=hp.ns)
-                sw_idx = ipr.link_lookup(ifname=hp.switch_iface)[0]
-                _disable_ipv6("", hp.switch_iface)
-                ipr.link("set", index=sw_idx, state="up")
-                with NetNS(hp.ns) as ns:
-                    idx = ns.link_lookup(ifname=hp.host_iface)[0]
-                    ns.link("set", index=idx, state="up")
-                subprocess.run(["ip", "netns", "exec", hp.ns, "sysctl", "-qw",
-                                f"net.ipv6.conf.{hp.host_iface}.disable_ipv6=1"], check=False)
-                hp.open()
+            if hp.ns in netns.listnetns():          # left over by a killed run
+                netns.remove(hp.ns)
+            for idx in ipr.link_lookup(ifname=hp.switch_iface):
+                ipr.link("del", index=idx)
+            netns.create(hp.ns)
+            ipr.link("add", ifname=hp.switch_iface, kind="veth", peer=hp.host_iface)
+            ipr.link("set", index=ipr.link_lookup(ifname=hp.host_iface)[0], net_ns_fd=hp.ns)
+            _disable_ipv6("", hp.switch_iface)
+            ipr.link("set", index=ipr.link_lookup(ifname=hp.switch_iface)[0], state="up")
+        with NetNS(hp.ns) as ns:
+            ns.link("set", index=ns.link_lookup(ifname=hp.host_iface)[0], state="up")
+        subprocess.run(["ip", "netns", "exec", hp.ns, "sysctl", "-qw",
+                        f"net.ipv6.conf.{hp.host_iface}.disable_ipv6=1"], check=False)
+        hp.open()
+        _wait_up(hp.switch_iface)
+        return hp
 
     def teardown(self) -> None:
         for t in self.targets:
@@ -166,13 +184,13 @@ class Testbed:
         THRIFT_PORT_BASE + device id (pass a free one when several test runs share a machine)."""
         kind, exe = resolve_target(target)
         exe = executable or exe          # e.g. an optimised BMv2 build outside PATH
-        grpc_port = grpc_port or _free_tcp_port()
+        grpc_port = grpc_port or free_tcp_port()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         name = f"{self.prefix}-{kind}-{device_id}"
         ports = {n: hp.switch_iface for n, hp in self.ports.items()}
         cmd = target_command(kind, exe, name=name, device_id=device_id, ports=sorted(ports.items()),
                              grpc_port=grpc_port, log_dir=self.run_dir, cpu_port=cpu_port,
-                             thrift_port=thrift_port or _free_tcp_port(), extra_args=extra_args)
+                             thrift_port=thrift_port or free_tcp_port(), extra_args=extra_args)
         log_path = self.run_dir / (name if kind == "bmv2" else f"{name}.log")
         out = open(self.run_dir / f"{name}.out", "w")
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -216,7 +234,14 @@ def collect_frames(ports: list[HostPort], timeout: float, quiet: float,
                     break
 
 
-def _free_tcp_port() -> int:
+def _wait_up(iface: str, timeout: float = 5.0) -> None:
+    state = Path(f"/sys/class/net/{iface}/operstate")
+    deadline = time.monotonic() + timeout
+    while state.read_text().strip() not in ("up", "unknown") and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def free_tcp_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
