@@ -227,7 +227,7 @@ class SwitchAgent:
                     p4runtime_pb2.Entity(action_profile_group=p4runtime_pb2.ActionProfileGroup(action_profile_id=ident))
                 )
         actual = list(conn.read(wildcards)) if wildcards else []
-        for kind, ident in sorted(k for k in self.owns if k[0] == "default"):
+        for _kind, ident in sorted(k for k in self.owns if k[0] == "default"):
             request = p4runtime_pb2.TableEntry(table_id=ident, is_default_action=True)
             try:
                 actual += list(conn.read([p4runtime_pb2.Entity(table_entry=request)]))

@@ -94,7 +94,10 @@ class WatchRule:
             raise ValueError(f"watch rule protocol={self.protocol}: must be 0..255")
         for label, value in (("src", self.src), ("dst", self.dst)):
             if value is not None:
-                ipaddress.ip_network(value, strict=False)  # ValueError naming the value
+                try:
+                    ipaddress.ip_network(value, strict=False)
+                except ValueError as e:
+                    raise ValueError(f"watch rule {label}={value!r}: {e}") from None
 
 
 @dataclass(frozen=True)

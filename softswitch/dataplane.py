@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .pipeline.helpers import Abort
-from .pipeline.primitives import MIRROR_SESSION_VALID
 from .pipeline.program import Program
 from .ports import MAX_FRAME, Port
 from .queues import DEFAULT_DEPTH, DEFAULT_RATE, EgressQueue

@@ -28,7 +28,6 @@ import subprocess
 
 import pytest
 from scapy.layers.inet import IP, UDP
-from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 from scapy.packet import raw
 
