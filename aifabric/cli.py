@@ -14,13 +14,14 @@ import argparse
 import os
 import sys
 
+from softswitch.cli import OneLineErrors
 from topologies.p4switch import TARGETS
 
 TOPOLOGIES = ("fattree", "leafspine")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="aifabric", description=__doc__.split("\n\n")[0])
+    p = OneLineErrors(prog="aifabric", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
 
     up = sub.add_parser("up", help="bring a fabric up and open the Mininet CLI")
@@ -30,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--spines", type=int, default=2)
     up.add_argument("--hosts-per-leaf", type=int, default=2)
     up.add_argument("--target", choices=TARGETS, default="auto")
+    up.add_argument("--p4-build", metavar="DIR", help="where fabric.json and fabric.p4info.txtpb are (default: the committed build)")
     up.add_argument("--int", action="store_true",
                     help="ECN marking, INT on every TCP/UDP flow, the telemetry network and the INT collector")
     up.add_argument("--metrics", metavar="HOST:PORT",
@@ -42,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--target", choices=TARGETS, default="softswitch",
                       help="P4 target (default: the embedded softswitch)")
     demo.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
+    demo.add_argument("--p4-build", metavar="DIR", help="where fabric.json and fabric.p4info.txtpb are (default: the committed build)")
     demo.add_argument("--png", metavar="PATH", help="demo int: where to save the picture (default out/int_demo.png)")
     demo.add_argument("--seconds", type=float, default=3.0, help="demo int: how long each run sends")
 
@@ -85,9 +88,9 @@ def main(argv: list[str] | None = None) -> int:
             print(cleanup())
             return 0
         with sigterm_as_interrupt():
+            pipeline = Pipeline.from_build_dir(args.p4_build) if args.p4_build else Pipeline.from_build_dir()
             if args.command == "up":
                 fabric = _fabric(args)
-                pipeline = Pipeline.from_build_dir()
                 if args.metrics and not args.int:
                     raise ValueError("--metrics needs --int (the metrics come from INT and the ECN counters)")
                 telemetry = None
@@ -95,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                     from controller.telemetry_entries import TelemetryConfig, WatchRule
                     telemetry = TelemetryConfig(watchlist=(WatchRule(),))  # every TCP/UDP flow
                 with Lab(fabric, target=args.target, pipeline=pipeline, progress=progress,
-                         telemetry=telemetry, ecmp_seeds=args.int) as lab:
+                         telemetry=telemetry) as lab:
                     from mininet.cli import CLI
                     exporter = _start_metrics(lab, args.metrics) if args.metrics else None
                     try:
@@ -108,9 +111,9 @@ def main(argv: list[str] | None = None) -> int:
             if args.which == "int":
                 from aifabric import demo_int
                 return demo_int.run(k=args.k, target=args.target, json_path=args.json, png_path=args.png,
-                                    seconds=args.seconds)
+                                    pipeline=pipeline, seconds=args.seconds)
             from aifabric import demo_fabric
-            return demo_fabric.run(k=args.k, target=args.target, json_path=args.json)
+            return demo_fabric.run(k=args.k, target=args.target, json_path=args.json, pipeline=pipeline)
     except KeyboardInterrupt:
         print("\naifabric: interrupted; everything was torn down", file=sys.stderr)
         return 130

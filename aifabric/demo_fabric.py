@@ -9,20 +9,20 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from aifabric import report, traffic
+from aifabric import checks, report, traffic
 from aifabric.lab import Lab, rss_mib
-from topologies.fabric import Role, fat_tree
+from controller.fabric_controller import Pipeline
+from topologies.fabric import fat_tree
 
 
-def run(k: int = 4, target: str = "auto", json_path: str | None = None, flows: int = 64) -> int:
+def run(k: int = 4, target: str = "auto", json_path: str | None = None, flows: int = 64,
+        pipeline: Pipeline | None = None) -> int:
     fabric = fat_tree(k)
     say = report.progress
     figures: dict = {"topology": f"fat-tree k={k}", "target": target,
                      "switches": len(fabric.switches), "hosts": len(fabric.hosts)}
     t_start = time.monotonic()
-    with Lab(fabric, target=target, progress=say) as lab:
-        hosts = [lab.host(h.name) for h in fabric.hosts]
-        plan = {h.name: h for h in fabric.hosts}
+    with Lab(fabric, target=target, pipeline=pipeline, progress=say) as lab:
         figures["target"] = lab.net.switches[0].target_kind
         figures["bring_up_s"] = {"targets": round(lab.bring_up.targets_s, 2),
                                  "program": round(lab.bring_up.program_s, 2),
@@ -31,21 +31,16 @@ def run(k: int = 4, target: str = "auto", json_path: str | None = None, flows: i
         figures["switch_rss_mib"] = {"mean": round(sum(rss) / len(rss), 1), "max": round(max(rss), 1)}
 
         say("checking all-pairs reachability over IPv4")
-        v4 = traffic.all_pairs_ping(hosts, lambda h: str(plan[h.name].ip4.ip), "ipv4", say)
+        v4 = checks.all_pairs(lab, "ipv4", say)
         say("checking all-pairs reachability over IPv6")
-        v6 = traffic.all_pairs_ping(hosts, lambda h: str(plan[h.name].ip6.ip), "ipv6", say)
+        v6 = checks.all_pairs(lab, "ipv6", say)
         figures["reachability"] = {
             r.family: {"pairs": r.pairs, "reached": r.reached,
                        "failures": [f"{a}->{b}" for a, b in r.failures()]} for r in (v4, v6)}
 
-        cores = [s.name for s in fabric.switches if s.role == Role.CORE]
-        before = {c: _forwarded(lab, c) for c in cores}
-        src, dst = fabric.hosts[0], fabric.hosts[-1]          # pod 0 to pod k-1: through the core
+        src, dst = fabric.hosts[0], fabric.hosts[-1]
         say(f"traffic mix: {flows} UDP flows (dport 4791) {src.name} -> {dst.name}")
-        sent = traffic.udp_flows(lab.host(src.name), str(dst.ip4.ip), flows=flows, count=10)
-        time.sleep(0.5)
-        after = {c: _forwarded(lab, c) for c in cores}
-        per_core = {c: after[c] - before[c] for c in cores}
+        per_core, sent = checks.ecmp_over_cores(lab, flows=flows, count=10)
         tcp_src, tcp_dst = fabric.hosts[1], fabric.hosts[-2]
         say(f"one TCP flow {tcp_src.name} -> {tcp_dst.name} (iperf3, 2 s)")
         mbps = traffic.iperf_tcp(lab.host(tcp_src.name), lab.host(tcp_dst.name), str(tcp_dst.ip4.ip), seconds=2)
@@ -66,7 +61,7 @@ def run(k: int = 4, target: str = "auto", json_path: str | None = None, flows: i
         ("bring-up: pipeline + routes (s)", b["program"]),
         ("memory per switch, mean (MiB)", figures["switch_rss_mib"]["mean"]),
         ("TCP flow (Mbit/s)", figures["traffic"]["tcp_mbps"]),
-        ("cores used", f"{figures['traffic']['cores_used']} of {len(cores)}"),
+        ("cores used", f"{figures['traffic']['cores_used']} of {len(per_core)}"),
     ], title="\nSummary"))
     if json_path:
         report.write_json(json_path, figures)
@@ -76,7 +71,3 @@ def run(k: int = 4, target: str = "auto", json_path: str | None = None, flows: i
         print("\nunreached pairs: " + ", ".join(f"{a}->{b}" for a, b in v4.failures() + v6.failures())[:2000])
     return 0 if ok else 1
 
-
-def _forwarded(lab: Lab, switch: str) -> int:
-    """Packets a switch sent out of all its ports (its egress port counter)."""
-    return sum(c.packets for c in lab.controller.read_port_counters(switch).values())

@@ -103,7 +103,7 @@ def run(
     figures: dict = {"topology": f"fat-tree k={k}", "target": target, "flow": str(flow), "plan": asdict(plan)}
     t_start = time.monotonic()
 
-    with Lab(fabric, target=target, pipeline=pipeline, progress=say, telemetry=telemetry, ecmp_seeds=True) as lab:
+    with Lab(fabric, target=target, pipeline=pipeline, progress=say, telemetry=telemetry) as lab:
         figures["target"] = lab.switch(fabric.switches[0].name).target_kind
         limit_receiver_port(lab, plan)
         say(f"{dst.switch} port {dst.port} (to {dst.name}) limited to {plan.queue_rate_pps} packets/s, "

@@ -42,8 +42,15 @@ def _per_port(text: str) -> tuple[int, int | None]:
         raise argparse.ArgumentTypeError(f"'{text}' is not N or N@PORT") from None
 
 
+class OneLineErrors(argparse.ArgumentParser):
+    """Bad arguments: one line naming the problem (and where to look), exit status 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineErrors(
         prog="softswitch",
         description="An embedded P4 target: runs p4c's BMv2 JSON (v1model), serves P4Runtime, "
                     "moves packets on Linux interfaces.")

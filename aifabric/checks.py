@@ -1,0 +1,35 @@
+"""Measurements on a running fabric, shared by the demos and the end-to-end tests."""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from aifabric import traffic
+from aifabric.lab import Lab
+from topologies.fabric import Role
+
+Progress = Callable[[str], None]
+
+
+def all_pairs(lab: Lab, family: str, progress: Progress | None = None) -> traffic.Reachability:
+    """Every host pings every other host over ``ipv4`` or ``ipv6``."""
+    plan = {h.name: h for h in lab.fabric.hosts}
+    hosts = [lab.host(h.name) for h in lab.fabric.hosts]
+    attr = "ip4" if family == "ipv4" else "ip6"
+    return traffic.all_pairs_ping(hosts, lambda h: str(getattr(plan[h.name], attr).ip), family, progress)
+
+
+def forwarded(lab: Lab, switch: str) -> int:
+    """Packets a switch sent out of all its ports (its egress port counter)."""
+    return sum(c.packets for c in lab.controller.read_port_counters(switch).values())
+
+
+def ecmp_over_cores(lab: Lab, flows: int = 64, count: int = 10) -> tuple[dict[str, int], int]:
+    """UDP flows (RoCEv2 port, one source port per flow) from the first host to the last (first
+    pod to last pod): packets each core switch forwarded meanwhile, and datagrams sent."""
+    cores = [s.name for s in lab.fabric.switches if s.role == Role.CORE]
+    src, dst = lab.fabric.hosts[0], lab.fabric.hosts[-1]
+    before = {c: forwarded(lab, c) for c in cores}
+    sent = traffic.udp_flows(lab.host(src.name), str(dst.ip4.ip), flows=flows, count=count)
+    time.sleep(0.5)
+    return {c: forwarded(lab, c) - before[c] for c in cores}, sent
