@@ -30,10 +30,11 @@ from scapy.packet import raw  # noqa: E402
 from aifabric import report  # noqa: E402
 from controller import entries as E  # noqa: E402
 from controller.fabric_controller import Pipeline  # noqa: E402
+from controller.routing import NextHop  # noqa: E402
 from controller.switch import SwitchConnection  # noqa: E402
 from topologies.testbed import HostPort, Testbed  # noqa: E402
 
-ROUTER_MAC = 0x0000000000AA
+ROUTER_MAC = "00:00:00:00:00:aa"
 FLOWS = 64          # distinct UDP source ports, so the fabric's ECMP hash varies
 
 
@@ -51,15 +52,8 @@ def setup_basic_router(pipe: Pipeline, conn: SwitchConnection) -> None:
 
 
 def setup_fabric(pipe: Pipeline, conn: SwitchConnection) -> None:
-    info = pipe.p4info
-    conn.insert([
-        E.entity(info.table_entry(E.MY_STATION, {"eth_dst": ROUTER_MAC}, action=E.SET_ROUTABLE)),
-        E.entity(info.profile_member(E.ECMP_SELECTOR, 1, E.ROUTE, port=2, smac=ROUTER_MAC, dmac=0xBB02)),
-        E.entity(info.profile_group(E.ECMP_SELECTOR, 1, [1])),
-        E.entity(info.table_entry(E.NEXT_HASHED, {"next_id": 1}, group_id=1)),
-        E.entity(info.table_entry(E.ROUTING_V4, {"ipv4_dst": ("10.0.2.0", 24)}, action=E.SET_NEXT_ID,
-                                  params={"next_id": 1})),
-    ])
+    hop = NextHop(port=2, smac=ROUTER_MAC, dmac="00:00:00:00:bb:02", neighbor="sink")
+    conn.insert([E.my_station(pipe.p4info, ROUTER_MAC), *E.static_route(pipe.p4info, "10.0.2.0/24", hop)])
 
 
 PROGRAMS = {

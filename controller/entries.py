@@ -117,6 +117,13 @@ def next_entry(p4info: P4Info, next_id: int, group_id: int) -> p4runtime_pb2.Ent
     return entity(p4info.table_entry(NEXT_HASHED, {"next_id": next_id}, group_id=group_id))
 
 
+def static_route(p4info: P4Info, prefix: str, hop: NextHop, next_id: int = 1) -> list[p4runtime_pb2.Entity]:
+    """One prefix through one next hop, by hand (a one-switch lab, a benchmark): the member,
+    a one-member group (id = next id), the next entry and the route, in insert order."""
+    return [route_member(p4info, next_id, hop), ecmp_group(p4info, next_id, [next_id]),
+            next_entry(p4info, next_id, next_id), route(p4info, prefix, next_id)]
+
+
 def clone_session(session_id: int = CPU_CLONE_SESSION_ID, port: int = CPU_PORT) -> p4runtime_pb2.Entity:
     pre = p4runtime_pb2.PacketReplicationEngineEntry()
     pre.clone_session_entry.session_id = session_id

@@ -94,20 +94,17 @@ def parse_config(argv: list[str]) -> tuple[SwitchConfig, argparse.Namespace]:
     cfg = SwitchConfig(device_id=args.device_id, ports=ports, cpu_port=args.cpu_port,
                        drop_port=args.drop_port, grpc_addr=args.grpc_server_addr,
                        runtime_addr=args.runtime_addr, json_path=args.json)
-    for value, port in args.queue_depth:
-        if value < 1:
-            raise CliError(f"--queue-depth {value}: must be at least 1 packet")
-        if port is None:
-            cfg.queue_depth = value
-        else:
-            cfg.port_queue_depths[port] = value
-    for value, port in args.queue_rate:
-        if value < 0:
-            raise CliError(f"--queue-rate {value}: must be >= 0 packets/s")
-        if port is None:
-            cfg.queue_rate = value
-        else:
-            cfg.port_queue_rates[port] = value
+    # (flag, values, least allowed, per-port dict, default attribute)
+    for flag, values, least, per_port, default in (
+            ("--queue-depth", args.queue_depth, 1, cfg.port_queue_depths, "queue_depth"),
+            ("--queue-rate", args.queue_rate, 0, cfg.port_queue_rates, "queue_rate")):
+        for value, port in values:
+            if value < least:
+                raise CliError(f"{flag} {value}: must be at least {least}")
+            if port is None:
+                setattr(cfg, default, value)
+            else:
+                per_port[port] = value
     return cfg, args
 
 

@@ -18,6 +18,7 @@ from scapy.packet import fuzz, raw
 
 from controller import entries as E
 from controller.fabric_controller import Pipeline
+from controller.routing import NextHop
 from controller.switch import SwitchConnection
 from topologies.testbed import Testbed
 
@@ -37,16 +38,9 @@ def _free_port() -> int:
 def _program(conn: SwitchConnection, program: str) -> Pipeline:
     if program == "fabric":
         pipe = Pipeline.from_build_dir(REPO / "p4src/build", "fabric")
-        info = pipe.p4info
-        conn.set_pipeline(info, pipe.device_config)
-        conn.insert([
-            E.entity(info.table_entry(E.MY_STATION, {"eth_dst": ROUTER_MAC}, action=E.SET_ROUTABLE)),
-            E.entity(info.profile_member(E.ECMP_SELECTOR, 1, E.ROUTE, port=2, smac=ROUTER_MAC, dmac=0xBB02)),
-            E.entity(info.profile_group(E.ECMP_SELECTOR, 1, [1])),
-            E.entity(info.table_entry(E.NEXT_HASHED, {"next_id": 1}, group_id=1)),
-            E.entity(info.table_entry(E.ROUTING_V4, {"ipv4_dst": ("10.0.2.0", 24)}, action=E.SET_NEXT_ID,
-                                      params={"next_id": 1})),
-        ])
+        conn.set_pipeline(pipe.p4info, pipe.device_config)
+        hop = NextHop(port=2, smac=ROUTER_MAC, dmac="00:00:00:00:bb:02", neighbor="sink")
+        conn.insert([E.my_station(pipe.p4info, ROUTER_MAC), *E.static_route(pipe.p4info, "10.0.2.0/24", hop)])
     else:
         pipe = Pipeline.from_build_dir(REPO / "tests/p4/build", program)
         info = pipe.p4info

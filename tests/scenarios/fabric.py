@@ -20,6 +20,7 @@ from scapy.layers.inet6 import ICMPv6ND_NA, ICMPv6ND_NS, ICMPv6NDOptDstLLAddr, I
 from scapy.layers.l2 import ARP, Ether
 from scapy.packet import raw
 
+from scenarios._reference import crc16_arc, internet_checksum
 from scenarios.runner import CONTROL, CPU_PORT, Scenario, Send, Setup, Step
 
 ROUTER = "00:00:00:00:aa:aa"
@@ -31,23 +32,6 @@ GW4, GW6 = "10.0.0.254", "2001:db8::fe"
 SEED = 7                      # a hash_config seed (a switch id, say)
 ECMP_SEED_SCRAMBLE = 0x9E3779B1
 P = "FabricIngress."
-
-
-def crc16_arc(data: bytes) -> int:
-    crc = 0
-    for byte in data:
-        crc ^= byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
-    return crc
-
-
-def internet_checksum(data: bytes) -> int:
-    data += b"\0" * (len(data) % 2)
-    total = sum(int.from_bytes(data[i:i + 2], "big") for i in range(0, len(data), 2))
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return ~total & 0xFFFF
 
 
 def ecmp_member(src: str, dst: str, proto: int, sport: int, dport: int, flow_label: int, seed: int) -> tuple:

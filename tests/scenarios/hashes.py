@@ -13,29 +13,13 @@ from scapy.layers.l2 import Ether
 from scapy.packet import raw
 
 from scenarios._fields import Layout
+from scenarios._reference import crc16_arc, internet_checksum
 from scenarios.runner import Scenario, Send, Setup
 
 ETHERTYPE_HSH = 0x88B5
 ALGOS = ("crc16", "crc32", "crc16_custom", "crc32_custom", "csum16", "identity", "xor16")
 HSH = Layout(("f9", 9), ("f7", 7), ("f32", 32), ("f16", 16),
              *[(f"{a}_{s}", 32) for a in ALGOS for s in "abc"], ("crc32_16", 16))
-
-
-def crc16_arc(data: bytes) -> int:
-    crc = 0
-    for byte in data:
-        crc ^= byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
-    return crc
-
-
-def internet_checksum(data: bytes) -> int:
-    data += b"\0" * (len(data) % 2)
-    total = sum(int.from_bytes(data[i:i + 2], "big") for i in range(0, len(data), 2))
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return ~total & 0xFFFF
 
 
 def xor16(data: bytes) -> int:

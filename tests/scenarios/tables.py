@@ -13,6 +13,7 @@ from scapy.layers.l2 import Ether
 from scapy.packet import raw
 
 from scenarios._fields import Layout
+from scenarios._reference import crc16_arc
 from scenarios.runner import CONTROL, Scenario, Send, Setup, Step
 
 ETHERTYPE_TBL = 0x88B5
@@ -24,16 +25,6 @@ TBL = Layout(
 )
 KEYS = ("k16", "k32", "t1", "t2", "r16", "o8")
 GREEN, YELLOW, RED = 0, 1, 2
-
-
-def crc16_arc(data: bytes) -> int:
-    """CRC-16/ARC (poly 0x8005 reflected, init 0): BMv2's crc16."""
-    crc = 0
-    for byte in data:
-        crc ^= byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
-    return crc
 
 
 def _frame(**keys: int) -> bytes:
