@@ -39,7 +39,7 @@ install_debian_packages() {
 # link the packaged ones in (the BPF and TC uapi bcc uses is stable across 6.x).
 link_kernel_headers() {
   local mod=/lib/modules/$(uname -r)
-  [ -e "$mod/build/include/linux/kconfig.h" ] && return 0
+  [ -e "$mod/build/Makefile" ] && [ -e "$mod/source/include/linux/kconfig.h" ] && return 0
   local hdr common
   hdr=$(ls -d /usr/src/linux-headers-*-amd64 2>/dev/null | sort -V | tail -n 1)
   common=$(ls -d /usr/src/linux-headers-*-common 2>/dev/null | sort -V | tail -n 1)
@@ -51,6 +51,16 @@ link_kernel_headers() {
   ln -sfn "$hdr" "$mod/build"
   ln -sfn "${common:-$hdr}" "$mod/source"
   echo "bootstrap: linked $mod/build -> $hdr"
+}
+
+# Switch P4Runtime servers listen on 50000 + device id, inside Linux's ephemeral port range:
+# keep the kernel from lending those ports to outgoing connections (a switch could not bind).
+reserve_switch_ports() {
+  local want=50000-50999 cur
+  cur=$(sysctl -n net.ipv4.ip_local_reserved_ports 2>/dev/null || true)
+  case ",$cur," in *",$want,"*) return 0 ;; esac
+  sysctl -qw net.ipv4.ip_local_reserved_ports="${cur:+$cur,}$want" \
+    || echo "bootstrap: could not reserve ports $want for the switches" >&2
 }
 
 make_venv() {
@@ -71,4 +81,5 @@ make_venv() {
 need_root
 install_debian_packages
 link_kernel_headers
+reserve_switch_ports
 make_venv
