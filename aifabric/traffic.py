@@ -196,13 +196,18 @@ def start_paced_sender(host, dst_addr: str, sport: int, dport: int, rate_pps: fl
                        str(count), str(tos), str(size)])
 
 
-def sender_result(proc) -> SentFlow:
+def _json_result(proc, what: str):
+    """The JSON object a helper process prints last (waits for it to finish)."""
     out, err = proc.communicate()
     text = out.decode() if isinstance(out, bytes) else out
     try:
-        data = json.loads(text.strip().splitlines()[-1])
+        return json.loads(text.strip().splitlines()[-1])
     except (IndexError, ValueError):
-        raise RuntimeError(f"UDP sender failed: {(err or b'').decode(errors='replace')[-500:]}") from None
+        raise RuntimeError(f"{what} failed: {(err or b'').decode(errors='replace')[-500:]}") from None
+
+
+def sender_result(proc) -> SentFlow:
+    data = _json_result(proc, "UDP sender")
     return SentFlow(data["sent"], data["bytes"], data["seconds"])
 
 
@@ -218,10 +223,4 @@ def start_receiver(host, port: int, quiet: float = 2.0, limit: float = 60.0, ipv
 
 def receiver_result(proc) -> dict[str, ReceivedFlow]:
     """Per source ``addr:port``: what the receiver got (waits for it to finish)."""
-    out, err = proc.communicate()
-    text = out.decode() if isinstance(out, bytes) else out
-    try:
-        data = json.loads(text.strip().splitlines()[-1])
-    except (IndexError, ValueError):
-        raise RuntimeError(f"UDP receiver failed: {(err or b'').decode(errors='replace')[-500:]}") from None
-    return {k: ReceivedFlow(**v) for k, v in data.items()}
+    return {k: ReceivedFlow(**v) for k, v in _json_result(proc, "UDP receiver").items()}

@@ -11,7 +11,8 @@ from .errors import P4RTError, from_table_error, invalid, not_found, out_of_rang
     ALREADY_EXISTS, FAILED_PRECONDITION, RESOURCE_EXHAUSTED
 from .p4info_map import EXACT, ProfileMap
 from .pipeline import Pipeline
-from .table_entries import action_to_proto, counter_values, meter_config_values, meter_to_proto, resolve_action
+from .table_entries import (action_to_proto, counter_values, matches_by_id, meter_config_values, meter_to_proto,
+                            resolve_action)
 
 Update = p4runtime_pb2.Update
 
@@ -263,16 +264,9 @@ def write_value_set(pipe: Pipeline, utype: int, msg: p4runtime_pb2.ValueSetEntry
     values: list[int] = []
     canonical: list[p4runtime_pb2.ValueSetMember] = []
     for n, member in enumerate(msg.members):
-        given = {}
-        for fm in member.match:
-            f = vm.field_by_id.get(fm.field_id)
-            if f is None:
-                raise invalid(f"value set '{vm.name}' has no match field with id {fm.field_id}")
-            if fm.field_id in given:
-                raise invalid(f"value set '{vm.name}', member {n}: match field '{f.name}' is given twice")
-            if f.match_type != EXACT:
-                raise unimplemented(f"value set '{vm.name}': only exact match fields are supported")
-            given[fm.field_id] = fm
+        given = matches_by_id(vm.field_by_id, member.match, f"value set '{vm.name}', member {n}")
+        if any(vm.field_by_id[fid].match_type != EXACT for fid in given):
+            raise unimplemented(f"value set '{vm.name}': only exact match fields are supported")
         compressed = 0
         out = p4runtime_pb2.ValueSetMember()
         for f in vm.fields:

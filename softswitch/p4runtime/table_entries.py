@@ -26,16 +26,22 @@ MAX_RATE = (1 << 64) - 1
 
 
 # -- match keys ------------------------------------------------------------------------------
+def matches_by_id(field_by_id: dict, matches, owner: str) -> dict[int, p4runtime_pb2.FieldMatch]:
+    """The FieldMatches of a key by field id; unknown or repeated field ids are refused."""
+    given: dict[int, p4runtime_pb2.FieldMatch] = {}
+    for fm in matches:
+        f = field_by_id.get(fm.field_id)
+        if f is None:
+            raise invalid(f"{owner} has no match field with id {fm.field_id}")
+        if fm.field_id in given:
+            raise invalid(f"{owner}: match field '{f.name}' is given twice")
+        given[fm.field_id] = fm
+    return given
+
+
 def build_match(tm: TableMap, te: p4runtime_pb2.TableEntry) -> tuple[tuple, int]:
     """(normalised match tuple, priority) of a non-default TableEntry key."""
-    given: dict[int, p4runtime_pb2.FieldMatch] = {}
-    for fm in te.match:
-        f = tm.field_by_id.get(fm.field_id)
-        if f is None:
-            raise invalid(f"table '{tm.name}' has no match field with id {fm.field_id}")
-        if fm.field_id in given:
-            raise invalid(f"table '{tm.name}': match field '{f.name}' is given twice")
-        given[fm.field_id] = fm
+    given = matches_by_id(tm.field_by_id, te.match, f"table '{tm.name}'")
     values = []
     for f in tm.fields:
         fm = given.get(f.id)

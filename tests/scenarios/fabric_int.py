@@ -192,26 +192,24 @@ class Frame:
         self.b[self.csum_at:self.csum_at + 2] = b"\0\0"
         self.b[self.csum_at:self.csum_at + 2] = self.l4_checksum().to_bytes(2, "big")
 
-    def l4_checksum(self) -> int:
+    def _l4_sum(self) -> int:
+        """Ones'-complement sum of the IP pseudo-header and the L4 segment as it stands."""
         seg = bytes(self.b[self.l4:self.ip_end])
         ip = self.b[self.l3:self.l4]
         if self.v6:
             pseudo = bytes(ip[8:40]) + len(seg).to_bytes(4, "big") + bytes([0, 0, 0, self.proto])
         else:
             pseudo = bytes(ip[12:20]) + bytes([0, self.proto]) + len(seg).to_bytes(2, "big")
-        c = ~_ones(pseudo + seg) & 0xFFFF
+        return _ones(pseudo + seg)
+
+    def l4_checksum(self) -> int:
+        c = ~self._l4_sum() & 0xFFFF
         return 0xFFFF if c == 0 and not self.tcp else c
 
     def l4_ok(self) -> bool:
         if not self.tcp and self.b[self.csum_at:self.csum_at + 2] == b"\0\0":
             return True
-        seg = bytes(self.b[self.l4:self.ip_end])
-        ip = self.b[self.l3:self.l4]
-        if self.v6:
-            pseudo = bytes(ip[8:40]) + len(seg).to_bytes(4, "big") + bytes([0, 0, 0, self.proto])
-        else:
-            pseudo = bytes(ip[12:20]) + bytes([0, self.proto]) + len(seg).to_bytes(2, "big")
-        return _ones(pseudo + seg) == 0xFFFF
+        return self._l4_sum() == 0xFFFF
 
     @property
     def int_at(self) -> int:
