@@ -24,12 +24,20 @@ def forwarded(lab: Lab, switch: str) -> int:
     return sum(c.packets for c in lab.controller.read_port_counters(switch).values())
 
 
-def ecmp_over_cores(lab: Lab, flows: int = 64, count: int = 10) -> tuple[dict[str, int], int]:
+def ecmp_over_cores(lab: Lab, flows: int = 64, count: int = 10,
+                    settle_timeout: float = 15.0) -> tuple[dict[str, int], int]:
     """UDP flows (RoCEv2 port, one source port per flow) from the first host to the last (first
     pod to last pod): packets each core switch forwarded meanwhile, and datagrams sent."""
     cores = [s.name for s in lab.fabric.switches if s.role == Role.CORE]
     src, dst = lab.fabric.hosts[0], lab.fabric.hosts[-1]
     before = {c: forwarded(lab, c) for c in cores}
     sent = traffic.udp_flows(lab.host(src.name), str(dst.ip4.ip), flows=flows, count=count)
-    time.sleep(0.5)
-    return {c: forwarded(lab, c) - before[c] for c in cores}, sent
+    # a slow target may still be working through its input buffers: read until the counters settle
+    after, deadline = None, time.monotonic() + settle_timeout
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = {c: forwarded(lab, c) for c in cores}
+        if now == after:
+            break
+        after = now
+    return {c: after[c] - before[c] for c in cores}, sent
