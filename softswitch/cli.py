@@ -15,22 +15,18 @@ import signal
 import sys
 import threading
 
+from .addr import host_port_arg
 from .pipeline.errors import ProgramError
 from .ports import PortError, PortSpec
+from .queues import check_depth, check_port, check_rate
 from .switch import Switch, SwitchConfig
 
 LOG_LEVELS = ("trace", "debug", "info", "warn", "error", "off")
+MAX_DEVICE_ID = 2**64 - 1     # P4Runtime's device_id is a uint64
 
 
 class CliError(Exception):
     pass
-
-
-def _addr(text: str) -> str:
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise argparse.ArgumentTypeError(f"'{text}' is not HOST:PORT")
-    return text
 
 
 def _per_port(text: str) -> tuple[int, int | None]:
@@ -59,11 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device-id", type=int, default=0, help="P4Runtime device id (default 0)")
     p.add_argument("-i", "--interface", action="append", default=[], metavar="PORT@IFACE",
                    help="attach interface IFACE as port PORT (repeatable)")
-    p.add_argument("--grpc-server-addr", type=_addr, default="127.0.0.1:9559",
+    p.add_argument("--grpc-server-addr", type=host_port_arg, default="127.0.0.1:9559",
                    help="P4Runtime server address (default 127.0.0.1:9559; never all interfaces unless asked)")
     p.add_argument("--cpu-port", type=int, default=None, help="port number of the CPU port (packet-in/out)")
     p.add_argument("--drop-port", type=int, default=511, help="egress_spec value that drops (default 511)")
-    p.add_argument("--runtime-addr", type=_addr, default=None,
+    p.add_argument("--runtime-addr", type=host_port_arg, default=None,
                    help="address of the runtime control server used by softswitch-ctl (queue rate/depth)")
     p.add_argument("--queue-depth", type=_per_port, action="append", default=[], metavar="PKTS[@PORT]",
                    help="egress queue depth in packets, for all ports or one (repeatable; default 64)")
@@ -87,6 +83,8 @@ def parse_config(argv: list[str]) -> tuple[SwitchConfig, argparse.Namespace]:
             raise CliError(f"{name} {port} is outside 1..511")
     if args.cpu_port is not None and args.cpu_port == args.drop_port:
         raise CliError(f"--cpu-port and --drop-port are both {args.cpu_port}")
+    if not 0 <= args.device_id <= MAX_DEVICE_ID:
+        raise CliError(f"--device-id {args.device_id} is outside 0..{MAX_DEVICE_ID} (P4Runtime's uint64)")
     try:
         ports = [PortSpec.parse(t) for t in args.interface]
     except PortError as e:
@@ -94,13 +92,18 @@ def parse_config(argv: list[str]) -> tuple[SwitchConfig, argparse.Namespace]:
     cfg = SwitchConfig(device_id=args.device_id, ports=ports, cpu_port=args.cpu_port,
                        drop_port=args.drop_port, grpc_addr=args.grpc_server_addr,
                        runtime_addr=args.runtime_addr, json_path=args.json)
-    # (flag, values, least allowed, per-port dict, default attribute)
-    for flag, values, least, per_port, default in (
-            ("--queue-depth", args.queue_depth, 1, cfg.port_queue_depths, "queue_depth"),
-            ("--queue-rate", args.queue_rate, 0, cfg.port_queue_rates, "queue_rate")):
+    known_ports = [p.number for p in ports] + ([args.cpu_port] if args.cpu_port is not None else [])
+    # (flag, values, bounds check, per-port dict, default attribute)
+    for flag, values, check, per_port, default in (
+            ("--queue-depth", args.queue_depth, check_depth, cfg.port_queue_depths, "queue_depth"),
+            ("--queue-rate", args.queue_rate, check_rate, cfg.port_queue_rates, "queue_rate")):
         for value, port in values:
-            if value < least:
-                raise CliError(f"{flag} {value}: must be at least {least}")
+            try:
+                check(value)
+                if port is not None:
+                    check_port(port, known_ports)
+            except ValueError as e:
+                raise CliError(f"{flag if port is None else f'{flag} {value}@{port}'}: {e}") from None
             if port is None:
                 setattr(cfg, default, value)
             else:
@@ -108,10 +111,21 @@ def parse_config(argv: list[str]) -> tuple[SwitchConfig, argparse.Namespace]:
     return cfg, args
 
 
+def _log_file_handler(path: str) -> logging.Handler:
+    """A handler appending to ``path``; CliError naming the file (and its missing directory)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise CliError(f"cannot write log file {path}: directory {directory} does not exist")
+    try:
+        return logging.FileHandler(path)
+    except OSError as e:
+        raise CliError(f"cannot write log file {path}: {e.strerror}") from None
+
+
 def setup_logging(level: str, path: str | None) -> None:
     py_level = {"trace": logging.DEBUG, "debug": logging.DEBUG, "info": logging.INFO,
                 "warn": logging.WARNING, "error": logging.ERROR, "off": logging.CRITICAL + 1}[level]
-    handler = logging.FileHandler(path) if path else logging.StreamHandler()
+    handler = _log_file_handler(path) if path else logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]

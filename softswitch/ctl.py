@@ -8,11 +8,14 @@ The commands mirror simple_switch_CLI's, so scripts can drive either target:
     stats                                          packet counters (JSON)
 
 Protocol: one command per line over TCP (``--runtime-addr``); the answer is one line,
-``ok``, a JSON object, or ``error: <why>``. ``softswitch-ctl`` is the client.
+``ok``, a JSON object, or ``error: <why>``. A line longer than MAX_LINE bytes is answered
+with an error and the connection closed (the server never holds more than that of one line);
+a blank line is answered with an error. ``softswitch-ctl`` is the client: exit status 0 for
+an answer, 1 for an error the switch answered, 2 when the command line is wrong or the switch
+cannot be reached.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import socket
@@ -20,10 +23,10 @@ import socketserver
 import sys
 import threading
 
+from .addr import host_port_arg, parse_host_port
+from .cli import OneLineErrors
 
-def _split_addr(addr: str) -> tuple[str, int]:
-    host, _, port = addr.rpartition(":")
-    return host, int(port)
+MAX_LINE = 4096    # bytes of one command line; the longest real command is a few dozen
 
 
 class RuntimeControlServer:
@@ -33,15 +36,26 @@ class RuntimeControlServer:
 
         class Handler(socketserver.StreamRequestHandler):
             def handle(self) -> None:
-                for raw in self.rfile:
-                    line = raw.decode(errors="replace").strip()
-                    if not line:
-                        continue
-                    self.wfile.write((outer.execute(line) + "\n").encode())
+                try:
+                    self._serve_lines()
+                except OSError:         # the client went away mid-line or mid-answer
+                    pass
+
+            def _serve_lines(self) -> None:
+                while True:
+                    # readline(limit) stops after MAX_LINE + 1 bytes: a line without an end
+                    # never grows the server's memory beyond that.
+                    raw = self.rfile.readline(MAX_LINE + 1)
+                    if not raw:
+                        return
+                    if len(raw) > MAX_LINE:
+                        self.wfile.write(f"error: command longer than {MAX_LINE} bytes; closing\n".encode())
+                        return
+                    self.wfile.write((outer.execute(raw.decode(errors="replace")) + "\n").encode())
 
         socketserver.ThreadingTCPServer.allow_reuse_address = True
         try:
-            self._server = socketserver.ThreadingTCPServer(_split_addr(addr), Handler)
+            self._server = socketserver.ThreadingTCPServer(parse_host_port(addr), Handler)
         except OSError as e:
             raise OSError(f"runtime control address {addr}: {e.strerror}") from None
         self._server.daemon_threads = True
@@ -56,6 +70,8 @@ class RuntimeControlServer:
 
     def execute(self, line: str) -> str:
         words = line.split()
+        if not words:
+            return "error: empty command (try get_queue <egress_port> or stats)"
         cmd, args = words[0], words[1:]
         dp = self.switch.dataplane
         try:
@@ -70,6 +86,7 @@ class RuntimeControlServer:
                 dp.set_queue_depth(nums[0], nums[1] if len(nums) == 2 else None)
                 return "ok"
             if cmd == "get_queue" and len(nums) == 1:
+                dp.check_port(nums[0])
                 q = dp.queue(nums[0])
                 return json.dumps({"port": q.port, "depth": q.depth, "rate_pps": q.rate_pps,
                                    "occupancy": len(q), "drops": q.drops})
@@ -83,7 +100,7 @@ class RuntimeControlServer:
 
 
 def send_command(addr: str, command: str, timeout: float = 5.0) -> str:
-    with socket.create_connection(_split_addr(addr), timeout=timeout) as s:
+    with socket.create_connection(parse_host_port(addr), timeout=timeout) as s:
         s.sendall(command.encode() + b"\n")
         buf = b""
         while not buf.endswith(b"\n"):
@@ -91,18 +108,24 @@ def send_command(addr: str, command: str, timeout: float = 5.0) -> str:
             if not chunk:
                 break
             buf += chunk
-    return buf.decode().strip()
+    return buf.decode(errors="replace").strip()
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="softswitch-ctl", description=__doc__.split("\n\n")[0])
-    p.add_argument("--addr", default="127.0.0.1:9090", help="the switch's --runtime-addr")
+    p = OneLineErrors(prog="softswitch-ctl", description=__doc__.split("\n\n")[0])
+    p.add_argument("--addr", type=host_port_arg, default="127.0.0.1:9090",
+                   help="the switch's --runtime-addr, HOST:PORT")
     p.add_argument("command", nargs="+", help="e.g. set_queue_rate 1000 2")
     args = p.parse_args(argv)
+    command = " ".join(args.command)
+    if not command.strip():
+        p.error("empty command (e.g. get_queue 1, stats)")
+    if "\n" in command or len(command.encode()) >= MAX_LINE:
+        p.error(f"the command must be one line shorter than {MAX_LINE} bytes")
     try:
-        answer = send_command(args.addr, " ".join(args.command))
+        answer = send_command(args.addr, command)
     except OSError as e:
-        print(f"softswitch-ctl: cannot reach {args.addr}: {e}", file=sys.stderr)
+        print(f"softswitch-ctl: cannot reach {args.addr}: {e.strerror or e}", file=sys.stderr)
         return 2
     print(answer)
     return 1 if answer.startswith("error") else 0

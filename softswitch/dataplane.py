@@ -23,7 +23,7 @@ from typing import Callable
 from .pipeline.helpers import Abort
 from .pipeline.program import Program
 from .ports import MAX_FRAME, Port
-from .queues import DEFAULT_DEPTH, DEFAULT_RATE, EgressQueue
+from .queues import DEFAULT_DEPTH, DEFAULT_RATE, EgressQueue, check_depth, check_port, check_rate
 from .runtime.pre import ReplicationEngine
 
 log = logging.getLogger("softswitch.dataplane")
@@ -87,8 +87,15 @@ class Dataplane:
             q = self.queues[port] = EgressQueue(port, self.default_queue_depth, self.default_queue_rate)
         return q
 
+    def check_port(self, port: int) -> None:
+        """ValueError naming the switch's ports (and CPU port) unless ``port`` is one of them."""
+        check_port(port, [*self.ports, *([self.cpu_port] if self.cpu_port is not None else [])])
+
     def set_queue_rate(self, rate_pps: int, port: int | None = None) -> None:
         """BMv2's set_queue_rate: one port, or every port (and the default) when None."""
+        check_rate(rate_pps)
+        if port is not None:
+            self.check_port(port)
         with self.lock:
             if port is None:
                 self.default_queue_rate = rate_pps
@@ -99,6 +106,9 @@ class Dataplane:
         self._wake()
 
     def set_queue_depth(self, depth: int, port: int | None = None) -> None:
+        check_depth(depth)
+        if port is not None:
+            self.check_port(port)
         with self.lock:
             if port is None:
                 self.default_queue_depth = depth

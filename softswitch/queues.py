@@ -8,9 +8,36 @@ Depth is counted in packets, rate in packets per second (0: unlimited), like BMv
 from __future__ import annotations
 
 from collections import deque
+from typing import Iterable
 
 DEFAULT_DEPTH = 64        # simple_switch's default queue capacity, in packets
 DEFAULT_RATE = 0          # packets per second; 0 means no limit
+# Far above what one emulated link carries (softswitch forwards ~20 kpps per core) yet a
+# finite departure spacing (0.1 us); a larger figure is a typo, not a configuration.
+MAX_RATE_PPS = 10_000_000
+# Packets one queue may hold: bounds the memory a full queue takes (~150 MB of 1500-byte
+# frames); BMv2 itself caps nothing, but a larger queue only hides a missing rate limit.
+MAX_DEPTH = 100_000
+
+
+def check_rate(rate_pps: int) -> None:
+    """ValueError unless ``rate_pps`` is 0 (unlimited) or a rate in 1..MAX_RATE_PPS packets/s."""
+    if not 0 <= rate_pps <= MAX_RATE_PPS:
+        raise ValueError(f"queue rate {rate_pps} packets/s is outside 0..{MAX_RATE_PPS} (0: unlimited)")
+
+
+def check_port(port: int, ports: Iterable[int]) -> None:
+    """ValueError listing ``ports`` unless ``port`` is one of them: run-time settings are for
+    the switch's own ports (the packet path still queues for any egress_spec, as BMv2)."""
+    known = sorted(set(ports))
+    if port not in known:
+        raise ValueError(f"port {port} is not a port of this switch (ports: {', '.join(map(str, known)) or 'none'})")
+
+
+def check_depth(depth: int) -> None:
+    """ValueError unless ``depth`` is 1..MAX_DEPTH packets."""
+    if not 1 <= depth <= MAX_DEPTH:
+        raise ValueError(f"queue depth {depth} packets is outside 1..{MAX_DEPTH}")
 
 
 class EgressQueue:
@@ -25,14 +52,12 @@ class EgressQueue:
         self.set_rate(rate_pps)
 
     def set_rate(self, rate_pps: int) -> None:
-        if rate_pps < 0:
-            raise ValueError(f"queue rate must be >= 0 packets/s, got {rate_pps}")
+        check_rate(rate_pps)
         self.rate_pps = rate_pps
         self._delay_us = 1e6 / rate_pps if rate_pps else 0.0
 
     def set_depth(self, depth: int) -> None:
-        if depth < 1:
-            raise ValueError(f"queue depth must be >= 1 packet, got {depth}")
+        check_depth(depth)
         self.depth = depth
 
     def __len__(self) -> int:

@@ -8,7 +8,9 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -32,10 +34,15 @@ def run_cli(*args: str, timeout: float = 20) -> subprocess.CompletedProcess:
     return subprocess.run([SOFTSWITCH, *args], capture_output=True, text=True, timeout=timeout)
 
 
+def run_ctl(*args: str, timeout: float = 10) -> subprocess.CompletedProcess:
+    return subprocess.run([CTL, *args], capture_output=True, text=True, timeout=timeout)
+
+
 def _assert_one_line_error(res: subprocess.CompletedProcess, *words: str) -> None:
     assert res.returncode != 0, res
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, f"expected one line, got: {res.stderr!r}"
+    assert "Traceback" not in res.stderr
     for w in words:
         assert w in lines[0], f"{w!r} not in {lines[0]!r}"
 
@@ -52,12 +59,45 @@ def _listening(port: int) -> bool:
     (["/nonexistent/prog.json", "--grpc-server-addr", "127.0.0.1:{port}"], ["/nonexistent/prog.json"]),
     ([], ["no program"]),
     (["--no-p4", "--cpu-port", "600", "--grpc-server-addr", "127.0.0.1:{port}"], ["--cpu-port", "600"]),
+    (["--no-p4", "--device-id", "-1", "--grpc-server-addr", "127.0.0.1:{port}"], ["--device-id -1", "uint64"]),
+    (["--no-p4", "--device-id", str(2**64), "--grpc-server-addr", "127.0.0.1:{port}"], [f"--device-id {2**64}"]),
+    (["--no-p4", "--queue-rate", str(10**30), "--grpc-server-addr", "127.0.0.1:{port}"], ["--queue-rate", str(10**30)]),
+    (["--no-p4", "-i", "1@lo", "--queue-rate", "1000@99", "--grpc-server-addr", "127.0.0.1:{port}"],
+     ["1000@99", "port 99", "ports: 1"]),
+    (["--no-p4", "--queue-depth", "0", "--grpc-server-addr", "127.0.0.1:{port}"], ["--queue-depth", "depth 0"]),
+    (["--no-p4", "--log-file", "/nonexistent-dir/sw.log", "--grpc-server-addr", "127.0.0.1:{port}"],
+     ["cannot write log file /nonexistent-dir/sw.log", "directory /nonexistent-dir does not exist"]),
+    (["--no-p4", "--runtime-addr", "127.0.0.1:abc", "--grpc-server-addr", "127.0.0.1:{port}"],
+     ["127.0.0.1:abc", "port 'abc'"]),
 ])
 def test_bad_input_is_one_line_and_leaves_nothing(args, words):
     port = _free_port()
     res = run_cli(*[a.format(port=port) for a in args])
+    assert res.returncode == 2, res
     _assert_one_line_error(res, *words)
     assert not _listening(port)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--addr", "localhost", "stats"], ["'localhost'", "HOST:PORT"]),
+    (["--addr", "127.0.0.1:abc", "stats"], ["'127.0.0.1:abc'", "port 'abc'"]),
+    (["--addr", "127.0.0.1:0", "stats"], ["'127.0.0.1:0'", "1..65535"]),
+    (["--addr", "127.0.0.1:65536", "stats"], ["'127.0.0.1:65536'", "1..65535"]),
+    (["--addr", ":9090", "stats"], ["':9090'", "HOST:PORT"]),
+    (["--addr", "127.0.0.1:9090", ""], ["empty command"]),
+    (["--addr", "127.0.0.1:9090", "stats", "x" * 5000], ["4096 bytes"]),
+])
+def test_ctl_bad_input_is_one_line_exit_2(args, words):
+    res = run_ctl(*args)
+    assert res.returncode == 2, res
+    _assert_one_line_error(res, *words)
+
+
+def test_ctl_unreachable_switch_is_one_line_exit_2():
+    port = _free_port()          # nothing listens there
+    res = run_ctl("--addr", f"127.0.0.1:{port}", "stats")
+    assert res.returncode == 2, res
+    _assert_one_line_error(res, f"127.0.0.1:{port}", "cannot reach")
 
 
 def test_bad_flag_value_is_one_line_too():
@@ -90,22 +130,32 @@ def test_busy_grpc_port_and_duplicate_ports_fail_cleanly():
         _assert_one_line_error(res, iface, "twice")
 
 
+@contextmanager
+def _running_switch(tb: Testbed, *extra: str) -> Iterator[tuple[subprocess.Popen, int, int]]:
+    """softswitch on the test bench's ports with a runtime control port: (process, gRPC port,
+    control port), ready; stopped with SIGTERM on exit."""
+    grpc_port, ctl_port = _free_port(), _free_port()
+    ifaces = [a for n, p in sorted(tb.ports.items()) for a in ("-i", f"{n}@{p.switch_iface}")]
+    proc = subprocess.Popen([SOFTSWITCH, str(BASIC_JSON), *ifaces, "--", "--grpc-server-addr",
+                             f"127.0.0.1:{grpc_port}", "--runtime-addr", f"127.0.0.1:{ctl_port}",
+                             "--log-level", "warn", *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not _listening(grpc_port):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "P4Runtime port never answered"
+            time.sleep(0.05)
+        yield proc, grpc_port, ctl_port
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+
+
 def test_starts_answers_runtime_commands_and_stops_on_sigterm():
     with Testbed(nports=2, prefix="clig") as tb:
-        grpc_port, ctl_port = _free_port(), _free_port()
-        proc = subprocess.Popen([SOFTSWITCH, str(BASIC_JSON), "-i", f"1@{tb.ports[1].switch_iface}",
-                                 "-i", f"2@{tb.ports[2].switch_iface}", "--", "--grpc-server-addr",
-                                 f"127.0.0.1:{grpc_port}", "--runtime-addr", f"127.0.0.1:{ctl_port}",
-                                 "--queue-rate", "100@2", "--log-level", "warn"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            deadline = time.monotonic() + 20
-            while not _listening(grpc_port):
-                assert proc.poll() is None, proc.communicate()
-                assert time.monotonic() < deadline, "P4Runtime port never answered"
-                time.sleep(0.05)
-            ctl = lambda *c: subprocess.run([CTL, "--addr", f"127.0.0.1:{ctl_port}", *c],  # noqa: E731
-                                            capture_output=True, text=True, timeout=10)
+        with _running_switch(tb, "--queue-rate", "100@2") as (proc, grpc_port, ctl_port):
+            ctl = lambda *c: run_ctl("--addr", f"127.0.0.1:{ctl_port}", *c)  # noqa: E731
             assert '"rate_pps": 100' in ctl("get_queue", "2").stdout
             assert ctl("set_queue_rate", "250", "2").stdout.strip() == "ok"
             assert '"rate_pps": 250' in ctl("get_queue", "2").stdout
@@ -113,8 +163,57 @@ def test_starts_answers_runtime_commands_and_stops_on_sigterm():
             assert '"depth": 8' in ctl("get_queue", "2").stdout
             bad = ctl("set_queue_rate", "fast")
             assert bad.returncode == 1 and bad.stdout.startswith("error")
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=10)
         assert proc.returncode == 0
         assert not _listening(grpc_port) and not _listening(ctl_port)
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no VmRSS for pid {pid}")
+
+
+def _answer(sock: socket.socket) -> bytes:
+    """What the server sends until it closes (a reset after its answer counts as closed)."""
+    data = b""
+    try:
+        while chunk := sock.recv(4096):
+            data += chunk
+    except ConnectionResetError:
+        pass
+    return data
+
+
+def test_control_port_bounds_lines_and_refuses_bad_values():
+    with Testbed(nports=2, prefix="clic") as tb:
+        with _running_switch(tb) as (proc, _, ctl_port):
+            rss_before = _rss_kib(proc.pid)
+            with socket.create_connection(("127.0.0.1", ctl_port), timeout=10) as s:
+                try:                              # 10 MB, no newline: refused after 4 KiB
+                    for _ in range(160):
+                        s.sendall(b"x" * 65536)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                answer = _answer(s)
+            assert answer.startswith(b"error:") and b"4096 bytes" in answer, answer
+            assert answer.count(b"\n") == 1, answer
+            grown_kib = _rss_kib(proc.pid) - rss_before
+            assert grown_kib < 4096, f"the switch grew by {grown_kib} KiB reading one line"
+
+            with socket.create_connection(("127.0.0.1", ctl_port), timeout=10) as s:
+                f = s.makefile("rwb")
+                for line, words in ((b"\n", [b"empty command"]), (b"   \n", [b"empty command"]),
+                                    (b"set_queue_rate 1000 99\n", [b"port 99", b"ports: 1, 2"]),
+                                    (f"set_queue_rate {10**30} 1\n".encode(), [str(10**30).encode(), b"10000000"]),
+                                    (b"set_queue_depth 0 1\n", [b"depth 0"]),
+                                    (b"get_queue 99\n", [b"port 99"])):
+                    f.write(line)
+                    f.flush()
+                    reply = f.readline()            # the socket timeout fails the test if none comes
+                    assert reply.startswith(b"error:"), (line, reply)
+                    for w in words:
+                        assert w in reply, (line, reply)
+            ok = run_ctl("--addr", f"127.0.0.1:{ctl_port}", "get_queue", "1")
+            assert ok.returncode == 0 and '"port": 1' in ok.stdout, ok
+        assert proc.returncode == 0
