@@ -14,6 +14,8 @@ import argparse
 import os
 import sys
 
+from aifabric.validate import validate
+from softswitch.addr import parse_host_port
 from softswitch.cli import OneLineErrors
 from topologies.p4switch import TARGETS
 
@@ -64,17 +66,20 @@ def _start_metrics(lab, where: str):
     from aifabric.report import progress
     from controller.metrics import fabric_metrics
 
-    host, _, port = where.rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"--metrics {where!r}: expected HOST:PORT, e.g. 127.0.0.1:9100")
+    host, port = parse_host_port(where, allow_port_zero=True)    # checked by validate()
     exporter = fabric_metrics(lab.controller, lab.collector)
-    bound = exporter.start_http(host, int(port))
+    bound = exporter.start_http(host, port)
     progress(f"Prometheus metrics on http://{bound[0]}:{bound[1]}/metrics")
     return exporter
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        validate(args)          # before anything is brought up
+    except ValueError as e:
+        parser.error(str(e))
     if os.geteuid() != 0:
         print("aifabric: error: must run as root (network namespaces, raw sockets)", file=sys.stderr)
         return 2
@@ -91,8 +96,6 @@ def main(argv: list[str] | None = None) -> int:
             pipeline = Pipeline.from_build_dir(args.p4_build) if args.p4_build else Pipeline.from_build_dir()
             if args.command == "up":
                 fabric = _fabric(args)
-                if args.metrics and not args.int:
-                    raise ValueError("--metrics needs --int (the metrics come from INT and the ECN counters)")
                 telemetry = None
                 if args.int:
                     from controller.telemetry_entries import TelemetryConfig, WatchRule

@@ -18,6 +18,7 @@ exactly the bytes that were sent (INT stripped by the sink). A PNG draws both ru
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -38,6 +39,8 @@ WATCHED_SPORT = 40000
 DPORT = 5001
 PAYLOAD = 200  # UDP payload bytes per datagram
 ECT0 = 0x02
+DEFAULT_PNG = "out/int_demo.png"
+MAX_SECONDS = 600.0  # a run longer than ten minutes is a benchmark, not a demo
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,23 @@ class DemoPlan:
     watched_pps: int = 25
     congestor_pps: int = 60
     seconds: float = 3.0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.seconds) and 0 < self.seconds <= self.max_seconds):
+            raise ValueError(
+                f"demo int --seconds {self.seconds:g}: must be > 0 and at most {self.max_seconds:.1f} s (the "
+                f"receiver's queue of {self.queue_depth} packets fills at {self.excess_pps} packets/s while "
+                f"congested; a longer run would drop packets)")
+
+    @property
+    def excess_pps(self) -> int:
+        """How much faster the congested run offers packets than the receiver's port sends them."""
+        return self.watched_pps + self.congestor_pps * len(self.congestors) - self.queue_rate_pps
+
+    @property
+    def max_seconds(self) -> float:
+        """The longest run whose backlog the receiver's queue holds without a drop (MAX_SECONDS at most)."""
+        return min(MAX_SECONDS, self.queue_depth / self.excess_pps) if self.excess_pps > 0 else MAX_SECONDS
 
     @classmethod
     def for_fat_tree(cls, fabric: Fabric, **kw: object) -> "DemoPlan":
@@ -125,7 +145,7 @@ def run(
 
     _print_tables(flow, congested, alone, figures)
     checks = _checks(congested, alone)
-    png = Path(png_path or "out/int_demo.png")
+    png = Path(png_path or DEFAULT_PNG)
     draw(png, congested, alone, flow)
     print(f"\npicture written to {png.resolve()}")
     if json_path:

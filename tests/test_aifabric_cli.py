@@ -3,6 +3,7 @@ bring-up or a Ctrl-C during a demo leaves no process, namespace or interface beh
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -13,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from topologies.fabric import fat_tree
-from topologies.p4switch import cleanup, port_accepts
+from aifabric.validate import prepare_output
+from topologies.p4switch import BMV2, cleanup, port_accepts
 
 AIFABRIC = str(Path(sys.executable).parent / "aifabric")
 
@@ -35,20 +37,71 @@ def error_line(res: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
+def _processes_naming(text: str) -> list[str]:
+    """Command lines of the running processes that mention ``text``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if entry.name.isdigit() and int(entry.name) != os.getpid() and text in argv:
+            found.append(argv)
+    return found
+
+
 @pytest.mark.parametrize("args, words", [
     (["demo", "--k", "3"], ["k=3", "odd"]),
     (["up", "--topo", "fattree", "--k", "0"], ["k=0"]),
     (["up", "--topo", "torus"], ["torus", "invalid choice"]),
     (["demo", "--target", "tofino"], ["tofino", "invalid choice"]),
     (["demo", "--p4-build", "/nonexistent/build"], ["/nonexistent/build", "does not exist"]),
+    (["demo", "--k", "100"], ["--k 100", "12500 switches", "GiB", "available"]),
+    (["up", "--k", "100"], ["--k 100", "12500 switches", "GiB"]),
+    (["up", "--topo", "leafspine", "--leaves", "254", "--spines", "200", "--hosts-per-leaf", "50"],
+     ["--leaves 254", "454 switches", "GiB"]),
+    (["demo", "int", "--seconds", "-1"], ["--seconds -1", "> 0"]),
+    (["demo", "int", "--seconds", "3600"], ["--seconds 3600", "at most"]),
+    (["demo", "int", "--seconds", "nan"], ["--seconds nan"]),
+    pytest.param(["demo", "--target", "bmv2"], ["bmv2", BMV2, "not on PATH"],
+                 marks=pytest.mark.skipif(shutil.which(BMV2) is not None, reason=f"{BMV2} is installed")),
+    (["up", "--metrics", "127.0.0.1:9100"], ["--metrics needs --int"]),
+    (["up", "--int", "--metrics", "localhost"], ["--metrics", "'localhost'", "HOST:PORT"]),
+    (["up", "--int", "--metrics", "127.0.0.1:abc"], ["--metrics", "'127.0.0.1:abc'", "port 'abc'"]),
+    (["up", "--int", "--metrics", "127.0.0.1:{busy}"], ["--metrics 127.0.0.1:{busy}", "cannot listen"]),
+    (["demo", "--json", "{tmp}/a-file/figures.json"], ["--json {tmp}/a-file/figures.json", "not a directory"]),
+    (["demo", "--json", "/proc/no-such-dir/figures.json"], ["--json /proc/no-such-dir/figures.json", "cannot create"]),
+    (["demo", "int", "--png", "{tmp}"], ["--png {tmp}", "is a directory"]),
 ])
-def test_bad_input_is_one_line_and_starts_nothing(args, words):
-    res = run(*args)
+def test_bad_input_is_one_line_and_starts_nothing(args, words, tmp_path):
+    """Refused before bring-up: one line and nothing else on stderr (no progress line: the lab
+    never started), and no switch ever used this run's directory. Scoped to its own run
+    directory, so fabrics other people run on the machine neither disturb it nor get torn down."""
+    run_dir = tmp_path / "run"
+    (tmp_path / "a-file").write_text("")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        fill = {"tmp": tmp_path, "busy": busy.getsockname()[1]}
+        res = subprocess.run([AIFABRIC, *[a.format(**fill) for a in args]], capture_output=True, text=True,
+                             timeout=120, env={**os.environ, "AIFABRIC_RUN_DIR": str(run_dir)})
     assert res.returncode == 2, res
-    line = error_line(res)
+    assert "Traceback" not in res.stderr
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1, f"expected one line, got {res.stderr!r}"
     for w in words:
-        assert w in line, f"{w!r} not in {line!r}"
-    assert_nothing_left()
+        assert w.format(**fill) in lines[0], f"{w!r} not in {lines[0]!r}"
+    assert not run_dir.exists() or not any(run_dir.rglob("*")), list(run_dir.rglob("*"))
+    assert not _processes_naming(str(run_dir))
+
+
+def test_output_paths_get_their_directories(tmp_path):
+    target = tmp_path / "out" / "deeper" / "figures.json"
+    assert prepare_output("--json", str(target)) == target
+    assert target.parent.is_dir() and not target.exists()
+    (tmp_path / "a-dir").mkdir()
+    with pytest.raises(ValueError, match="is a directory"):
+        prepare_output("--json", str(tmp_path / "a-dir"))
 
 
 def test_a_switch_failing_halfway_tears_everything_down():

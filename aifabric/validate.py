@@ -1,0 +1,135 @@
+"""The aifabric command line checked before anything is brought up.
+
+Everything that can be known from the arguments and the machine is checked here, so a bad
+value costs a second, not a bring-up: the fabric's shape and whether it fits in memory, the
+target's executable, the ``--metrics`` address (bound once and released), the output files'
+directories (created when missing, as ``out/`` is expected to be) and the INT demo's plan.
+Every problem is a ValueError whose message names the flag and the value.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from softswitch.addr import parse_host_port
+from topologies import addressing as ap
+from topologies.p4switch import P4SwitchError, resolve_target
+
+# Memory one more switch takes: a softswitch running the fabric program in a k=4 lab has
+# 63 MiB RSS (`aifabric demo` reports it), of which ~24 MiB are pages shared by all the
+# switches (the Python interpreter and libraries; Shared_Clean in /proc/PID/smaps_rollup),
+# so each switch adds about 40 MiB of its own. BMv2's simple_switch_grpc takes less.
+SWITCH_MIB = 40
+# A Mininet host: a `bash --norc` shell (3.3 MiB RSS, mostly shared with the other shells) in
+# its own network namespace with one veth pair; rounded up for the kernel's side.
+HOST_MIB = 2
+
+
+@dataclass(frozen=True)
+class FabricSize:
+    switches: int
+    hosts: int
+
+    @property
+    def memory_mib(self) -> int:
+        """What bringing it up needs, roughly (SWITCH_MIB, HOST_MIB)."""
+        return self.switches * SWITCH_MIB + self.hosts * HOST_MIB
+
+
+def fabric_size(args: argparse.Namespace) -> FabricSize:
+    """The switch and host counts of the fabric ``args`` describe; ValueError naming the
+    parameter when the shape does not fit the address plan."""
+    if args.command == "up" and args.topo == "leafspine":
+        ap.check_leaf_spine(args.leaves, args.spines, args.hosts_per_leaf)
+        return FabricSize(args.leaves + args.spines, args.leaves * args.hosts_per_leaf)
+    ap.check_fat_tree_k(args.k)
+    return FabricSize(5 * args.k * args.k // 4, args.k ** 3 // 4)
+
+
+def mem_available_mib() -> int:
+    """MemAvailable from /proc/meminfo, in MiB."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) // 1024
+    raise OSError("/proc/meminfo has no MemAvailable line")
+
+
+def check_memory(what: str, size: FabricSize, available_mib: int) -> None:
+    """ValueError with the estimate when ``size`` needs more than ``available_mib``."""
+    need = size.memory_mib
+    if need > available_mib:
+        raise ValueError(
+            f"{what}: {size.switches} switches and {size.hosts} hosts need about {_gib(need)}, "
+            f"this machine has {_gib(available_mib)} available")
+
+
+def _gib(mib: int) -> str:
+    return f"{mib / 1024:.0f} GiB" if mib >= 10 * 1024 else f"{mib / 1024:.1f} GiB"
+
+
+def check_listen_address(flag: str, text: str) -> tuple[str, int]:
+    """Parse HOST:PORT (port 0: any free port) and bind it once, releasing it at once; ValueError
+    naming the flag and the address when either fails."""
+    try:
+        host, port = parse_host_port(text, allow_port_zero=True)
+    except ValueError as e:
+        raise ValueError(f"{flag} {e}") from None
+    try:
+        family, kind, proto, _, sockaddr = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+        with socket.socket(family, kind, proto) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # as the HTTP server does
+            s.bind(sockaddr)
+    except OSError as e:
+        raise ValueError(f"{flag} {text}: cannot listen there: {e.strerror or e}") from None
+    return host, port
+
+
+def prepare_output(flag: str, path: str) -> Path:
+    """Make sure ``path`` can be written at the end of a run: its directory is created when
+    missing; ValueError naming the flag when it cannot be, or is not writable."""
+    p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"{flag} {path}: is a directory, give a file name")
+    parent = p.absolute().parent
+    if parent.exists() and not parent.is_dir():
+        raise ValueError(f"{flag} {path}: {parent} is not a directory")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"{flag} {path}: cannot create directory {parent}: {e.strerror}") from None
+    if not os.access(parent, os.W_OK | os.X_OK) or p.exists() and not os.access(p, os.W_OK):
+        raise ValueError(f"{flag} {path}: not writable")
+    return p
+
+
+def validate(args: argparse.Namespace) -> None:
+    """Every check that can run before bring-up (see the module docstring); ValueError on
+    the first problem."""
+    if args.command == "clean":
+        return
+    size = fabric_size(args)
+    what = f"--k {args.k}" if args.command == "demo" or args.topo == "fattree" else (
+        f"--leaves {args.leaves} --spines {args.spines} --hosts-per-leaf {args.hosts_per_leaf}")
+    check_memory(what, size, mem_available_mib())
+    try:
+        resolve_target(args.target)
+    except P4SwitchError as e:
+        raise ValueError(str(e)) from None
+    if args.command == "up":
+        if args.metrics and not args.int:
+            raise ValueError("--metrics needs --int (the metrics come from INT and the ECN counters)")
+        if args.metrics:
+            check_listen_address("--metrics", args.metrics)
+        return
+    if args.json:
+        prepare_output("--json", args.json)
+    if args.which == "int":
+        from aifabric import demo_int
+        from topologies.fabric import fat_tree
+
+        demo_int.DemoPlan.for_fat_tree(fat_tree(args.k), seconds=args.seconds)
+        prepare_output("--png", args.png or demo_int.DEFAULT_PNG)
