@@ -1,0 +1,3 @@
+from hostagent.allreduce.cli import main
+
+raise SystemExit(main())
