@@ -33,7 +33,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Protocol
 
 from p4.v1 import p4runtime_pb2
 
@@ -82,6 +82,16 @@ class Pipeline:
         """``<build_dir>/<program>.p4info.txtpb`` + ``<build_dir>/<program>.json``."""
         build_dir = Path(build_dir)
         return cls.from_files(build_dir / f"{program}.p4info.txtpb", build_dir / f"{program}.json")
+
+
+class StateSource(Protocol):
+    """More desired state for the switches (aggregation jobs, loss emulation, ...): the owner
+    keys (`controller.reconcile.owner_key`) a source owns on a switch, and its entities there,
+    PRE entries first. Registered with `FabricController.add_state_source`."""
+
+    def owned(self, switch: str) -> set[tuple]: ...
+
+    def entities(self, switch: str) -> list[p4runtime_pb2.Entity]: ...
 
 
 @dataclass
@@ -344,6 +354,7 @@ class FabricController:
             max_workers=max_workers or min(32, max(1, len(self.agents))), thread_name_prefix="fabric-ctl"
         )
         self.forwarding: dict[str, SwitchForwarding] = {}
+        self.state_sources: list[StateSource] = []
         self.recompute()
 
     # --- desired state ---------------------------------------------------------------------
@@ -374,10 +385,30 @@ class FabricController:
                 defaults += extra.defaults
             if self.ecmp_seeds:
                 defaults.append(hash_seed_entity(p4info, state.device_id))
+            owned = owns | {owner_key(e) for e in pre}
+            for source in self.state_sources:
+                extra = source.entities(name)
+                pre += [e for e in extra if e.WhichOneof("entity") == "packet_replication_engine_entry"]
+                tables += [e for e in extra if e.WhichOneof("entity") != "packet_replication_engine_entry"]
+                owned |= source.owned(name)
             desired = [*pre, *ents.members, *ents.groups, *ents.tables, *tables, *defaults]
-            self.agents[name].set_desired(desired, owns | {owner_key(e) for e in pre})
+            self.agents[name].set_desired(desired, owned)
         self._wake.set()
         return self.forwarding
+
+    def add_state_source(self, source: StateSource) -> None:
+        """Make ``source``'s entities part of every switch's desired state from now on."""
+        self.state_sources.append(source)
+        self.recompute()
+
+    def apply_now(self, names: Iterable[str]) -> None:
+        """Recompute, then reconcile the named switches at once (not waiting for the loop);
+        FabricError names every switch that failed."""
+        self.recompute()
+        results = self.reconcile(names)
+        errors = {n: r for n, r in results.items() if isinstance(r, BaseException)}
+        if errors:
+            raise FabricError("install", errors)
 
     def set_watchlist(self, rules: Iterable[WatchRule]) -> None:
         """Monitor these flows with INT (replacing the watchlist); needs ``telemetry``."""
