@@ -1,0 +1,3 @@
+from hostagent.traffic.cli import main
+
+raise SystemExit(main())

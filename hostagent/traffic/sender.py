@@ -1,0 +1,233 @@
+"""The sender: every flow of one host, from one process, starting together at ``start_at``.
+
+UDP flows are paced in the sender (the kernels here have no fq qdisc, so no EDT pacing): one
+loop keeps every flow's schedule (datagram n of a flow is due ``start + n / rate_pps`` seconds
+after ``start_at``) on CLOCK_MONOTONIC and sleeps only while nothing is due within
+``MIN_SLEEP_S``, sending whatever is due in one batch. A flow that falls more than ``MAX_LAG_S``
+behind its schedule (the process was not scheduled) has its schedule moved on rather than
+bursting to catch up; the moves add up in ``slip_s``. Each datagram carries the flow id, its
+sequence number and its send time (`hostagent.traffic.wire`).
+
+TCP flows run one connection each in a thread: connect from the flow's source port, send the
+preamble and the bytes, and wait for the receiver's answer; ``fct_s`` is connect to answer.
+
+Two impairments exist to check receivers: ``swap_every`` K sends the datagrams with sequence
+numbers q and q+1 in swapped order for every q that is a multiple of K (one out-of-order
+datagram per swap), ``drop_every`` K skips sequence numbers K-1, 2K-1, ... (counted as
+``dropped``, never sent).
+"""
+from __future__ import annotations
+
+import heapq
+import socket
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+
+from hostagent.traffic.flows import WireFlow
+from hostagent.traffic.tcpinfo import tcp_info
+from hostagent.traffic.wire import TCP_ACK_BYTES, pack_datagram_header, pack_tcp_preamble, unpack_tcp_ack
+
+MIN_SLEEP_S = 0.0005
+MAX_LAG_S = 0.02
+TCP_CHUNK = 64 * 1024
+_ZEROS = memoryview(bytes(TCP_CHUNK))
+
+
+@dataclass
+class SentFlow:
+    id: int
+    protocol: str
+    dst_addr: str
+    sport: int
+    dport: int
+    sent: int = 0               # UDP: datagrams; TCP: stream bytes handed to the kernel
+    bytes: int = 0              # payload bytes sent (TCP: stream bytes, without the preamble)
+    first_send: float = 0.0     # CLOCK_REALTIME seconds (TCP: the connect)
+    last_send: float = 0.0
+    dropped: int = 0            # UDP: datagrams skipped on purpose (drop_every)
+    send_errors: int = 0
+    slip_s: float = 0.0         # UDP: how far the schedule was moved on after stalls
+    acked: int | None = None    # TCP: bytes the receiver said it got
+    fct_s: float | None = None  # TCP: connect to the receiver's answer
+    retransmits: int | None = None      # TCP: segments retransmitted (tcp_info total_retrans)
+    reordering_seen: int | None = None  # TCP: reordering events the kernel detected (tcp_info reord_seen)
+    error: str | None = None
+
+
+@dataclass
+class Sent:
+    """What one sender process reports (its stdout's last line, as JSON)."""
+
+    clock: str
+    start_at: float
+    late_s: float               # how long after start_at the process was ready to start
+    flows: list[SentFlow] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Sent":
+        return cls(data["clock"], data["start_at"], data["late_s"], [SentFlow(**f) for f in data["flows"]])
+
+
+@dataclass(frozen=True)
+class Impairments:
+    swap_every: int = 0
+    drop_every: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("swap_every", "drop_every"):
+            value = getattr(self, name)
+            if value != 0 and value < 2:
+                raise ValueError(f"{name} {value}: 0 (off) or at least 2")
+
+    def seq_at(self, position: int, size: int) -> int:
+        """The sequence number sent in the flow's ``position``-th slot."""
+        k = self.swap_every
+        if k:
+            r = position % k
+            if r == 0 and position + 1 < size:
+                return position + 1
+            if r == 1:
+                return position - 1
+        return position
+
+    def dropped(self, seq: int) -> bool:
+        return bool(self.drop_every) and seq % self.drop_every == self.drop_every - 1
+
+
+def _family(addr: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in addr else socket.AF_INET
+
+
+def _bound_socket(flow: WireFlow, kind: socket.SocketKind) -> socket.socket:
+    family = _family(flow.dst_addr)
+    s = socket.socket(family, kind)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("::" if family == socket.AF_INET6 else "0.0.0.0", flow.spec.sport))
+    except OSError as err:
+        s.close()
+        raise OSError(err.errno, f"flow {flow.id}: source port {flow.spec.sport}: {err.strerror}") from None
+    return s
+
+
+class _UdpFlow:
+    __slots__ = ("wire", "record", "sock", "buf", "position", "base", "rate")
+
+    def __init__(self, wire: WireFlow, record: SentFlow, sock: socket.socket, base: float):
+        self.wire, self.record, self.sock = wire, record, sock
+        self.buf = bytearray(wire.spec.payload)
+        self.position = 0
+        self.base = base            # monotonic time of position 0
+        self.rate = wire.spec.rate_pps
+
+    def due(self) -> float:
+        return self.base + self.position / self.rate
+
+
+def _send_udp(flows: list[_UdpFlow], impair: Impairments) -> None:
+    heap = [(f.due(), i) for i, f in enumerate(flows)]
+    heapq.heapify(heap)
+    while heap:
+        due, i = heap[0]
+        now = time.monotonic()
+        if due - now > MIN_SLEEP_S:
+            time.sleep(due - now)
+            continue
+        heapq.heappop(heap)
+        f = flows[i]
+        if now - due > MAX_LAG_S:             # stalled: move the schedule on instead of bursting
+            shift = now - due - MAX_LAG_S
+            f.base += shift
+            f.record.slip_s += shift
+        _send_one(f, impair)
+        f.position += 1
+        if f.position < f.wire.spec.size:
+            heapq.heappush(heap, (f.due(), i))
+
+
+def _send_one(f: _UdpFlow, impair: Impairments) -> None:
+    wire, rec = f.wire, f.record
+    seq = impair.seq_at(f.position, wire.spec.size)
+    if impair.dropped(seq):
+        rec.dropped += 1
+        return
+    now_ns = time.time_ns()
+    pack_datagram_header(f.buf, wire.id, seq, wire.spec.size, now_ns)
+    try:
+        f.sock.sendto(f.buf, (wire.dst_addr, wire.spec.dport))
+    except OSError as err:
+        rec.send_errors += 1
+        rec.error = f"sendto {wire.dst_addr}:{wire.spec.dport}: {err.strerror or err}"
+        return
+    if not rec.sent:
+        rec.first_send = now_ns / 1e9
+    rec.last_send = now_ns / 1e9
+    rec.sent += 1
+    rec.bytes += wire.spec.payload
+
+
+def _run_tcp(wire: WireFlow, rec: SentFlow, at: float, timeout: float) -> None:
+    """One connection; errors end up in ``rec.error``."""
+    time.sleep(max(0.0, at - time.monotonic()))
+    try:
+        with _bound_socket(wire, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout)
+            connect_ns = time.time_ns()
+            rec.first_send = connect_ns / 1e9
+            s.connect((wire.dst_addr, wire.spec.dport))
+            s.sendall(pack_tcp_preamble(wire.id, wire.spec.size, connect_ns))
+            left = wire.spec.size
+            while left:
+                n = s.send(_ZEROS[:min(left, TCP_CHUNK)])
+                left -= n
+                rec.sent += n
+            rec.bytes = rec.sent
+            rec.last_send = time.time_ns() / 1e9
+            answer = b""
+            while len(answer) < TCP_ACK_BYTES:
+                chunk = s.recv(TCP_ACK_BYTES - len(answer))
+                if not chunk:
+                    raise ConnectionError("the receiver closed without answering")
+                answer += chunk
+            rec.fct_s = (time.time_ns() - connect_ns) / 1e9
+            rec.acked = unpack_tcp_ack(answer)
+            info = tcp_info(s)
+            rec.retransmits, rec.reordering_seen = info.total_retrans, info.reord_seen
+    except (OSError, ConnectionError) as err:
+        rec.error = f"tcp to {wire.dst_addr}:{wire.spec.dport} from port {wire.spec.sport}: {err}"
+
+
+def run_sender(flows: list[WireFlow], start_at: float, *, impair: Impairments = Impairments(),
+               tcp_timeout: float = 30.0) -> Sent:
+    """Send ``flows`` starting at ``start_at`` (CLOCK_REALTIME seconds; if that has passed: now,
+    with ``late_s`` reported) and return what was sent. Source ports are bound before the start, so a port in use fails at once."""
+    ids = [f.id for f in flows]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"flow ids repeat: {sorted({i for i in ids if ids.count(i) > 1})}")
+    records = [SentFlow(f.id, f.spec.protocol, f.dst_addr, f.spec.sport, f.spec.dport) for f in flows]
+    udp: list[_UdpFlow] = []
+    try:
+        for wire, rec in zip(flows, records):
+            if wire.spec.protocol == "udp":
+                udp.append(_UdpFlow(wire, rec, _bound_socket(wire, socket.SOCK_DGRAM), 0.0))
+        late = time.time() - start_at
+        # start_at on the monotonic clock; a process ready only after it starts at once, its
+        # flows' offsets and pacing kept (late_s says by how much it missed the common start)
+        mono_start = time.monotonic() + max(0.0, -late)
+        for f in udp:
+            f.base = mono_start + f.wire.spec.start
+        threads = [threading.Thread(target=_run_tcp, args=(w, r, mono_start + w.spec.start, tcp_timeout), daemon=True)
+                   for w, r in zip(flows, records) if w.spec.protocol == "tcp"]
+        for t in threads:
+            t.start()
+        _send_udp(udp, impair)
+        for t in threads:
+            t.join()
+    finally:
+        for f in udp:
+            f.sock.close()
+    return Sent("CLOCK_REALTIME", start_at, max(0.0, late), records)
