@@ -4,6 +4,9 @@ Everything per packet is plain generated code: parser states, actions, control-f
 the deparser and checksums. Run-time objects (tables, registers, calculations...) are bound
 into the module's namespace under generated names, so the code calls them directly. The
 generated source is kept (``Program.source``) so it can be read when something looks wrong.
+
+The JSON is untrusted input: every identifier in the source is made here (a prefix and a
+counter), names appear only as `comment` text, numbers only after `json_int` (see untrusted.py).
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from .helpers import BASE_NAMESPACE
 from .expressions import RUNTIME_HELPERS
 from .layout import HeaderInstance, HeaderType, Layout
 from .primitives import PrimitiveCompiler, is_jump, jump_target
+from .untrusted import comment, json_int, json_width
 
 CORE_ERRORS = ("NoError", "PacketTooShort", "NoMatch", "StackOutOfBounds", "HeaderTooShort",
                "ParserTimeout", "ParserInvalidArgument")
@@ -62,9 +66,19 @@ class CodeGenerator:
         self.pc = PrimitiveCompiler(layout, self.ec, objects)
         self.errors = self._error_codes()
         self._deferred_next: list[tuple[str, dict]] = []
+        self._serial: dict[str, int] = {}
+        self._action_fns: dict[int, str] = {}          # action id -> function
+        self._state_fns: dict[str, str] = {}           # parser state name -> function
         self.calculation_inputs: dict[str, str] = {}   # calculation name -> input function
+        self.pipeline_fns: dict[str, str] = {}         # pipeline name -> function
 
     # -- namespace -----------------------------------------------------------------------
+    def _ident(self, prefix: str) -> str:
+        """A fresh identifier for generated source (never derived from the JSON)."""
+        n = self._serial.get(prefix, 0)
+        self._serial[prefix] = n + 1
+        return f"{prefix}{n}"
+
     def bind(self, obj: Any) -> str:
         key = id(obj)
         name = self._bound.get(key)
@@ -75,7 +89,8 @@ class CodeGenerator:
         return name
 
     def _error_codes(self) -> dict[str, int]:
-        codes = {name: int(value) for name, value in self.js.get("errors", [])}
+        codes = {name: json_int(value, f"value of error '{name}'", 0)
+                 for name, value in self.js.get("errors", [])}
         nxt = max(codes.values(), default=-1) + 1
         for name in CORE_ERRORS:      # BMv2 adds the core errors the JSON lacks
             if name not in codes:
@@ -107,16 +122,22 @@ class CodeGenerator:
 
     # -- actions -------------------------------------------------------------------------
     def action_name(self, action_id: int) -> str:
-        return f"_a{action_id}"
+        """The generated function of the action with this JSON id."""
+        try:
+            return self._action_fns[action_id]
+        except (KeyError, TypeError):
+            raise ProgramError(f"unknown action id {comment(action_id)}") from None
 
     def _actions(self) -> None:
         for a in self.js.get("actions", []):
-            self._action(a)
+            aid = json_int(a["id"], f"id of action '{a['name']}'")
+            self._action_fns[aid] = self._ident("_a")
+            self._action(a, self._action_fns[aid])
 
-    def _action(self, a: dict) -> None:
+    def _action(self, a: dict, fn: str) -> None:
         o = self.out
         prims = a.get("primitives", [])
-        o(f"def {self.action_name(a['id'])}(F, D):  # {a['name']}")
+        o(f"def {fn}(F, D):  # {comment(a['name'])}")
         o.indent()
         if not prims:
             o("pass")
@@ -157,15 +178,16 @@ class CodeGenerator:
             raise ProgramError("the program has no parser")
         parser = next((p for p in parsers if p["name"] == "parser"), parsers[0])
         states = {s["name"]: s for s in parser.get("parse_states", [])}
+        self._state_fns = {name: self._ident("_ps") for name in states}
         for s in states.values():
-            self._parse_state(s, states)
+            self._parse_state(s)
         o = self.out
         err_slot = self.layout.intrinsic("standard_metadata.parser_error")
         init = parser.get("init_state")
         o("def parse(F, pkt):")
         o.indent()
         o('"""Run the parser; returns how many bytes it consumed."""')
-        o(f"st = {self._state_fn(init, states)}")
+        o(f"st = {self._state_fn(init)}")
         o("o = 0")
         o("try:")
         o("    while st is not None:")
@@ -177,16 +199,16 @@ class CodeGenerator:
         o.dedent()
         o()
 
-    def _state_fn(self, name: str | None, states: dict) -> str:
+    def _state_fn(self, name: str | None) -> str:
         if name is None:
             return "None"
-        if name not in states:
+        if name not in self._state_fns:
             raise ProgramError(f"parser refers to unknown state '{name}'")
-        return f"_ps{states[name]['id']}"
+        return self._state_fns[name]
 
-    def _parse_state(self, s: dict, states: dict) -> None:
+    def _parse_state(self, s: dict) -> None:
         o = self.out
-        o(f"def {self._state_fn(s['name'], states)}(F, pkt, o):  # {s['name']}")
+        o(f"def {self._state_fn(s['name'])}(F, pkt, o):  # {comment(s['name'])}")
         o.indent()
         # BMv2 keeps what the state consumed before an operation failed (pkt->remove of
         # bytes_parsed): the error carries the offset reached
@@ -194,7 +216,7 @@ class CodeGenerator:
         o.indent()
         for op in s.get("parser_ops", []):
             self._parser_op(op)
-        self._transition(s, states)
+        self._transition(s)
         o.dedent()
         o("except _PErr as e:")
         o("    e.offset = o")
@@ -216,7 +238,7 @@ class CodeGenerator:
             dst = self.pc.lvalue(params[0])
             src = params[1]
             if src.get("type") == "lookahead":
-                o.block(self._lookahead_lines(int(src["value"][0]), int(src["value"][1]), "_v"))
+                o.block(self._lookahead_lines(*_lookahead_args(src["value"]), "_v"))
                 o(dst.store("_v"))
             else:
                 o(dst.store(self.ec.data(src)))
@@ -264,9 +286,11 @@ class CodeGenerator:
         o(f"F[{st.next_slot}] += 1")
 
     def _union_member_index(self, ust, member_name: str) -> int:
-        utype_name = next(u["union_type"] for u in self.js.get("header_unions", [])
-                          if u["name"] == ust.unions[0].name)
-        utype = next(t for t in self.js.get("header_union_types", []) if t["name"] == utype_name)
+        utype_name = next((u["union_type"] for u in self.js.get("header_unions", [])
+                           if u["name"] == ust.unions[0].name), None)
+        utype = next((t for t in self.js.get("header_union_types", []) if t["name"] == utype_name), None)
+        if utype is None:
+            raise ProgramError(f"header union '{ust.unions[0].name}' has no known union type")
         names = [m[0] for m in utype["headers"]]
         if member_name not in names:
             raise ProgramError(f"union stack '{ust.name}' has no member '{member_name}'")
@@ -278,7 +302,7 @@ class CodeGenerator:
         if htype.varbit is not None:
             if vl_bits_src is None:
                 raise ProgramError(f"header type '{htype.name}' has a varbit field: extract_VL needed")
-            max_bytes = htype.max_length or 0
+            max_bytes = htype.max_length or 0       # checked by the layout
             o(f"o = _extract_vl(F, {base}, {self.bind(htype)}, pkt, o, {vl_bits_src}, "
               f"{max_bytes}, {self.bind(self.errors)})")
             self.ns["_extract_vl"] = extract_varbit
@@ -306,14 +330,14 @@ class CodeGenerator:
         return [self._too_short(str(nbytes)),
                 f"{var} = (int.from_bytes(pkt[o:o + {nbytes}], 'big') >> {tail}) & {_mask(width)}"]
 
-    def _transition(self, s: dict, states: dict) -> None:
+    def _transition(self, s: dict) -> None:
         o = self.out
         transitions = s.get("transitions", [])
         keys = s.get("transition_key", [])
         default = "None"
         cases = []
         for t in transitions:
-            nxt = self._state_fn(t.get("next_state"), states)
+            nxt = self._state_fn(t.get("next_state"))
             if "type" not in t:   # older JSON: no type, the value says "default"
                 t = dict(t, type="default" if t.get("value") == "default" else "hexstr")
             if t["type"] == "default":
@@ -369,7 +393,7 @@ class CodeGenerator:
             bases = self.bind(tuple(u.headers[idx].base for u in ust.unions))
             return f"(F[{bases}[F[{ust.next_slot}] - 1] + {1 + info.index}] & {_mask(info.width)})", info.width
         if t == "lookahead":
-            off, width = int(v[0]), int(v[1])
+            off, width = _lookahead_args(v)
             nbytes = (off + width + 7) // 8
             tail = nbytes * 8 - off - width
             # BMv2 reads past the end of a short packet here; missing bytes read as zero
@@ -386,7 +410,7 @@ class CodeGenerator:
         BMv2 packs the inputs MSB first and skips the fields of invalid headers, so fields
         are grouped into runs that share one validity check; a run of metadata or constants
         needs none, and an input with no checks at all packs to a fixed size."""
-        name = f"_ci{calc['id']}"
+        name = self._ident("_ci")
         runs: list[tuple[int | None, list[tuple[str, int]]]] = []   # (guard slot, [(src, width)])
         headers: list[tuple[int, HeaderInstance]] = []               # whole-header inputs by run index
         payload = False
@@ -400,7 +424,7 @@ class CodeGenerator:
                 guard = None if hdr.metadata else hdr.base
                 part = (f"(F[{slot}] & {_mask(width)})", width)
             elif t == "hexstr":
-                width = int(item["bitwidth"])
+                width = json_width(item["bitwidth"], f"calculation '{calc['name']}': bitwidth of a constant")
                 guard, part = None, (f"{parse_hexstr(v) & ((1 << width) - 1):#x}", width)
             elif t == "header":
                 headers.append((len(runs), self.layout.header(v)))
@@ -417,7 +441,7 @@ class CodeGenerator:
                 runs.append((guard, [part]))
         tail = f" + F[{self.layout.hidden['payload']}]" if payload else ""
         o = self.out
-        o(f"def {name}(F):  # {calc['name']}")
+        o(f"def {name}(F):  # {comment(calc['name'])}")
         o.indent()
         if all(g is None for g, _ in runs):
             total = sum(w for _, parts in runs for _, w in parts)
@@ -514,13 +538,13 @@ class CodeGenerator:
 
     # -- control flow --------------------------------------------------------------------
     def _pipeline(self, pipe: dict) -> None:
-        names: dict[str, str] = {}
+        names: dict[str, str] = {}      # node name -> its function
         for t in pipe.get("tables", []):
-            names[t["name"]] = f"_t{t['id']}"
+            names[t["name"]] = self._ident("_t")
         for c in pipe.get("conditionals", []):
-            names[c["name"]] = f"_c{c['id']}"
+            names[c["name"]] = self._ident("_c")
         for a in pipe.get("action_calls", []):
-            names[a["name"]] = f"_ac{a['id']}"
+            names[a["name"]] = self._ident("_ac")
 
         def node(n: str | None) -> str:
             if n is None:
@@ -530,21 +554,22 @@ class CodeGenerator:
             return names[n]
 
         for t in pipe.get("tables", []):
-            self._table_node(t, node)
+            self._table_node(t, names[t["name"]], node)
         for c in pipe.get("conditionals", []):
             o = self.out
-            o(f"def {names[c['name']]}(F):  # {c['name']}")
+            o(f"def {names[c['name']]}(F):  # {comment(c['name'])}")
             o(f"    return {node(c.get('true_next'))} if {self.ec.boolean(c['expression'])} "
               f"else {node(c.get('false_next'))}")
             o()
         for a in pipe.get("action_calls", []):
             o = self.out
-            o(f"def {names[a['name']]}(F):")
+            o(f"def {names[a['name']]}(F):  # {comment(a['name'])}")
             o(f"    {self.action_name(a['action_id'])}(F, ())")
             o(f"    return {node(a.get('next_node'))}")
             o()
         o = self.out
-        o(f"def pipeline_{pipe['name']}(F):")
+        fn = self.pipeline_fns[pipe["name"]] = self._ident("_pipe")
+        o(f"def {fn}(F):  # pipeline {comment(pipe['name'])}")
         o.indent()
         o(f"n = {node(pipe.get('init_table'))}")
         o("try:")
@@ -555,7 +580,7 @@ class CodeGenerator:
         o.dedent()
         o()
 
-    def _table_node(self, t: dict, node) -> None:
+    def _table_node(self, t: dict, fn: str, node) -> None:
         o = self.out
         table = self.obj.tables[t["name"]]
         tb = self.bind(table)
@@ -568,18 +593,20 @@ class CodeGenerator:
         # next node per action id (action-run based), or per hit / miss
         action_next = {}
         for aid, aname in zip(t.get("action_ids", []), t.get("actions", [])):
+            aid = json_int(aid, f"table '{t['name']}': action id")
             action_next[aid] = node(next_tables[aname]) if aname in next_tables else default_next
-        nx = f"_nx{t['id']}"
+        nx = self._ident("_nx")
         o(f"{nx} = {{}}  # filled below, once every node exists")
         hit_next = node(next_tables.get("__HIT__")) if hit_miss else None
         miss_next = node(next_tables.get("__MISS__")) if hit_miss else None
 
         key_parts = [self._key_source(k) for k in t.get("key", [])]
         if not key_parts:        # p4c wraps every action called in a control in such a table
-            self._keyless_table_node(t, table, miss_next if hit_miss else None, nx, action_next, default_next)
+            self._keyless_table_node(t, fn, table, miss_next if hit_miss else None, nx, action_next,
+                                     default_next)
             return
         key = "(" + "".join(p + ", " for p in key_parts) + ")"
-        o(f"def _t{t['id']}(F):  # table {t['name']}")
+        o(f"def {fn}(F):  # table {comment(t['name'])}")
         o.indent()
         o(f"e = {lookup}({key})")
         o("if e is None:")
@@ -609,12 +636,12 @@ class CodeGenerator:
         o()
         self._deferred_next.append((nx, action_next))
 
-    def _keyless_table_node(self, t: dict, table, miss_next: str | None, nx: str,
+    def _keyless_table_node(self, t: dict, fn: str, table, miss_next: str | None, nx: str,
                             action_next: dict, default_next: str) -> None:
         """A table without a key always misses: it runs its default action, with no lookup.
         A const default is called directly; otherwise the control plane may change it."""
         o = self.out
-        o(f"def _t{t['id']}(F):  # table {t['name']} (no key: its default action)")
+        o(f"def {fn}(F):  # table {comment(t['name'])} (no key: its default action)")
         o.indent()
         a = table.default_action
         if table.default_const and a is not None:
@@ -649,6 +676,11 @@ class CodeGenerator:
         for nx, mapping in self._deferred_next:
             items = ", ".join(f"{aid}: {fn}" for aid, fn in mapping.items())
             o(f"{nx}.update({{{items}}})")
+
+
+def _lookahead_args(v: list) -> tuple[int, int]:
+    """(bit offset, width) of a lookahead operand."""
+    return json_width(v[0], "lookahead offset", 0), json_width(v[1], "lookahead width")
 
 
 def _concat(parts: list[tuple[str, int]]) -> str:

@@ -17,8 +17,13 @@ from typing import Any, Callable
 
 from .errors import ProgramError
 from .layout import Layout
+from .untrusted import json_int
 
 DATA, BOOL, HEADER, UNION, STACK, USTACK = "data", "bool", "header", "union", "stack", "union_stack"
+
+# Each level of an expression nests parentheses in the generated source, and Python's parser
+# stops at 200 of them; p4c's deepest in our programs is about 20.
+MAX_EXPRESSION_DEPTH = 64
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,7 @@ class ExpressionCompiler:
         self.layout = layout
         self.bind = bind
         self.registers = registers
+        self._depth = 0
 
     # -- public --------------------------------------------------------------------------
     def data(self, node: dict) -> str:
@@ -98,6 +104,15 @@ class ExpressionCompiler:
         return c.src
 
     def compile(self, node: Any) -> Compiled:
+        if self._depth >= MAX_EXPRESSION_DEPTH:
+            raise ProgramError(f"an expression is nested deeper than {MAX_EXPRESSION_DEPTH} levels")
+        self._depth += 1
+        try:
+            return self._compile(node)
+        finally:
+            self._depth -= 1
+
+    def _compile(self, node: Any) -> Compiled:
         if not isinstance(node, dict) or "type" not in node:
             raise ProgramError(f"bad expression node {node!r}")
         t, v = node["type"], node.get("value")
@@ -113,7 +128,7 @@ class ExpressionCompiler:
         if t == "bool":
             return Compiled("True" if v else "False", BOOL)
         if t in ("local", "runtime_data"):
-            return Compiled(f"D[{int(v)}]", DATA)
+            return Compiled(f"D[{json_int(v, f'{t} index', 0)}]", DATA)
         if t == "header":
             return Compiled(str(self.layout.header(v).base), HEADER)
         if t == "header_stack":
@@ -199,10 +214,10 @@ class ExpressionCompiler:
             return Compiled(f"{self.bind(members)}[{self.data(right)}]", UNION)
         if op == "access_field":
             base = self.header(left)
-            return Compiled(f"F[{_add(base, 1 + int(right))}]", DATA)
+            return Compiled(f"F[{_add(base, 1 + json_int(right, 'access_field index', 0))}]", DATA)
         if op == "access_union_header":
             u = self.compile(left)
-            return Compiled(f"{u.src}[{int(right)}]", HEADER)
+            return Compiled(f"{u.src}[{json_int(right, 'access_union_header index', 0)}]", HEADER)
         if op == "last_stack_index":
             return Compiled(f"(F[{self._any_stack(right).next_slot}] - 1)", DATA)
         if op == "size_stack":

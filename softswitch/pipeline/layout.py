@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .errors import ProgramError
+from .untrusted import MAX_BITWIDTH, json_int
 
 
 @dataclass(frozen=True)
@@ -174,12 +175,15 @@ def _header_type(js: dict) -> HeaderType:
             if varbit is not None:
                 raise ProgramError(f"header type '{js['name']}' has two variable-length fields")
             varbit = info
-        elif isinstance(width, int) and width > 0:
+        elif type(width) is int and 0 < width <= MAX_BITWIDTH:
             info = FieldInfo(name, width, signed, i)
         else:
             raise ProgramError(f"field '{name}' of header type '{js['name']}' has bad width {width!r}")
         fields.append(info)
-    return HeaderType(js["name"], tuple(fields), varbit, js.get("max_length"))
+    max_length = js.get("max_length")
+    if max_length is not None:
+        max_length = json_int(max_length, f"max_length of header type '{js['name']}'", 0)
+    return HeaderType(js["name"], tuple(fields), varbit, max_length)
 
 
 def build_layout(js: dict) -> Layout:

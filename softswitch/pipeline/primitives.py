@@ -12,6 +12,7 @@ from typing import Any, Callable
 from .errors import ProgramError
 from .expressions import DATA, HEADER, STACK, UNION, USTACK, ExpressionCompiler
 from .layout import FieldInfo, Layout
+from .untrusted import literal
 
 DROP_PORT = 511
 MIRROR_SESSION_VALID = 1 << 15   # BMv2 keeps "a clone was asked for" in this bit
@@ -222,7 +223,7 @@ class PrimitiveCompiler:
 
     def p_log_msg(self, fmt, values):
         args = ", ".join(self.ec.data(v) for v in values.get("value", []))
-        return [f"_log_msg({fmt['value']!r}, ({args}{',' if args else ''}))"]
+        return [f"_log_msg({literal(fmt['value'], 'log_msg format')}, ({args}{',' if args else ''}))"]
 
     def _clone(self, session, field_list):
         return [f"F[{self.hidden['clone_session']}] = ({self.ec.data(session)} & 0xffff) | {MIRROR_SESSION_VALID}",

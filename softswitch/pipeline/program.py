@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
 from .. import hashes
 from ..runtime.action_profiles import ActionProfile
@@ -13,6 +13,7 @@ from .codegen import CodeGenerator
 from .errors import ProgramError
 from .expressions import parse_hexstr
 from .layout import build_layout
+from .untrusted import MAX_ARRAY_SIZE, json_int, json_width
 
 SUPPORTED_MAJOR_VERSION = 2
 
@@ -41,6 +42,8 @@ INTRINSICS = {
 # PI inverts BMv2 priorities around INT32_MAX, so a const entry of JSON priority p reads back
 # over P4Runtime with priority INT32_MAX - p on simple_switch_grpc; the same here.
 CONST_ENTRY_PRIORITY_BASE = (1 << 31) - 1
+
+TOO_DEEP = "the JSON is nested too deeply for a BMv2 program"
 
 
 @dataclass(eq=False)
@@ -89,6 +92,8 @@ class Program:
             js = json.loads(json_text)
         except (ValueError, UnicodeDecodeError) as e:
             raise ProgramError(f"not valid JSON: {e}") from None
+        except RecursionError:
+            raise ProgramError(TOO_DEEP) from None
         if not isinstance(js, dict):
             raise ProgramError("not a BMv2 JSON program (top level is not an object)")
         try:
@@ -97,6 +102,8 @@ class Program:
             raise
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
             raise ProgramError(f"malformed BMv2 JSON: {type(e).__name__}: {e}") from None
+        except RecursionError:      # whatever walks the JSON, a deep enough nesting stops it
+            raise ProgramError(TOO_DEEP) from None
 
     def _load(self, js: dict) -> None:
         version = js.get("__meta__", {}).get("version", [SUPPORTED_MAJOR_VERSION, 0])
@@ -116,16 +123,20 @@ class Program:
 
         self.actions: dict[int, ActionSpec] = {}
         for a in js.get("actions", []):
-            params = tuple((p["name"], int(p["bitwidth"])) for p in a.get("runtime_data", []))
-            self.actions[a["id"]] = ActionSpec(a["id"], a["name"], params)
-        self.counters = {c["name"]: CounterArray(c["name"], int(c.get("size", 0)), bool(c.get("is_direct")),
+            params = tuple((p["name"], json_width(p["bitwidth"], f"action '{a['name']}': width of '{p['name']}'"))
+                           for p in a.get("runtime_data", []))
+            aid = json_int(a["id"], f"id of action '{a['name']}'")
+            self.actions[aid] = ActionSpec(aid, a["name"], params)
+        self.counters = {c["name"]: CounterArray(c["name"], _size(c, "counter array"), bool(c.get("is_direct")),
                                                  c.get("binding")) for c in js.get("counter_arrays", [])}
-        self.meters = {m["name"]: MeterArray(m["name"], int(m.get("size", 0)), m.get("type") == "bytes",
+        self.meters = {m["name"]: MeterArray(m["name"], _size(m, "meter array"), m.get("type") == "bytes",
                                              bool(m.get("is_direct")), m.get("binding"), m.get("result_target"))
                        for m in js.get("meter_arrays", [])}
-        self.registers = {r["name"]: RegisterArray(r["name"], int(r["size"]), int(r["bitwidth"]))
+        self.registers = {r["name"]: RegisterArray(r["name"], _size(r, "register array", None),
+                                                   json_width(r["bitwidth"], f"width of register array '{r['name']}'"))
                           for r in js.get("register_arrays", [])}
-        self.value_sets = {v["name"]: ParseValueSet(v["name"], int(v["compressed_bitwidth"]))
+        self.value_sets = {v["name"]: ParseValueSet(v["name"], json_width(v["compressed_bitwidth"],
+                                                                          f"width of value set '{v['name']}'"))
                            for v in js.get("parse_vsets", [])}
         self.field_lists = {fl["id"]: tuple(self.layout.field_ref(e["value"])[0]
                                             for e in fl.get("elements", []) if e.get("type") == "field")
@@ -138,12 +149,12 @@ class Program:
         self.calculations: dict[str, Calculation] = {}
         self.calculation_specs: list[dict] = []
         for c in js.get("calculations", []):
-            self._add_calculation(c["name"], c["id"], c["algo"], c.get("input", []))
+            self._add_calculation(c["name"], c["algo"], c.get("input", []))
         self.action_profiles: dict[str, ActionProfile] = {}
         for pipe in js.get("pipelines", []):
             for ap in pipe.get("action_profiles", []):
                 sel = ap.get("selector")
-                calc = (self._add_calculation(f"{ap['name']}$selector", f"s{ap['id']}", sel["algo"], sel["input"])
+                calc = (self._add_calculation(f"{ap['name']}$selector", sel["algo"], sel["input"])
                         if sel else None)
                 self.action_profiles[ap["name"]] = ActionProfile(ap["name"], ap["id"], int(ap.get("max_size", 0)), calc)
         self.tables: dict[str, MatchTable] = {}
@@ -164,7 +175,7 @@ class Program:
         self.verify_checksums = ns["verify_checksums"]
         self.update_checksums = ns["update_checksums"]
         self.deparse = ns["deparse"]
-        pipelines = {p["name"]: ns[f"pipeline_{p['name']}"] for p in js.get("pipelines", [])}
+        pipelines = {name: ns[fn] for name, fn in gen.pipeline_fns.items()}
         self.ingress = pipelines.get("ingress", _nothing)
         self.egress = pipelines.get("egress", _nothing)
         for t in js.get("pipelines", []):
@@ -172,14 +183,14 @@ class Program:
                 self._const_entries(self.tables[tj["name"]], tj)
 
     # -- construction helpers --------------------------------------------------------------
-    def _add_calculation(self, name: str, calc_id: Any, algo: str, inputs: list) -> Calculation:
+    def _add_calculation(self, name: str, algo: str, inputs: list) -> Calculation:
         try:
             fn = hashes.get_algorithm(algo)
         except ValueError as e:
             raise ProgramError(f"calculation '{name}': {e}") from None
         calc = Calculation(name, fn)
         self.calculations[name] = calc
-        self.calculation_specs.append({"name": name, "id": calc_id, "input": inputs})
+        self.calculation_specs.append({"name": name, "input": inputs})
         return calc
 
     def _action(self, action_id: int, where: str) -> ActionSpec:
@@ -248,3 +259,9 @@ class Program:
 
 def _nothing(F: list) -> None:
     return None
+
+
+def _size(spec: dict, kind: str, default: int | None = 0) -> int:
+    """The checked ``size`` of a counter, meter or register array (``default`` if optional)."""
+    size = spec["size"] if default is None else spec.get("size", default)
+    return json_int(size, f"size of {kind} '{spec['name']}'", 0, MAX_ARRAY_SIZE)
