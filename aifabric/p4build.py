@@ -8,6 +8,7 @@ repository, so the outputs do not depend on where the checkout lives.
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import subprocess
 import sys
@@ -41,11 +42,20 @@ def programs() -> list[P4Program]:
 
 
 def p4c_version(p4c: str = P4C) -> str | None:
-    """The version line of p4c on PATH, or None when it is not installed."""
+    """The version line of p4c on PATH ("Version 1.2.4.8 (SHA: ... BUILD: ...)"), or None
+    when it is not installed. p4c prints its own path first; that line is left out."""
     if shutil.which(p4c) is None:
         return None
     out = subprocess.run([p4c, "--version"], capture_output=True, text=True)
-    return out.stdout.strip() or out.stderr.strip()
+    lines = (out.stdout.strip() or out.stderr.strip()).splitlines()
+    return next((ln.strip() for ln in lines if ln.strip().startswith("Version")), lines[-1] if lines else "")
+
+
+def release(version: str) -> str:
+    """The release number of a version line ("1.2.4.8"): builds of one release from a source
+    archive and from git differ in their SHA, not in what they write."""
+    m = re.search(r"Version\s+(\S+)", version)
+    return m.group(1) if m else version.strip()
 
 
 def compile_program(prog: P4Program, out_root: Path = REPO, p4c: str = P4C) -> tuple[Path, Path]:

@@ -17,6 +17,9 @@
 #include "include/control/int_watchlist.p4"
 #include "include/control/ecn.p4"
 #include "include/control/int_egress.p4"
+#include "include/control/aggregation.p4"
+#include "include/control/loss.p4"
+#include "include/control/load_balance.p4"
 
 control FabricIngress(inout headers_t hdr,
                       inout fabric_metadata_t meta,
@@ -29,6 +32,9 @@ control FabricIngress(inout headers_t hdr,
     Next() next;
     Acl() acl;
     IntWatchlist() int_watchlist;
+    Aggregation() aggregation;
+    LoadBalance() load_balance;
+    TeOverride() te_override;
 
     apply {
         meta.cpu_ig_port = standard_metadata.ingress_port;
@@ -38,13 +44,18 @@ control FabricIngress(inout headers_t hdr,
         mark_to_drop(standard_metadata);
         filtering.apply(hdr, meta, standard_metadata);
         arp_ndp.apply(hdr, meta, standard_metadata);
+        aggregation.apply(hdr, meta, standard_metadata);   // a tree switch of the job: skips routing
         if (meta.routable && !meta.skip_routing) {
             forwarding.apply(hdr, meta, standard_metadata);
             if (meta.has_next_id) {
+                load_balance.apply(hdr, meta, standard_metadata);
                 next.apply(hdr, meta, standard_metadata);
+                te_override.apply(hdr, meta, standard_metadata);
             }
         }
-        int_watchlist.apply(hdr, meta, standard_metadata);
+        if (!meta.agg.handled) {
+            int_watchlist.apply(hdr, meta, standard_metadata);
+        }
         acl.apply(hdr, meta, standard_metadata);
     }
 }
@@ -56,6 +67,8 @@ control FabricEgress(inout headers_t hdr,
     PacketIoEgress() packetio;
     Ecn() ecn;
     IntEgress() int_egress;
+    AggregationEgress() aggregation;
+    Loss() loss;
 
     // egress_port_counter: packets and bytes sent per port (CPU_PORT
     // included, counted once), indexed by standard_metadata.egress_port.
@@ -64,13 +77,19 @@ control FabricEgress(inout headers_t hdr,
 
     apply {
         packetio.apply(hdr, meta, standard_metadata);
+        aggregation.apply(hdr, meta, standard_metadata);
         // Clones are copies for the controller or the collector: never marked.
         if (standard_metadata.instance_type != PKT_INSTANCE_TYPE_INGRESS_CLONE
                 && standard_metadata.instance_type != PKT_INSTANCE_TYPE_EGRESS_CLONE) {
             ecn.apply(hdr, meta, standard_metadata);
         }
         int_egress.apply(hdr, meta, standard_metadata);
-        egress_port_counter.count((bit<32>)standard_metadata.egress_port);
+        if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_NORMAL) {
+            loss.apply(hdr, meta, standard_metadata);   // emulated link loss, if configured
+        }
+        if (!meta.lost) {
+            egress_port_counter.count((bit<32>)standard_metadata.egress_port);
+        }
     }
 }
 

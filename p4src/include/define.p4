@@ -102,6 +102,49 @@ const bit<3>  IPV4_FLAGS_DF        = 2;   // Don't Fragment (reports carry IPv4 
 const bit<32> REPORT_OUTER_BYTES   = 62;  // Ethernet 14 + IPv4 20 + UDP 8 + group 8 + individual 4 + main 8
 const bit<32> REPORT_PAYLOAD_WORDS = 16;  // at most this many words of the inner payload (after the INT stack)
 
+// In-network aggregation (SwitchML's protocol, ATP's jobs; include/control/aggregation.p4).
+// Aggregation packets are UDP to AGG_UDP_PORT (0xBEE0, SwitchML's port) with an agg_h header and
+// AGG_VALUES signed 32-bit values: 64 values = 256 bytes, as SwitchML, so a packet is 314 bytes on
+// the wire and headers cost 18% of it; BMv2 and softswitch do one register read and write per value.
+const bit<16> AGG_UDP_PORT     = 0xBEE0;
+#define AGG_VALUES                64      // values per packet (agg_data_h has exactly this many fields)
+const bit<8>  AGG_VALUES_SHIFT = 6;       // log2(AGG_VALUES): value index = set index << 6 | i
+const bit<32> AGG_POOL_SLOTS   = 1024;    // slots of all jobs together; a job owns [base, base + count)
+const bit<32> AGG_SETS         = 2048;    // AGG_POOL_SLOTS * 2 (SwitchML's two shadow sets per slot)
+const bit<32> AGG_CELLS        = 131072;  // AGG_SETS * AGG_VALUES accumulators
+const bit<8>  AGG_MAX_CHILDREN = 32;      // width of the contributor bitmap
+const bit<8>  AGG_TYPE_CONTRIB = 0;       // a worker's values, or a switch's partial sum for its parent
+const bit<8>  AGG_TYPE_RESULT  = 1;       // the sums, on their way down to the workers
+const bit<8>  AGG_FLAG_OVERFLOW = 0x01;   // agg_h.flags: some sum saturated at INT32_MAX / INT32_MIN
+const bit<8>  AGG_STATE_DONE    = 0x80;   // agg_flags register only: the set holds the job's final sums
+const bit<2>  AGG_OP_READ  = 0;    // every value: packet := accumulator (answers, re-sent partials)
+const bit<2>  AGG_OP_WRITE = 1;    // accumulator := packet (a new round, a result from the parent)
+const bit<2>  AGG_OP_ADD   = 2;    // accumulator := packet := accumulator + packet, saturating
+const bit<2>  AGG_OP_NONE  = 3;    // the values are not touched
+const bit<32> AGG_INT32_MAX    = 0x7FFFFFFF;
+const bit<32> AGG_INT32_MIN    = 0x80000000;
+// agg_ops: what a tree switch did with each aggregation packet (counter indices).
+const bit<32> AGG_OUTCOME_CONSUMED      = 0;  // a contribution added, the set not complete yet
+const bit<32> AGG_OUTCOME_COMPLETED     = 1;  // root: last contribution, result multicast down
+const bit<32> AGG_OUTCOME_PARTIAL_UP    = 2;  // non-root: last contribution, partial sum sent up
+const bit<32> AGG_OUTCOME_RESULT_DOWN   = 3;  // non-root: result from the parent stored and passed down
+const bit<32> AGG_OUTCOME_DUP_ANSWERED  = 4;  // retransmission answered from the stored result
+const bit<32> AGG_OUTCOME_DUP_RESENT_UP = 5;  // retransmission: the partial sent up again
+const bit<32> AGG_OUTCOME_DUP_DROPPED   = 6;  // retransmission of a contribution still being added
+const bit<32> AGG_OUTCOME_REFUSED       = 7;  // bad slot, set or child index, a stale result, a result at a root
+const bit<32> AGG_OUTCOMES              = 8;
+#define AGG_JOBS_TABLE_SIZE        256
+#define AGG_RESULT_DST_TABLE_SIZE  512    // one entry per worker-facing port
+#define LOSS_CONFIG_TABLE_SIZE     512    // one entry per egress port
+
+// Load balancing (include/control/load_balance.p4).
+const bit<2>  LB_MODE_ECMP    = 0;
+const bit<2>  LB_MODE_SPRAY   = 1;
+const bit<2>  LB_MODE_FLOWLET = 2;
+const bit<32> FLOWLET_SLOTS   = 4096;          // flowlet state entries (a hash of the 5-tuple)
+const bit<32> FLOWLET_ID_SCRAMBLE = 0x85EBCA6B; // odd: consecutive flowlet ids -> far-apart entropies
+#define TE_OVERRIDE_TABLE_SIZE     4096
+
 // Table and counter sizes.
 const bit<32> PORT_COUNTER_SIZE  = 512;   // indexed by 9-bit port numbers
 #define MY_STATION_TABLE_SIZE  64

@@ -181,6 +181,88 @@ header report_int_t {
     bit<16> ds_md_status;
 }
 
+// In-network aggregation header (16 bytes), after UDP to AGG_UDP_PORT.
+header agg_h {
+    bit<8>  pkt_type;            // AGG_TYPE_CONTRIB / AGG_TYPE_RESULT
+    bit<8>  flags;               // AGG_FLAG_OVERFLOW (results)
+    bit<16> job_id;
+    bit<16> slot;                // within the job's slot range; chunk c uses slot c % slots
+    bit<8>  set;                 // 0 or 1: chunk c uses set (c / slots) % 2
+    bit<8>  worker_id;           // the sender's child index at the receiving aggregator (< 32)
+    bit<8>  num_workers;         // workers of the job (for the hosts)
+    bit<8>  exponent;            // biased (e + 127) block exponent; results carry the maximum
+    bit<32> seq;                 // chunk index, copied into results
+    bit<16> rsvd;
+}
+
+// The values of an aggregation packet: AGG_VALUES signed 32-bit integers.
+header agg_data_h {
+    bit<32> v00;
+    bit<32> v01;
+    bit<32> v02;
+    bit<32> v03;
+    bit<32> v04;
+    bit<32> v05;
+    bit<32> v06;
+    bit<32> v07;
+    bit<32> v08;
+    bit<32> v09;
+    bit<32> v10;
+    bit<32> v11;
+    bit<32> v12;
+    bit<32> v13;
+    bit<32> v14;
+    bit<32> v15;
+    bit<32> v16;
+    bit<32> v17;
+    bit<32> v18;
+    bit<32> v19;
+    bit<32> v20;
+    bit<32> v21;
+    bit<32> v22;
+    bit<32> v23;
+    bit<32> v24;
+    bit<32> v25;
+    bit<32> v26;
+    bit<32> v27;
+    bit<32> v28;
+    bit<32> v29;
+    bit<32> v30;
+    bit<32> v31;
+    bit<32> v32;
+    bit<32> v33;
+    bit<32> v34;
+    bit<32> v35;
+    bit<32> v36;
+    bit<32> v37;
+    bit<32> v38;
+    bit<32> v39;
+    bit<32> v40;
+    bit<32> v41;
+    bit<32> v42;
+    bit<32> v43;
+    bit<32> v44;
+    bit<32> v45;
+    bit<32> v46;
+    bit<32> v47;
+    bit<32> v48;
+    bit<32> v49;
+    bit<32> v50;
+    bit<32> v51;
+    bit<32> v52;
+    bit<32> v53;
+    bit<32> v54;
+    bit<32> v55;
+    bit<32> v56;
+    bit<32> v57;
+    bit<32> v58;
+    bit<32> v59;
+    bit<32> v60;
+    bit<32> v61;
+    bit<32> v62;
+    bit<32> v63;
+}
+
 struct headers_t {
     packet_out_t packet_out;
     packet_in_t  packet_in;
@@ -198,6 +280,8 @@ struct headers_t {
     ipv6_t       ipv6;
     tcp_t        tcp;
     udp_t        udp;
+    agg_h        agg;
+    agg_data_h   agg_data;
     int_shim_t   int_shim;
     int_md_t     int_md;
     int_hop_t[MAX_INT_HOPS] int_hops;   // int_hops[0]: the latest hop
@@ -302,6 +386,32 @@ struct int_report_metadata_t {
     int_hop_data_t hop5;
 }
 
+// In-network aggregation state of one packet (aggregation.p4).
+struct agg_metadata_t {
+    bool    handled;             // this switch aggregates the packet's job: routing skipped
+    bool    is_root;
+    bit<16> epoch;               // the job's epoch (agg_owner)
+    bit<32> slot_base;           // the job's first slot in the pool
+    bit<16> slot_count;
+    bit<8>  fan_in;              // children whose contributions make a set complete
+    bit<16> group;               // multicast group: every child of this switch in the job's tree
+    port_num_t parent_port;      // non-root: where partial sums go
+    bit<8>  index_at_parent;     // non-root: this switch's child index at its parent
+    mac_addr_t own_mac;
+    mac_addr_t parent_mac;
+    bit<32> set_index;           // (slot_base + slot) * 2 + set
+    bit<32> value_base;          // set_index * AGG_VALUES
+    bit<2>  op;                  // AGG_OP_* applied to every value
+    bit<1>  overflow;            // an addition saturated
+}
+
+// Load balancing state of one packet (load_balance.p4).
+struct lb_metadata_t {
+    bit<2>  mode;                // LB_MODE_*
+    bit<32> gap_us;              // flowlet gap
+    bit<32> entropy;             // XORed into next.p4's flow fold: 0 in ecmp mode
+}
+
 struct fabric_metadata_t {
     // Ingress port, preserved into the egress of copy_to_cpu clones (BMv2
     // resets standard_metadata in I2E clones) to fill packet_in.ingress_port.
@@ -319,6 +429,10 @@ struct fabric_metadata_t {
     bit<32>           ecmp_mix;          // ECMP selector field: flow fold * ((seed * ECMP_SEED_SCRAMBLE) | 1)
     ecn_metadata_t    ecn;
     int_metadata_t    int_meta;
+    agg_metadata_t    agg;
+    lb_metadata_t     lb;
+    bit<16>           loss_probability;  // loss.p4: drop probability of the egress port, 1/65536
+    bool              lost;              // loss.p4 dropped the packet (not counted as sent)
 }
 
 #endif  // __HEADER__

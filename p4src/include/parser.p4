@@ -72,8 +72,23 @@ parser FabricParser(packet_in packet,
         packet.extract(hdr.udp);
         transition select(meta.parsed_dscp) {
             INT_DSCP_BIT &&& INT_DSCP_BIT: check_int;
-            default:                       accept;
+            default:                       check_agg;
         }
+    }
+
+    // Aggregation packets (IPv4 only) carry no INT: aggregating switches
+    // keep them off the watchlist.
+    state check_agg {
+        transition select(hdr.ipv4.isValid(), hdr.udp.dport) {
+            (true, AGG_UDP_PORT): parse_agg;
+            default:              accept;
+        }
+    }
+
+    state parse_agg {
+        packet.extract(hdr.agg);
+        packet.extract(hdr.agg_data);
+        transition accept;
     }
 
     // INT headers are extracted only if they have exactly the format this
@@ -181,6 +196,8 @@ control FabricDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.ipv6);
         packet.emit(hdr.tcp);
         packet.emit(hdr.udp);
+        packet.emit(hdr.agg);
+        packet.emit(hdr.agg_data);
         packet.emit(hdr.int_shim);
         packet.emit(hdr.int_md);
         packet.emit(hdr.int_hops);

@@ -92,7 +92,8 @@ control Next(inout headers_t hdr,
                      ^ meta.lkp.ip_dst[127:96] ^ meta.lkp.ip_dst[95:64]
                      ^ meta.lkp.ip_dst[63:32] ^ meta.lkp.ip_dst[31:0]
                      ^ (meta.lkp.l4_sport ++ meta.lkp.l4_dport)
-                     ^ (4w0 ++ meta.lkp.ip_proto ++ meta.lkp.flow_label);
+                     ^ (4w0 ++ meta.lkp.ip_proto ++ meta.lkp.flow_label)
+                     ^ meta.lb.entropy;          // load_balance.p4: 0 in ecmp mode
         meta.ecmp_mix = fold * ((hash_seed * ECMP_SEED_SCRAMBLE) | 1);
         switch (hashed.apply().action_run) {
             route: {
