@@ -24,6 +24,7 @@ bench: setup
 	$(PY) benchmarks/target_pps.py
 	$(PY) benchmarks/bringup.py
 	$(PY) benchmarks/int_collector_rate.py
+	$(PY) benchmarks/p4runtime_hostile.py
 
 clean:
 	-$(VENV)/bin/aifabric clean 2>/dev/null

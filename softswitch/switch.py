@@ -27,6 +27,7 @@ class SwitchConfig:
     queue_rate: int = DEFAULT_RATE
     port_queue_depths: dict[int, int] = field(default_factory=dict)
     port_queue_rates: dict[int, int] = field(default_factory=dict)
+    arbitration_timeout: float | None = None   # seconds a new StreamChannel has to arbitrate (None: default)
 
 
 class Switch:

@@ -24,7 +24,7 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2 as pb
 from p4.v1 import p4runtime_pb2_grpc as pbg
 
-from topologies.testbed import free_tcp_port
+from topologies.testbed import Target, Testbed, free_tcp_port
 
 # The compiled test programs; SOFTSWITCH_TEST_P4_BUILD points elsewhere (e.g. a scratch p4c run).
 BUILD = Path(os.environ.get("SOFTSWITCH_TEST_P4_BUILD", Path(__file__).resolve().parent / "p4" / "build"))
@@ -93,19 +93,28 @@ def require_root() -> None:
 # -- the switch ----------------------------------------------------------------------------------
 @contextlib.contextmanager
 def running_switch(ports: dict[int, str] | None = None, cpu_port: int | None = 255,
-                   device_id: int = 1) -> Iterator[tuple[object, str]]:
-    """An in-process softswitch (`Switch`) with these ports; yields (switch, grpc address)."""
+                   device_id: int = 1, **config) -> Iterator[tuple[object, str]]:
+    """An in-process softswitch (`Switch`) with these ports and other `SwitchConfig` fields;
+    yields (switch, grpc address)."""
     from softswitch.ports import PortSpec
     from softswitch.switch import Switch, SwitchConfig
 
     addr = f"127.0.0.1:{free_tcp_port()}"
     specs = [PortSpec(n, i) for n, i in (ports or {}).items()]
-    sw = Switch(SwitchConfig(device_id=device_id, ports=specs, cpu_port=cpu_port, grpc_addr=addr))
+    sw = Switch(SwitchConfig(device_id=device_id, ports=specs, cpu_port=cpu_port, grpc_addr=addr, **config))
     sw.start()
     try:
         yield sw, addr
     finally:
         sw.stop()
+
+
+@contextlib.contextmanager
+def softswitch_process(device_id: int = 1) -> Iterator[Target]:
+    """A softswitch process without ports (``--no-p4``), for tests that watch the process itself
+    (its memory, its survival); yields its `Target` (``grpc_addr``, ``proc``)."""
+    with Testbed(nports=0) as tb:
+        yield tb.start_target("softswitch", device_id=device_id)
 
 
 # -- a raw P4Runtime client ----------------------------------------------------------------------
@@ -184,8 +193,13 @@ class Stream:
 
 
 class Client:
-    def __init__(self, addr: str, device_id: int = 1, election: tuple[int, int] | None = (0, 1)):
-        self.channel = grpc.insecure_channel(addr, options=[("grpc.max_metadata_size", 1 << 20)])
+    """``options``: the channel's; by default room for a full batch of error details (None),
+    ``[]`` for a client with gRPC's defaults."""
+
+    def __init__(self, addr: str, device_id: int = 1, election: tuple[int, int] | None = (0, 1),
+                 options: list[tuple[str, int]] | None = None):
+        self.channel = grpc.insecure_channel(
+            addr, options=options if options is not None else [("grpc.max_metadata_size", 1 << 20)])
         grpc.channel_ready_future(self.channel).result(timeout=10)
         self.stub = pbg.P4RuntimeStub(self.channel)
         self.device_id = device_id

@@ -196,14 +196,15 @@ def test_role_config_is_rejected(client):
 
 
 def test_stream_count_is_bounded_and_unary_rpcs_still_work(client):
-    from softswitch.p4runtime.server import MAX_STREAMS
+    from softswitch.p4runtime.streams import MAX_JOINED_STREAMS
     streams = []
-    for i in range(MAX_STREAMS):
+    for i in range(MAX_JOINED_STREAMS):
         s = Stream(client.stub)
         s.arbitrate((0, i + 1))
         assert _arbitration(s) is not None
         streams.append(s)
-    extra = Stream(client.stub)
+    extra = Stream(client.stub)                      # full, and it would not be primary: refused
+    extra.arbitrate((0, 0))
     assert extra.wait_end() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert client.stub.Capabilities(pb.CapabilitiesRequest(), timeout=5).p4runtime_api_version
     streams[0].close()

@@ -100,6 +100,14 @@ class Target:
     def stop(self) -> None:
         stop_process(self.proc.pid, proc=self.proc)
 
+    def memory_mib(self, field: str = "VmRSS") -> float:
+        """A memory figure of the target process from /proc/PID/status, in MiB: ``VmRSS``
+        (resident now) or ``VmHWM`` (the most it has been resident)."""
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+        raise KeyError(f"/proc/{self.proc.pid}/status has no {field} line")
+
 
 class Testbed:
     __test__ = False      # not a pytest test class, despite the name

@@ -8,6 +8,12 @@ primary, ALREADY_EXISTS for backups, NOT_FOUND when there is none); otherwise on
 connection whose update it was hears back. Invalid updates end the stream with the status the
 specification prescribes (NOT_FOUND, INVALID_ARGUMENT, FAILED_PRECONDITION, RESOURCE_EXHAUSTED).
 
+At most `MAX_JOINED_STREAMS` connections (all roles together) have arbitrated at any time. When
+all places are taken, a connection whose first arbitration would make it primary of its role
+takes the place of the oldest connection that is not a primary, which is ended with
+RESOURCE_EXHAUSTED; any other newcomer is refused with RESOURCE_EXHAUSTED (streams.py has the
+whole stream policy).
+
 Messages to a stream go through its `Outbox`, so neither the data plane (packet-ins) nor
 another stream ever blocks on a slow client: packet-ins beyond the outbox limit are dropped.
 """
@@ -25,7 +31,7 @@ from .errors import (P4RTError, ALREADY_EXISTS, FAILED_PRECONDITION, INVALID_ARG
                      PERMISSION_DENIED, RESOURCE_EXHAUSTED)
 
 ElectionId = tuple[int, int]
-MAX_CONNECTIONS_PER_ROLE = 16        # as PI's DeviceState::max_connections
+MAX_JOINED_STREAMS = 8               # connections that have arbitrated, all roles together
 OUTBOX_LIMIT = 1024                  # queued packet-ins per stream before new ones are dropped
 
 
@@ -98,14 +104,13 @@ class Arbiter:
             if not conn.joined:
                 if arb.device_id != self.device_id:
                     raise P4RTError(NOT_FOUND, f"unknown device id {arb.device_id} (this device is {self.device_id})")
-                conns = self._roles.setdefault(role, [])
-                if len(conns) >= MAX_CONNECTIONS_PER_ROLE:
-                    raise P4RTError(RESOURCE_EXHAUSTED, f"too many connections for role '{role}' "
-                                                        f"(at most {MAX_CONNECTIONS_PER_ROLE})")
+                conns = self._roles.get(role, [])
                 self._check_unique(conns, conn, election)
+                self._make_room(conns, election)
                 before = self._primary(conns)
                 conn.device_id, conn.role, conn.election_id = arb.device_id, role, election
                 conns.append(conn)
+                self._roles[role] = conns
             else:
                 if arb.device_id != conn.device_id:
                     raise P4RTError(FAILED_PRECONDITION, f"this stream is for device {conn.device_id}, "
@@ -128,17 +133,40 @@ class Arbiter:
         if not conn.joined:
             return
         with self._lock:
-            conns = self._roles.get(conn.role, [])
-            if conn not in conns:
-                return
-            before = self._primary(conns)
-            conns.remove(conn)
-            if before is conn:
-                after = self._primary(conns)
-                for c in conns:
-                    c.outbox.put(self._notification(conn.role, after, c))
-            if not conns and conn.role:
-                del self._roles[conn.role]
+            self._remove(conn)
+
+    def _remove(self, conn: Connection) -> None:
+        conns = self._roles.get(conn.role, [])
+        if conn not in conns:
+            return
+        before = self._primary(conns)
+        conns.remove(conn)
+        if before is conn:
+            after = self._primary(conns)
+            for c in conns:
+                c.outbox.put(self._notification(conn.role, after, c))
+        if not conns and conn.role:
+            del self._roles[conn.role]
+
+    def _make_room(self, conns: list[Connection], election: ElectionId | None) -> None:
+        """Refuse a newcomer when every place is taken, unless it would become primary of its
+        role: then the oldest connection that is not a primary leaves to make room."""
+        joined = [c for cs in self._roles.values() for c in cs]
+        if len(joined) < MAX_JOINED_STREAMS:
+            return
+        primary = self._primary(conns)
+        if election is None or (primary is not None and election < primary.election_id):
+            raise P4RTError(RESOURCE_EXHAUSTED, f"{len(joined)} controllers are connected (at most "
+                                                f"{MAX_JOINED_STREAMS}); only a new primary takes the place of "
+                                                f"one that is not primary")
+        primaries = {id(self._primary(cs)) for cs in self._roles.values()}
+        victim = min((c for c in joined if id(c) not in primaries), key=lambda c: c.id, default=None)
+        if victim is None:
+            raise P4RTError(RESOURCE_EXHAUSTED, f"{len(joined)} controllers are connected, all of them primaries "
+                                                f"of their roles (at most {MAX_JOINED_STREAMS})")
+        self._remove(victim)
+        victim.outbox.put(EndOfStream(RESOURCE_EXHAUSTED, f"stream closed to make room for a new primary: at most "
+                                                          f"{MAX_JOINED_STREAMS} controllers can be connected"))
 
     @staticmethod
     def _check_unique(conns: list[Connection], conn: Connection, election: ElectionId | None) -> None:

@@ -7,16 +7,16 @@ that holds the value, at least one byte.
 """
 from __future__ import annotations
 
-from .errors import P4RTError, OUT_OF_RANGE
+from .errors import P4RTError, OUT_OF_RANGE, show_bytes
 
 
 def to_uint(data: bytes, bitwidth: int, what: str) -> int:
     """The value of an unsigned bytestring that must fit in ``bitwidth`` bits."""
     if not data:
         raise P4RTError(OUT_OF_RANGE, f"{what}: empty bytestring (a value needs at least one byte)")
-    value = int.from_bytes(data, "big")
+    value = int.from_bytes(_trimmed(data, bitwidth, (0,), what), "big")
     if value.bit_length() > bitwidth:
-        raise P4RTError(OUT_OF_RANGE, f"{what}: value 0x{value:x} does not fit in {bitwidth} bits")
+        raise _too_wide(data, f"{bitwidth} bits", what)
     return value
 
 
@@ -24,10 +24,26 @@ def to_sint(data: bytes, bitwidth: int, what: str) -> int:
     """The value of a two's complement bytestring that must fit in ``int<bitwidth>``."""
     if not data:
         raise P4RTError(OUT_OF_RANGE, f"{what}: empty bytestring (a value needs at least one byte)")
-    value = int.from_bytes(data, "big", signed=True)
+    value = int.from_bytes(_trimmed(data, bitwidth, (0, 0xFF), what), "big", signed=True)
     if not -(1 << (bitwidth - 1)) <= value < (1 << (bitwidth - 1)):
-        raise P4RTError(OUT_OF_RANGE, f"{what}: value {value} does not fit in int<{bitwidth}>")
+        raise _too_wide(data, f"int<{bitwidth}>", what)
     return value
+
+
+def _trimmed(data: bytes, bitwidth: int, pads: tuple[int, ...], what: str) -> bytes:
+    """``data`` with the same value but at most one pad byte more than ``bitwidth`` needs; the
+    leading bytes are checked without converting them, so a value far wider than its field
+    costs no more than a scan of its length."""
+    extra = len(data) - (bitwidth + 7) // 8
+    if extra <= 0:
+        return data
+    if data[0] not in pads or data.count(data[0], 0, extra) != extra:
+        raise _too_wide(data, f"{bitwidth} bits", what)
+    return data[extra - 1:]          # one pad byte kept: it carries the sign of int<W> values
+
+
+def _too_wide(data: bytes, width: str, what: str) -> P4RTError:
+    return P4RTError(OUT_OF_RANGE, f"{what}: value {show_bytes(data)} does not fit in {width}")
 
 
 def from_uint(value: int) -> bytes:

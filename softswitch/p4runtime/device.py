@@ -3,6 +3,8 @@
 Independent of gRPC (server.py adapts it). Locking: every RPC that touches pipeline state
 holds the switch's ``config_lock``; write batches and program swaps also hold the data
 plane's ``lock`` (taken after ``config_lock``), so a packet sees a batch whole or not at all.
+Reads hold ``config_lock`` only while they copy what they read and build their answers after
+releasing it (reads.py).
 The data-plane thread only ever calls `on_packet_in`, which takes neither lock.
 
 Pipelines: ``current`` is the pipeline Read and Write refer to; ``committed`` the one the data
@@ -12,16 +14,18 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterator, Sequence
 
+from google.protobuf.message import DecodeError
 from p4.v1 import p4runtime_pb2
 
 from . import entities, pre_entries, table_entries
 from .arbitration import Arbiter, Connection, election_of
-from .errors import P4RTError, invalid, not_found, unimplemented, DEADLINE_EXCEEDED, FAILED_PRECONDITION, \
+from .errors import P4RTError, invalid, not_found, unimplemented, ABORTED, DEADLINE_EXCEEDED, FAILED_PRECONDITION, \
     INTERNAL, PERMISSION_DENIED
 from .packetio import packet_in_message, packet_out_frame
 from .pipeline import Pipeline
+from .reads import PLAN_SLICE, ReadPlan, ReadScope, Watch
 
 log = logging.getLogger("softswitch.p4runtime")
 
@@ -52,6 +56,7 @@ _READERS: dict[str, Callable] = {
     "register_entry": entities.read_registers,
     "value_set_entry": entities.read_value_sets,
     "digest_entry": entities.read_digests,
+    "packet_replication_engine_entry": pre_entries.read_pre,
 }
 
 
@@ -77,7 +82,7 @@ class P4RuntimeDevice:
 
         class _Guard:
             def __enter__(self_inner):
-                ok = lock.acquire(timeout=timeout) if timeout is not None else lock.acquire()
+                ok = lock.acquire(timeout=max(0.0, timeout)) if timeout is not None else lock.acquire()
                 if not ok:
                     raise P4RTError(DEADLINE_EXCEEDED, "deadline exceeded while waiting for another request")
                 return self_inner
@@ -173,8 +178,11 @@ class P4RuntimeDevice:
         return p4runtime_pb2.GetForwardingPipelineConfigResponse(config=pipe.config_message(with_p4info, with_device))
 
     # -- Write -----------------------------------------------------------------------------------
-    def write(self, request: p4runtime_pb2.WriteRequest, timeout: float | None = None) -> list[P4RTError | None]:
-        """Apply a batch; one entry per update: None (done) or the error. RPC-wide problems raise."""
+    def write(self, request: p4runtime_pb2.WriteRequest, updates: Sequence[bytes],
+              timeout: float | None = None) -> list[P4RTError | None]:
+        """Apply a batch: ``request`` carries everything but the updates, which come serialized
+        and are parsed one by one as they are applied (a parsed update takes ~100 times its
+        size, intake.py). One entry per update: None (done) or the error. RPC-wide problems raise."""
         self.check_device(request.device_id)
         self.arbiter.check_writer(request.role, election_of(request))
         self._pipeline()
@@ -184,14 +192,17 @@ class P4RuntimeDevice:
         with self._locked(timeout):
             pipe = self._pipeline()
             with self._dp_lock():
-                for update in request.updates:
+                for i, raw in enumerate(updates):
                     try:
+                        update = Update.FromString(raw)
                         self._apply(pipe, update.type, update.entity)
                         results.append(None)
                     except P4RTError as e:
-                        results.append(e)
+                        results.append(e.detached())
+                    except DecodeError as e:
+                        results.append(invalid(f"update {i} is not a valid Update message: {e}"))
                     except Exception as e:  # a bug must not take the server down; report it
-                        log.exception("device %d: internal error on update %s", self.device_id, update)
+                        log.exception("device %d: internal error on update %d (%d bytes)", self.device_id, i, len(raw))
                         results.append(P4RTError(INTERNAL, f"internal error: {type(e).__name__}: {e}"))
         return results
 
@@ -212,36 +223,42 @@ class P4RuntimeDevice:
             raise unimplemented(f"{kind} is not supported by softswitch")
 
     # -- Read ------------------------------------------------------------------------------------
-    def read(self, request: p4runtime_pb2.ReadRequest, timeout: float | None = None
-             ) -> tuple[list[p4runtime_pb2.Entity], list[P4RTError | None]]:
-        """Entities matching the request, and per requested entity None or its error."""
+    def read(self, request: p4runtime_pb2.ReadRequest, watch: Watch | None = None) -> ReadPlan:
+        """Validate each entity and copy what it names, under the lock (`PLAN_SLICE` entities
+        per hold); the plan builds the answers afterwards, without the lock (reads.py)."""
         self.check_device(request.device_id)
         self._pipeline()
-        found: list[p4runtime_pb2.Entity] = []
-        errors: list[P4RTError | None] = []
-        with self._locked(timeout):
-            pipe = self._pipeline()
-            for entity in request.entities:
-                try:
-                    found.extend(self._read_one(pipe, entity))
-                    errors.append(None)
-                except P4RTError as e:
-                    errors.append(e)
-                except Exception as e:
-                    log.exception("device %d: internal error reading %s", self.device_id, entity)
-                    errors.append(P4RTError(INTERNAL, f"internal error: {type(e).__name__}: {e}"))
-        return found, errors
+        entities = request.entities
+        plan = ReadPlan([None] * len(entities), [None] * len(entities))
+        scope: ReadScope | None = None
+        for start in range(0, len(entities), PLAN_SLICE):
+            if watch is not None:
+                watch.check()
+            with self._locked(watch.remaining() if watch is not None else None):
+                pipe = self._pipeline()
+                if scope is None:
+                    scope = ReadScope(pipe, watch)
+                elif pipe is not scope.pipe:
+                    raise P4RTError(ABORTED, "the forwarding pipeline changed during the Read: read again")
+                for i in range(start, min(start + PLAN_SLICE, len(entities))):
+                    try:
+                        plan.answers[i] = self._read_one(scope, entities[i])
+                    except P4RTError as e:
+                        plan.errors[i] = e.detached()
+                    except Exception as e:
+                        log.exception("device %d: internal error reading entity %d (%s)", self.device_id, i,
+                                      entities[i].WhichOneof("entity"))
+                        plan.errors[i] = P4RTError(INTERNAL, f"internal error: {type(e).__name__}: {e}")
+        return plan
 
-    def _read_one(self, pipe: Pipeline, entity: p4runtime_pb2.Entity) -> Iterable[p4runtime_pb2.Entity]:
+    def _read_one(self, scope: ReadScope, entity: p4runtime_pb2.Entity) -> Iterator[p4runtime_pb2.Entity]:
         kind = entity.WhichOneof("entity")
         if kind is None:
             raise invalid("the entity to read is not set (a wildcard read names the entity type)")
         reader = _READERS.get(kind)
-        if reader is not None:
-            return reader(pipe, getattr(entity, kind))
-        if kind == "packet_replication_engine_entry":
-            return pre_entries.read_pre(pipe.pre, entity.packet_replication_engine_entry)
-        raise unimplemented(f"{kind} is not supported by softswitch")
+        if reader is None:
+            raise unimplemented(f"{kind} is not supported by softswitch")
+        return reader(scope, getattr(entity, kind))
 
     # -- packet I/O ------------------------------------------------------------------------------
     def packet_out(self, conn: Connection, msg: p4runtime_pb2.PacketOut) -> None:
@@ -276,33 +293,34 @@ def _forwarding_state(pipe: Pipeline) -> list[tuple[int, p4runtime_pb2.Entity]]:
     """What RECONCILE_AND_COMMIT replays, in dependency order (members before groups before
     table entries)."""
     E = p4runtime_pb2.Entity
+    scope = ReadScope(pipe)
     out: list[tuple[int, p4runtime_pb2.Entity]] = []
     ins, mod = Update.INSERT, Update.MODIFY
-    out += [(ins, e) for e in entities.read_members(pipe, p4runtime_pb2.ActionProfileMember())]
-    out += [(ins, e) for e in entities.read_groups(pipe, p4runtime_pb2.ActionProfileGroup())]
+    out += [(ins, e) for e in entities.read_members(scope, p4runtime_pb2.ActionProfileMember())]
+    out += [(ins, e) for e in entities.read_groups(scope, p4runtime_pb2.ActionProfileGroup())]
     request = p4runtime_pb2.TableEntry()
     request.counter_data.SetInParent()
     request.meter_config.SetInParent()
     for tm in pipe.map.tables.values():
         if tm.is_const:
             continue
-        for e in tm.table:
+        for e in table_entries.table_views(scope, tm):
             out.append((ins, E(table_entry=table_entries.entry_to_proto(pipe, tm, e, request))))
         t = tm.table
         if (t.default_action, t.default_data) != t.initial_default or tm.id in pipe.default_meta:
             out.append((mod, next(iter(table_entries.read_table_entries(
-                pipe, p4runtime_pb2.TableEntry(table_id=tm.id, is_default_action=True))))))
-    for e in entities.read_counters(pipe, p4runtime_pb2.CounterEntry()):
+                scope, p4runtime_pb2.TableEntry(table_id=tm.id, is_default_action=True))))))
+    for e in entities.read_counters(scope, p4runtime_pb2.CounterEntry()):
         if e.counter_entry.data.packet_count or e.counter_entry.data.byte_count:
             out.append((mod, e))
-    for e in entities.read_meters(pipe, p4runtime_pb2.MeterEntry()):
+    for e in entities.read_meters(scope, p4runtime_pb2.MeterEntry()):
         if e.meter_entry.HasField("config"):
             out.append((mod, e))
-    for e in entities.read_registers(pipe, p4runtime_pb2.RegisterEntry()):
+    for e in entities.read_registers(scope, p4runtime_pb2.RegisterEntry()):
         if e.register_entry.data.bitstring != b"\x00":
             out.append((mod, e))
-    for e in entities.read_value_sets(pipe, p4runtime_pb2.ValueSetEntry()):
+    for e in entities.read_value_sets(scope, p4runtime_pb2.ValueSetEntry()):
         if e.value_set_entry.members:
             out.append((mod, e))
-    out += [(ins, e) for e in entities.read_digests(pipe, p4runtime_pb2.DigestEntry())]
+    out += [(ins, e) for e in entities.read_digests(scope, p4runtime_pb2.DigestEntry())]
     return out

@@ -1,7 +1,7 @@
 """Action profile members and groups, counters, meters, registers and parser value sets."""
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from p4.v1 import p4data_pb2, p4runtime_pb2
 
@@ -11,7 +11,8 @@ from .errors import P4RTError, from_table_error, invalid, not_found, out_of_rang
     ALREADY_EXISTS, FAILED_PRECONDITION, RESOURCE_EXHAUSTED
 from .p4info_map import EXACT, ProfileMap
 from .pipeline import Pipeline
-from .table_entries import (action_to_proto, counter_values, matches_by_id, meter_config_values, meter_to_proto,
+from .reads import ReadScope
+from .table_entries import (action_to_proto, counter_values, matches_by_id, meter_config_proto, meter_config_values,
                             resolve_action)
 
 Update = p4runtime_pb2.Update
@@ -65,19 +66,35 @@ def write_member(pipe: Pipeline, utype: int, msg: p4runtime_pb2.ActionProfileMem
         _op(lambda: prof.modify_member(mid, spec, data))
 
 
-def read_members(pipe: Pipeline, msg: p4runtime_pb2.ActionProfileMember) -> Iterator[p4runtime_pb2.Entity]:
+def _named_by_id(scope: ReadScope, key: tuple, wanted: int, copy_all: Callable[[], dict],
+                 copy_one: Callable[[int], Any | None]) -> Iterable[tuple[int, Any]]:
+    """(id, copy) of the object ``wanted`` names, or of all of them when it is 0."""
+    if wanted:
+        one = copy_one(wanted)
+        return [(wanted, one)] if one is not None else []
+    return scope.once(key, copy_all).items()
+
+
+def read_members(scope: ReadScope, msg: p4runtime_pb2.ActionProfileMember) -> Iterator[p4runtime_pb2.Entity]:
+    pipe = scope.pipe
     profiles = [pipe.map.profile(msg.action_profile_id)] if msg.action_profile_id else list(pipe.map.profiles.values())
-    out = []
-    for pm in profiles:
-        members = pm.profile.members
-        chosen = [members[msg.member_id]] if msg.member_id in members else [] if msg.member_id else members.values()
-        for mem in chosen:
-            e = p4runtime_pb2.ActionProfileMember(action_profile_id=pm.id, member_id=mem.id)
-            a = action_to_proto(pipe.map, mem.action, mem.data)
-            if a is not None:
-                e.action.CopyFrom(a)
-            out.append(p4runtime_pb2.Entity(action_profile_member=e))
-    return iter(out)
+
+    def copy(m) -> tuple:                     # modify_member changes a member in place
+        return (m.action, m.data)
+    sources = [(pm, _named_by_id(
+        scope, ("members", pm.id), msg.member_id,
+        lambda pm=pm: {m.id: copy(m) for m in pm.profile.members.values()},
+        lambda mid, pm=pm: copy(pm.profile.members[mid]) if mid in pm.profile.members else None))
+        for pm in profiles]
+
+    def build(item: tuple) -> p4runtime_pb2.Entity:
+        pm, mid, (action, data) = item
+        e = p4runtime_pb2.ActionProfileMember(action_profile_id=pm.id, member_id=mid)
+        a = action_to_proto(pipe.map, action, data)
+        if a is not None:
+            e.action.CopyFrom(a)
+        return p4runtime_pb2.Entity(action_profile_member=e)
+    return scope.each(((pm, mid, c) for pm, named in sources for mid, c in named), build)
 
 
 # -- action profile groups -------------------------------------------------------------------
@@ -142,19 +159,25 @@ def write_group(pipe: Pipeline, utype: int, msg: p4runtime_pb2.ActionProfileGrou
     pipe.group_max_size[key] = user_max
 
 
-def read_groups(pipe: Pipeline, msg: p4runtime_pb2.ActionProfileGroup) -> Iterator[p4runtime_pb2.Entity]:
+def read_groups(scope: ReadScope, msg: p4runtime_pb2.ActionProfileGroup) -> Iterator[p4runtime_pb2.Entity]:
+    pipe = scope.pipe
     profiles = [pipe.map.profile(msg.action_profile_id)] if msg.action_profile_id else list(pipe.map.profiles.values())
-    out = []
-    for pm in profiles:
-        groups = pm.profile.groups
-        chosen = [groups[msg.group_id]] if msg.group_id in groups else [] if msg.group_id else groups.values()
-        for g in chosen:
-            e = p4runtime_pb2.ActionProfileGroup(action_profile_id=pm.id, group_id=g.id,
-                                                 max_size=pipe.group_max_size.get((pm.id, g.id), 0))
-            for mid in sorted(g.weights):
-                e.members.add(member_id=mid, weight=g.weights[mid])
-            out.append(p4runtime_pb2.Entity(action_profile_group=e))
-    return iter(out)
+
+    def copy(pm: ProfileMap, g) -> tuple:     # writes replace a group's weights dict, never change it
+        return (g.weights, pipe.group_max_size.get((pm.id, g.id), 0))
+    sources = [(pm, _named_by_id(
+        scope, ("groups", pm.id), msg.group_id,
+        lambda pm=pm: {g.id: copy(pm, g) for g in pm.profile.groups.values()},
+        lambda gid, pm=pm: copy(pm, pm.profile.groups[gid]) if gid in pm.profile.groups else None))
+        for pm in profiles]
+
+    def build(item: tuple) -> p4runtime_pb2.Entity:
+        pm, gid, (weights, max_size) = item
+        e = p4runtime_pb2.ActionProfileGroup(action_profile_id=pm.id, group_id=gid, max_size=max_size)
+        for mid in sorted(weights):
+            e.members.add(member_id=mid, weight=weights[mid])
+        return p4runtime_pb2.Entity(action_profile_group=e)
+    return scope.each(((pm, gid, c) for pm, named in sources for gid, c in named), build)
 
 
 # -- indexed arrays --------------------------------------------------------------------------
@@ -181,16 +204,28 @@ def write_counter(pipe: Pipeline, utype: int, msg: p4runtime_pb2.CounterEntry) -
         cm.array.write(i, packets, nbytes)
 
 
-def read_counters(pipe: Pipeline, msg: p4runtime_pb2.CounterEntry) -> Iterator[p4runtime_pb2.Entity]:
+def _cells(scope: ReadScope, msg, key: tuple, size: int, name: str, copy_all: Callable[[], list],
+           copy_one: Callable[[int], Any]) -> Iterable[tuple[int, Any]]:
+    """(index, copied value) of the cells an entry addresses; a whole array is copied once."""
+    cells = _indexes(msg, size, name)
+    if msg.HasField("index"):
+        return [(i, copy_one(i)) for i in cells]
+    return enumerate(scope.once(key, copy_all))
+
+
+def read_counters(scope: ReadScope, msg: p4runtime_pb2.CounterEntry) -> Iterator[p4runtime_pb2.Entity]:
+    pipe = scope.pipe
     counters = [pipe.map.counter(msg.counter_id)] if msg.counter_id else list(pipe.map.counters.values())
-    out = []
-    for cm in counters:
-        for i in _indexes(msg, cm.size, cm.name):
-            packets, nbytes = cm.array.read(i)
-            out.append(p4runtime_pb2.Entity(counter_entry=p4runtime_pb2.CounterEntry(
-                counter_id=cm.id, index=p4runtime_pb2.Index(index=i),
-                data=p4runtime_pb2.CounterData(packet_count=packets, byte_count=nbytes))))
-    return iter(out)
+    sources = [(cm, _cells(scope, msg, ("counter", cm.id), cm.size, cm.name,
+                           lambda cm=cm: list(zip(cm.array.packets, cm.array.bytes)), cm.array.read))
+               for cm in counters]
+
+    def build(item: tuple) -> p4runtime_pb2.Entity:
+        cm, i, (packets, nbytes) = item
+        return p4runtime_pb2.Entity(counter_entry=p4runtime_pb2.CounterEntry(
+            counter_id=cm.id, index=p4runtime_pb2.Index(index=i),
+            data=p4runtime_pb2.CounterData(packet_count=packets, byte_count=nbytes)))
+    return scope.each(((cm, i, v) for cm, cells in sources for i, v in cells), build)
 
 
 def write_meter(pipe: Pipeline, utype: int, msg: p4runtime_pb2.MeterEntry) -> None:
@@ -208,19 +243,24 @@ def write_meter(pipe: Pipeline, utype: int, msg: p4runtime_pb2.MeterEntry) -> No
             meter.configure(*values)
 
 
-def read_meters(pipe: Pipeline, msg: p4runtime_pb2.MeterEntry) -> Iterator[p4runtime_pb2.Entity]:
+def read_meters(scope: ReadScope, msg: p4runtime_pb2.MeterEntry) -> Iterator[p4runtime_pb2.Entity]:
     if msg.HasField("counter_data"):
         raise unimplemented("per-color meter counters (counter_data) are not supported")
+    pipe = scope.pipe
     meters = [pipe.map.meter(msg.meter_id)] if msg.meter_id else list(pipe.map.meters.values())
-    out = []
-    for mm in meters:
-        for i in _indexes(msg, mm.size, mm.name):
-            e = p4runtime_pb2.MeterEntry(meter_id=mm.id, index=p4runtime_pb2.Index(index=i))
-            cfg = meter_to_proto(mm.array.meters[i])
-            if cfg is not None:
-                e.config.CopyFrom(cfg)
-            out.append(p4runtime_pb2.Entity(meter_entry=e))
-    return iter(out)
+    sources = [(mm, _cells(scope, msg, ("meter", mm.id), mm.size, mm.name,
+                           lambda mm=mm: [m.config() for m in mm.array.meters],
+                           lambda i, mm=mm: mm.array.meters[i].config()))
+               for mm in meters]
+
+    def build(item: tuple) -> p4runtime_pb2.Entity:
+        mm, i, config = item
+        e = p4runtime_pb2.MeterEntry(meter_id=mm.id, index=p4runtime_pb2.Index(index=i))
+        cfg = meter_config_proto(config)
+        if cfg is not None:
+            e.config.CopyFrom(cfg)
+        return p4runtime_pb2.Entity(meter_entry=e)
+    return scope.each(((mm, i, v) for mm, cells in sources for i, v in cells), build)
 
 
 def write_register(pipe: Pipeline, utype: int, msg: p4runtime_pb2.RegisterEntry) -> None:
@@ -242,16 +282,20 @@ def write_register(pipe: Pipeline, utype: int, msg: p4runtime_pb2.RegisterEntry)
         rm.array.write(i, value)
 
 
-def read_registers(pipe: Pipeline, msg: p4runtime_pb2.RegisterEntry) -> Iterator[p4runtime_pb2.Entity]:
+def read_registers(scope: ReadScope, msg: p4runtime_pb2.RegisterEntry) -> Iterator[p4runtime_pb2.Entity]:
+    pipe = scope.pipe
     registers = [pipe.map.register(msg.register_id)] if msg.register_id else list(pipe.map.registers.values())
-    out = []
-    for rm in registers:
-        for i in _indexes(msg, rm.size, rm.name):
-            raw = rm.array.read(i) or 0
-            data = (codec.from_sint(codec.to_signed(raw, rm.bitwidth)) if rm.signed else codec.from_uint(raw))
-            out.append(p4runtime_pb2.Entity(register_entry=p4runtime_pb2.RegisterEntry(
-                register_id=rm.id, index=p4runtime_pb2.Index(index=i), data=p4data_pb2.P4Data(bitstring=data))))
-    return iter(out)
+    sources = [(rm, _cells(scope, msg, ("register", rm.id), rm.size, rm.name,
+                           lambda rm=rm: list(rm.array.values), rm.array.read))
+               for rm in registers]
+
+    def build(item: tuple) -> p4runtime_pb2.Entity:
+        rm, i, raw = item
+        raw = raw or 0
+        data = (codec.from_sint(codec.to_signed(raw, rm.bitwidth)) if rm.signed else codec.from_uint(raw))
+        return p4runtime_pb2.Entity(register_entry=p4runtime_pb2.RegisterEntry(
+            register_id=rm.id, index=p4runtime_pb2.Index(index=i), data=p4data_pb2.P4Data(bitstring=data)))
+    return scope.each(((rm, i, v) for rm, cells in sources for i, v in cells), build)
 
 
 # -- parser value sets -----------------------------------------------------------------------
@@ -291,7 +335,8 @@ def _field_value_vs(name: str, f, fm: p4runtime_pb2.FieldMatch) -> int:
     return codec.to_uint(fm.exact.value, f.bitwidth, f"value set '{name}', match field '{f.name}'")
 
 
-def read_value_sets(pipe: Pipeline, msg: p4runtime_pb2.ValueSetEntry) -> Iterator[p4runtime_pb2.Entity]:
+def read_value_sets(scope: ReadScope, msg: p4runtime_pb2.ValueSetEntry) -> Iterator[p4runtime_pb2.Entity]:
+    pipe = scope.pipe
     sets = [pipe.map.value_set(msg.value_set_id)] if msg.value_set_id else list(pipe.map.value_sets.values())
     out = []
     for vm in sets:
@@ -326,7 +371,8 @@ def write_digest(pipe: Pipeline, utype: int, msg: p4runtime_pb2.DigestEntry) -> 
     pipe.digest_configs[msg.digest_id] = entry
 
 
-def read_digests(pipe: Pipeline, msg: p4runtime_pb2.DigestEntry) -> Iterator[p4runtime_pb2.Entity]:
+def read_digests(scope: ReadScope, msg: p4runtime_pb2.DigestEntry) -> Iterator[p4runtime_pb2.Entity]:
+    pipe = scope.pipe
     if msg.digest_id:
         if msg.digest_id not in pipe.map.digests:
             raise not_found(f"no digest with id {msg.digest_id:#x} in the P4Info")

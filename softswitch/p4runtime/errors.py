@@ -9,6 +9,7 @@ from google.rpc import code_pb2
 
 OK = code_pb2.OK
 CANCELLED = code_pb2.CANCELLED
+ABORTED = code_pb2.ABORTED
 UNKNOWN = code_pb2.UNKNOWN
 INVALID_ARGUMENT = code_pb2.INVALID_ARGUMENT
 DEADLINE_EXCEEDED = code_pb2.DEADLINE_EXCEEDED
@@ -25,11 +26,17 @@ UNAVAILABLE = code_pb2.UNAVAILABLE
 # Error space reported in p4.v1.Error, the one PI uses for simple_switch.
 ERROR_SPACE = "ALL-sswitch-p4org"
 
+# Bounds on what an error says, whatever the client sent: a message holds at most
+# MAX_MESSAGE_CHARS characters, a bytestring shown in it at most VALUE_PREVIEW_BYTES bytes.
+MAX_MESSAGE_CHARS = 512
+VALUE_PREVIEW_BYTES = 16
+
 
 class P4RTError(Exception):
     """A request the server rejects; ``code`` is a google.rpc.Code number."""
 
     def __init__(self, code: int, message: str):
+        message = clip(message, MAX_MESSAGE_CHARS)
         super().__init__(message)
         self.code = code
         self.message = message
@@ -41,12 +48,33 @@ class P4RTError(Exception):
     def __str__(self) -> str:
         return f"{self.code_name}: {self.message}"
 
+    def detached(self) -> "P4RTError":
+        """This error without its traceback and chained exceptions, to be kept (in a batch's
+        results) without keeping the frames it was raised in and the request they held."""
+        self.__traceback__ = self.__context__ = self.__cause__ = None
+        return self
+
 
 def code_name(code: int) -> str:
     try:
         return code_pb2.Code.Name(code)
     except ValueError:
         return f"CODE_{code}"
+
+
+def show_bytes(data: bytes, limit: int = VALUE_PREVIEW_BYTES) -> str:
+    """A bytestring for an error message: hex of at most ``limit`` bytes, then its length."""
+    if len(data) <= limit:
+        return "0x" + data.hex()
+    return f"0x{data[:limit].hex()}... ({len(data)} bytes)"
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters, saying how long it was."""
+    if len(text) <= limit:
+        return text
+    tail = f"... ({len(text)} characters)"
+    return text[:max(0, limit - len(tail))] + tail
 
 
 def invalid(message: str) -> P4RTError:

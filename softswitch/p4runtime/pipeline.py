@@ -15,6 +15,7 @@ from p4.v1 import p4runtime_pb2
 from ..pipeline.errors import ProgramError
 from ..pipeline.program import Program
 from ..runtime.pre import ReplicationEngine
+from . import wire
 from .errors import invalid
 from .p4info_map import PipelineMap, build_map
 
@@ -99,41 +100,11 @@ def extract_bmv2_json(device_config: bytes) -> bytes:
 
 def _legacy_device_data(buf: bytes) -> bytes | None:
     """Field 3 (device_data) of a serialized P4DeviceConfig, or None if ``buf`` is not one."""
-    pos, n, found = 0, len(buf), None
+    found = None
     try:
-        while pos < n:
-            key, pos = _varint(buf, pos)
-            num, wire = key >> 3, key & 7
-            if num == 0:
-                return None
-            if wire == 0:
-                _, pos = _varint(buf, pos)
-            elif wire == 2:
-                length, pos = _varint(buf, pos)
-                if pos + length > n:
-                    return None
-                if num == 3:
-                    found = buf[pos:pos + length]
-                pos += length
-            elif wire == 1:
-                pos += 8
-            elif wire == 5:
-                pos += 4
-            else:
-                return None
-    except IndexError:
+        for f in wire.fields(buf):
+            if f.number == 3 and f.wire_type == wire.LEN:
+                found = buf[f.value:f.end]
+    except ValueError:
         return None
-    return found if pos == n else None
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result, shift = 0, 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise IndexError("varint too long")
+    return found

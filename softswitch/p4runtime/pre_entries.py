@@ -13,6 +13,7 @@ from p4.v1 import p4runtime_pb2
 from ..runtime.tables import TableError
 from .errors import P4RTError, from_table_error, invalid, not_found, out_of_range, unimplemented, ALREADY_EXISTS
 from .pipeline import CloneSessionRecord, McGroupRecord, PreState, ReplicaRecord
+from .reads import ReadScope
 
 Update = p4runtime_pb2.Update
 FIRST_RESERVED_GROUP = 1 << 15        # PI's PreMcMgr::first_reserved_group_id()
@@ -139,9 +140,11 @@ def _write_session(pre: PreState, utype: int, s: p4runtime_pb2.CloneSessionEntry
     pre.sessions[sid] = CloneSessionRecord(replicas, 0, s.packet_length_bytes)
 
 
-def read_pre(pre: PreState, msg: p4runtime_pb2.PacketReplicationEngineEntry) -> Iterator[p4runtime_pb2.Entity]:
+def read_pre(scope: ReadScope, msg: p4runtime_pb2.PacketReplicationEngineEntry) -> Iterator[p4runtime_pb2.Entity]:
+    """Multicast groups or clone sessions; writes replace their records, never change them, so
+    a copy of the dict is a copy of the state."""
+    pre: PreState = scope.pipe.pre
     kind = msg.WhichOneof("type")
-    out = []
     if kind == "multicast_group_entry":
         gid = msg.multicast_group_entry.multicast_group_id
         if gid:
@@ -149,30 +152,34 @@ def read_pre(pre: PreState, msg: p4runtime_pb2.PacketReplicationEngineEntry) -> 
                 raise out_of_range(f"multicast group id {gid} is too high (at most {FIRST_RESERVED_GROUP - 1})")
             if gid not in pre.groups:
                 raise not_found(f"multicast group {gid} does not exist")
-            ids = [gid]
+            named = [(gid, pre.groups[gid])]
         else:
-            ids = sorted(pre.groups)
-        for i in ids:
-            rec = pre.groups[i]
-            e = p4runtime_pb2.MulticastGroupEntry(multicast_group_id=i, metadata=rec.metadata)
-            e.replicas.extend(_replica_protos(rec.replicas))
-            out.append(p4runtime_pb2.Entity(
-                packet_replication_engine_entry=p4runtime_pb2.PacketReplicationEngineEntry(multicast_group_entry=e)))
-    elif kind == "clone_session_entry":
+            named = sorted(scope.once("multicast groups", lambda: dict(pre.groups)).items())
+        return scope.each(named, _group_entity)
+    if kind == "clone_session_entry":
         sid = msg.clone_session_entry.session_id
         if sid:
             if sid not in pre.sessions:
                 raise not_found(f"clone session {sid} does not exist")
-            ids = [sid]
+            named = [(sid, pre.sessions[sid])]
         else:
-            ids = sorted(pre.sessions)
-        for i in ids:
-            rec = pre.sessions[i]
-            e = p4runtime_pb2.CloneSessionEntry(session_id=i, class_of_service=rec.class_of_service,
-                                                packet_length_bytes=rec.packet_length_bytes)
-            e.replicas.extend(_replica_protos(rec.replicas))
-            out.append(p4runtime_pb2.Entity(
-                packet_replication_engine_entry=p4runtime_pb2.PacketReplicationEngineEntry(clone_session_entry=e)))
-    else:
-        raise invalid("PacketReplicationEngineEntry has neither a multicast group nor a clone session")
-    return iter(out)
+            named = sorted(scope.once("clone sessions", lambda: dict(pre.sessions)).items())
+        return scope.each(named, _session_entity)
+    raise invalid("PacketReplicationEngineEntry has neither a multicast group nor a clone session")
+
+
+def _group_entity(item: tuple[int, McGroupRecord]) -> p4runtime_pb2.Entity:
+    gid, rec = item
+    e = p4runtime_pb2.MulticastGroupEntry(multicast_group_id=gid, metadata=rec.metadata)
+    e.replicas.extend(_replica_protos(rec.replicas))
+    return p4runtime_pb2.Entity(
+        packet_replication_engine_entry=p4runtime_pb2.PacketReplicationEngineEntry(multicast_group_entry=e))
+
+
+def _session_entity(item: tuple[int, CloneSessionRecord]) -> p4runtime_pb2.Entity:
+    sid, rec = item
+    e = p4runtime_pb2.CloneSessionEntry(session_id=sid, class_of_service=rec.class_of_service,
+                                        packet_length_bytes=rec.packet_length_bytes)
+    e.replicas.extend(_replica_protos(rec.replicas))
+    return p4runtime_pb2.Entity(
+        packet_replication_engine_entry=p4runtime_pb2.PacketReplicationEngineEntry(clone_session_entry=e))

@@ -7,17 +7,18 @@ simple_switch_grpc uses.
 """
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from p4.v1 import p4runtime_pb2
 
 from ..runtime.stateful import Meter
 from ..runtime.tables import ActionSpec, Entry, TableError
 from . import codec
-from .errors import P4RTError, from_table_error, invalid, not_found, unimplemented, PERMISSION_DENIED
+from .errors import P4RTError, from_table_error, invalid, not_found, show_bytes, unimplemented, PERMISSION_DENIED
 from .p4info_map import (COUNTER_BYTES, COUNTER_PACKETS, DEFAULT_ONLY, EXACT, LPM, MATCH_TYPE_NAMES, OPTIONAL,
                          RANGE, TABLE_ONLY, TERNARY, ActionMap, FieldMap, PipelineMap, TableMap)
 from .pipeline import DefaultEntryMeta, Pipeline
+from .reads import ReadScope
 
 Update = p4runtime_pb2.Update
 _FM_KIND = {EXACT: "exact", LPM: "lpm", TERNARY: "ternary", RANGE: "range", OPTIONAL: "optional"}
@@ -79,7 +80,7 @@ def _field_value(tm: TableMap, f: FieldMap, fm: p4runtime_pb2.FieldMatch):
         if plen == 0:
             raise invalid(f"{what}: a prefix length of 0 is a don't-care match: omit the field instead")
         if v & ((1 << (w - plen)) - 1):
-            raise invalid(f"{what}: value {codec.from_uint(v).hex()} has bits set beyond the /{plen} prefix")
+            raise invalid(f"{what}: value {show_bytes(codec.from_uint(v))} has bits set beyond the /{plen} prefix")
         return (v << s, plen + f.lead)
     if kind == "ternary":
         v = codec.to_uint(fm.ternary.value, w, what)
@@ -235,8 +236,8 @@ def meter_config_values(cfg: p4runtime_pb2.MeterConfig, meter_type: int, what: s
     return (cir, cburst, pir, pburst)
 
 
-def meter_to_proto(meter: Meter | None) -> p4runtime_pb2.MeterConfig | None:
-    cfg = meter.config() if meter is not None else None
+def meter_config_proto(cfg: tuple | None) -> p4runtime_pb2.MeterConfig | None:
+    """The MeterConfig of a `Meter.config()` tuple (None: unconfigured, no config)."""
     if cfg is None:
         return None
     cir, cburst, pir, pburst = cfg
@@ -379,8 +380,43 @@ def _table_op(fn) -> None:
         raise from_table_error(e) from None
 
 
-# -- reads -----------------------------------------------------------------------------------
-def read_table_entries(pipe: Pipeline, te: p4runtime_pb2.TableEntry) -> Iterator[p4runtime_pb2.Entity]:
+# -- reads ---------------------------------------------------------------------------------
+class EntryView(NamedTuple):
+    """A table entry as a Read copies it under the lock (the meter as its configuration)."""
+
+    match: tuple
+    priority: int
+    action: ActionSpec | None
+    data: tuple
+    member: int | None
+    group: int | None
+    packets: int
+    bytes: int
+    meter: tuple | None
+    extra: dict
+
+
+def entry_view(e: Entry) -> EntryView:
+    return EntryView(e.match, e.priority, e.action, e.data, e.member, e.group, e.packets, e.bytes,
+                     e.meter.config() if e.meter is not None else None, e.extra)
+
+
+def table_views(scope: ReadScope, tm: TableMap) -> list[EntryView]:
+    """Every entry of the table, copied once per Read."""
+    return scope.once(("table", tm.id), lambda: [entry_view(e) for e in tm.table])
+
+
+def _named_entries(scope: ReadScope, tm: TableMap, te: p4runtime_pb2.TableEntry) -> list[EntryView]:
+    """The entry ``te``'s match names, or every entry when it names none."""
+    if not te.match:
+        return table_views(scope, tm)
+    match, prio = build_match(tm, te)
+    e = tm.table.get(match, prio)
+    return [entry_view(e)] if e is not None else []
+
+
+def read_table_entries(scope: ReadScope, te: p4runtime_pb2.TableEntry) -> Iterator[p4runtime_pb2.Entity]:
+    pipe = scope.pipe
     m = pipe.map
     if te.table_id == 0:
         if te.match:
@@ -391,27 +427,27 @@ def read_table_entries(pipe: Pipeline, te: p4runtime_pb2.TableEntry) -> Iterator
     if te.HasField("time_since_last_hit") and not te.is_default_action and any(not t.idle_timeout for t in tables):
         raise invalid("time_since_last_hit can only be requested for tables that support idle timeout "
                       "(this includes wildcard reads)")
-    result = []
-    for tm in tables:
-        if te.is_default_action:
-            if te.HasField("time_since_last_hit"):
-                raise invalid("default entries do not support idle timeout: time_since_last_hit must be unset")
-            result.append(_default_entity(pipe, tm))
-            continue
-        if te.match:
-            match, prio = build_match(tm, te)
-            e = tm.table.get(match, prio)
-            entries = [e] if e is not None else []
-        else:
-            entries = list(tm.table)
-        for e in entries:
-            if not _passes_filters(pipe, tm, e, te):
-                continue
-            result.append(p4runtime_pb2.Entity(table_entry=entry_to_proto(pipe, tm, e, te)))
-    return iter(result)
+    if te.HasField("meter_counter_data"):
+        raise unimplemented("per-color meter counters (meter_counter_data) are not supported")
+    if te.is_default_action:
+        if te.HasField("time_since_last_hit"):
+            raise invalid("default entries do not support idle timeout: time_since_last_hit must be unset")
+        return iter([_default_entity(pipe, tm) for tm in tables])
+    sources = [(tm, _named_entries(scope, tm, te)) for tm in tables]
+
+    def build(item: tuple[TableMap, EntryView]) -> p4runtime_pb2.Entity | None:
+        tm, e = item
+        if not _passes_filters(pipe, tm, e, te):
+            return None
+        return p4runtime_pb2.Entity(table_entry=entry_to_proto(pipe, tm, e, te))
+    return scope.each(_pairs(sources), build)
 
 
-def _passes_filters(pipe: Pipeline, tm: TableMap, e: Entry, te: p4runtime_pb2.TableEntry) -> bool:
+def _pairs(sources: list[tuple[TableMap, list[EntryView]]]) -> Iterator[tuple[TableMap, EntryView]]:
+    return ((tm, e) for tm, views in sources for e in views)
+
+
+def _passes_filters(pipe: Pipeline, tm: TableMap, e: EntryView, te: p4runtime_pb2.TableEntry) -> bool:
     if te.priority and tm.needs_priority and e.priority != te.priority and not te.match:
         return False
     if te.controller_metadata and e.extra.get("controller_metadata", 0) != te.controller_metadata:
@@ -424,7 +460,7 @@ def _passes_filters(pipe: Pipeline, tm: TableMap, e: Entry, te: p4runtime_pb2.Ta
     return True
 
 
-def entry_to_proto(pipe: Pipeline, tm: TableMap, e: Entry, request: p4runtime_pb2.TableEntry | None = None
+def entry_to_proto(pipe: Pipeline, tm: TableMap, e: EntryView, request: p4runtime_pb2.TableEntry | None = None
                    ) -> p4runtime_pb2.TableEntry:
     out = p4runtime_pb2.TableEntry(table_id=tm.id)
     out.match.extend(match_to_proto(tm, e.match))
@@ -448,11 +484,9 @@ def entry_to_proto(pipe: Pipeline, tm: TableMap, e: Entry, request: p4runtime_pb
             out.counter_data.packet_count = e.packets
             out.counter_data.byte_count = e.bytes
         if request.HasField("meter_config") and tm.direct_meter is not None:
-            cfg = meter_to_proto(e.meter)
+            cfg = meter_config_proto(e.meter)
             if cfg is not None:
                 out.meter_config.CopyFrom(cfg)
-        if request.HasField("meter_counter_data"):
-            raise unimplemented("per-color meter counters (meter_counter_data) are not supported")
         if request.HasField("time_since_last_hit") and tm.idle_timeout:
             out.time_since_last_hit.elapsed_ns = 0
     return out
@@ -487,12 +521,25 @@ def _direct_target(pipe: Pipeline, te: p4runtime_pb2.TableEntry, kind: str) -> t
     return tm, entry
 
 
-def _key_proto(tm: TableMap, e: Entry) -> p4runtime_pb2.TableEntry:
+def _key_proto(tm: TableMap, e: EntryView) -> p4runtime_pb2.TableEntry:
     out = p4runtime_pb2.TableEntry(table_id=tm.id)
     out.match.extend(match_to_proto(tm, e.match))
     if tm.needs_priority:
         out.priority = e.priority
     return out
+
+
+def _direct_entries(scope: ReadScope, te: p4runtime_pb2.TableEntry, kind: str) -> Iterator[tuple[TableMap, EntryView]]:
+    """(table, entry) pairs a DirectCounterEntry / DirectMeterEntry read names."""
+    if te.table_id and (te.match or te.is_default_action):
+        tm, e = _direct_target(scope.pipe, te, kind)
+        return _pairs([(tm, [entry_view(e)])])
+    pipe = scope.pipe
+    tables = [pipe.map.table(te.table_id)] if te.table_id else list(pipe.map.tables.values())
+    has = (lambda tm: tm.direct_counter is not None) if kind == "counter" else (lambda tm: tm.direct_meter is not None)
+    if te.table_id and not has(tables[0]):
+        raise invalid(f"table '{tables[0].name}' has no direct {kind}")
+    return _pairs([(tm, table_views(scope, tm)) for tm in tables if has(tm)])
 
 
 def write_direct_counter(pipe: Pipeline, utype: int, dce: p4runtime_pb2.DirectCounterEntry) -> None:
@@ -505,22 +552,16 @@ def write_direct_counter(pipe: Pipeline, utype: int, dce: p4runtime_pb2.DirectCo
         entry.packets, entry.bytes = counter_values(dce.data, tm.direct_counter.unit, f"table '{tm.name}'")
 
 
-def read_direct_counters(pipe: Pipeline, dce: p4runtime_pb2.DirectCounterEntry) -> Iterator[p4runtime_pb2.Entity]:
+def read_direct_counters(scope: ReadScope, dce: p4runtime_pb2.DirectCounterEntry
+                         ) -> Iterator[p4runtime_pb2.Entity]:
     if not dce.HasField("table_entry"):
         raise invalid("DirectCounterEntry needs its table_entry (table_id 0 reads all tables)")
-    te = dce.table_entry
-    out = []
-    if te.table_id and (te.match or te.is_default_action):
-        tm, e = _direct_target(pipe, te, "counter")
-        out.append((tm, e))
-    else:
-        tables = [pipe.map.table(te.table_id)] if te.table_id else list(pipe.map.tables.values())
-        if te.table_id and tables[0].direct_counter is None:
-            raise invalid(f"table '{tables[0].name}' has no direct counter")
-        out = [(tm, e) for tm in tables if tm.direct_counter is not None for e in tm.table]
-    return iter([p4runtime_pb2.Entity(direct_counter_entry=p4runtime_pb2.DirectCounterEntry(
-        table_entry=_key_proto(tm, e), data=p4runtime_pb2.CounterData(packet_count=e.packets, byte_count=e.bytes)))
-        for tm, e in out])
+
+    def build(item: tuple[TableMap, EntryView]) -> p4runtime_pb2.Entity:
+        tm, e = item
+        return p4runtime_pb2.Entity(direct_counter_entry=p4runtime_pb2.DirectCounterEntry(
+            table_entry=_key_proto(tm, e), data=p4runtime_pb2.CounterData(packet_count=e.packets, byte_count=e.bytes)))
+    return scope.each(_direct_entries(scope, dce.table_entry, "counter"), build)
 
 
 def write_direct_meter(pipe: Pipeline, utype: int, dme: p4runtime_pb2.DirectMeterEntry) -> None:
@@ -537,24 +578,17 @@ def write_direct_meter(pipe: Pipeline, utype: int, dme: p4runtime_pb2.DirectMete
         _set_meter(entry.meter, values)
 
 
-def read_direct_meters(pipe: Pipeline, dme: p4runtime_pb2.DirectMeterEntry) -> Iterator[p4runtime_pb2.Entity]:
+def read_direct_meters(scope: ReadScope, dme: p4runtime_pb2.DirectMeterEntry) -> Iterator[p4runtime_pb2.Entity]:
     if not dme.HasField("table_entry"):
         raise invalid("DirectMeterEntry needs its table_entry (table_id 0 reads all tables)")
     if dme.HasField("counter_data"):
         raise unimplemented("per-color meter counters (counter_data) are not supported")
-    te = dme.table_entry
-    if te.table_id and (te.match or te.is_default_action):
-        pairs = [_direct_target(pipe, te, "meter")]
-    else:
-        tables = [pipe.map.table(te.table_id)] if te.table_id else list(pipe.map.tables.values())
-        if te.table_id and tables[0].direct_meter is None:
-            raise invalid(f"table '{tables[0].name}' has no direct meter")
-        pairs = [(tm, e) for tm in tables if tm.direct_meter is not None for e in tm.table]
-    out = []
-    for tm, e in pairs:
+
+    def build(item: tuple[TableMap, EntryView]) -> p4runtime_pb2.Entity:
+        tm, e = item
         dm = p4runtime_pb2.DirectMeterEntry(table_entry=_key_proto(tm, e))
-        cfg = meter_to_proto(e.meter)
+        cfg = meter_config_proto(e.meter)
         if cfg is not None:
             dm.config.CopyFrom(cfg)
-        out.append(p4runtime_pb2.Entity(direct_meter_entry=dm))
-    return iter(out)
+        return p4runtime_pb2.Entity(direct_meter_entry=dm)
+    return scope.each(_direct_entries(scope, dme.table_entry, "meter"), build)

@@ -1,0 +1,304 @@
+"""softswitch's P4Runtime server under requests meant to hurt it: a Read repeating a large table,
+values far wider than their fields, batches whose errors overflow a trailer, requests over the
+size limits, and streams that never arbitrate. Each runs against a real softswitch process (or an
+in-process one where the test must shorten a timeout) through real gRPC clients, some of them
+with gRPC's default settings, and checks that the server answers with the status it should and
+that a controller is still served.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+import grpc
+import pytest
+from google.rpc import code_pb2
+from p4.v1 import p4runtime_pb2 as pb
+
+from p4rt_support import (INS, Client, Stream, action, exact, require_program, running_switch, softswitch_process,
+                          table_entry, update_errors)
+from softswitch.p4runtime import intake, status, wire
+from softswitch.p4runtime.errors import MAX_MESSAGE_CHARS
+from softswitch.p4runtime.server import MAX_CONCURRENT_READS
+from softswitch.p4runtime.streams import MAX_JOINED_STREAMS, MAX_PENDING_STREAMS
+
+ENTRIES = 1024                  # t_exact of tests/p4/tables.p4 holds this many
+
+
+@pytest.fixture
+def tables_prog():
+    return require_program("tables")
+
+
+@pytest.fixture
+def target():
+    with softswitch_process() as t:
+        yield t
+
+
+@pytest.fixture
+def primary(target, tables_prog):
+    """The primary controller of the target, with the tables program pushed."""
+    c = Client(target.grpc_addr)
+    c.open_stream()
+    c.set_pipeline(tables_prog)
+    yield c
+    c.close()
+
+
+def _exact_entry(p, key: int, value: bytes = b"\x01") -> pb.Entity:
+    return table_entry(p.table_id("t_exact"), [exact(p.field_id("t_exact", "k16"), key.to_bytes(2, "big"))],
+                       action(p.action_id("set_exact"), value))
+
+
+def _hit_entry(p) -> pb.Entity:
+    return table_entry(p.table_id("t_hit"), [exact(p.field_id("t_hit", "k16"), b"\x01")],
+                       action(p.action_id("set_hit"), b"\x01"))
+
+
+def _whole_table(p) -> pb.Entity:
+    return pb.Entity(table_entry=pb.TableEntry(table_id=p.table_id("t_exact")))
+
+
+def _whole_table_variants(p, n: int = 2000) -> list[pb.Entity]:
+    """``n`` distinct requests for the whole t_exact (a filter on the parameters of no action
+    filters nothing): no merging helps against them, only the deadline stops them."""
+    out = []
+    for i in range(n):
+        e = _whole_table(p)
+        e.table_entry.action.action.params.add(param_id=i + 1)
+        out.append(e)
+    return out
+
+
+def _read(client: Client, entities: list[pb.Entity], timeout: float) -> list[pb.Entity]:
+    out = []
+    for resp in client.stub.Read(pb.ReadRequest(device_id=1, entities=entities), timeout=timeout):
+        out.extend(resp.entities)
+    return out
+
+
+# -- item 2: a hostile Read ---------------------------------------------------------------------------
+def test_hostile_reads_do_not_hold_off_the_primarys_write(target, primary, tables_prog):
+    p = tables_prog
+    primary.write_ok(*[(INS, _exact_entry(p, k)) for k in range(ENTRIES)])
+    hostile = Client(target.grpc_addr, election=None)        # never arbitrates
+    whole, variants = _whole_table(p), _whole_table_variants(p)
+    outcome: dict[str, object] = {}
+
+    def repeated() -> None:
+        outcome["repeated"] = _read(hostile, [whole] * 20000, timeout=60)
+
+    def distinct(n: int) -> None:
+        try:
+            _read(hostile, variants, timeout=4)
+            outcome[f"distinct{n}"] = "finished"
+        except grpc.RpcError as e:
+            outcome[f"distinct{n}"] = e.code()
+
+    threads = [threading.Thread(target=repeated)] + [threading.Thread(target=distinct, args=(n,))
+                                                      for n in range(MAX_CONCURRENT_READS - 1)]
+    for t in threads:
+        t.start()
+    time.sleep(0.5)                                   # the Reads are being answered
+    t0 = time.monotonic()
+    primary.write_ok((INS, _hit_entry(p)))           # its timeout is 10 s
+    waited = time.monotonic() - t0
+    print(f"\nthe primary's Write waited {waited * 1000:.0f} ms while {len(threads)} hostile Reads ran")
+    for t in threads:
+        t.join(timeout=90)
+    # a request naming the table 20,000 times is answered with each entry once
+    got = outcome["repeated"]
+    assert len(got) == ENTRIES, len(got)
+    assert len({e.SerializeToString() for e in got}) == ENTRIES
+    # 2,000 distinct whole-table requests (two million entries) end at their deadline ...
+    for n in range(MAX_CONCURRENT_READS - 1):
+        assert outcome[f"distinct{n}"] == grpc.StatusCode.DEADLINE_EXCEEDED, outcome
+    # ... and the server stopped building them: every Read slot is free again
+    deadline = time.monotonic() + 20
+    while True:
+        results: list = []
+        readers = [threading.Thread(target=lambda: results.append(_try_read(hostile, whole)))
+                   for _ in range(MAX_CONCURRENT_READS)]
+        for t in readers:
+            t.start()
+        for t in readers:
+            t.join()
+        if all(r == ENTRIES for r in results) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert results == [ENTRIES] * MAX_CONCURRENT_READS, results
+    hostile.close()
+
+
+def _try_read(client: Client, entity: pb.Entity) -> int | grpc.StatusCode:
+    try:
+        return len(_read(client, [entity], timeout=20))
+    except grpc.RpcError as e:
+        return e.code()
+
+
+def test_reads_beyond_the_concurrency_limit_are_refused_and_writes_go_on(target, primary, tables_prog):
+    p = tables_prog
+    primary.write_ok(*[(INS, _exact_entry(p, k)) for k in range(ENTRIES)])
+    whole, variants = _whole_table(p), _whole_table_variants(p)
+    # clients that start Reads and never take the answers (no deadline either)
+    idle = [Client(target.grpc_addr, election=None) for _ in range(MAX_CONCURRENT_READS)]
+    calls = [c.stub.Read(pb.ReadRequest(device_id=1, entities=variants)) for c in idle]
+    try:
+        time.sleep(1.0)
+        with pytest.raises(grpc.RpcError) as e:
+            _read(primary, [whole], timeout=10)
+        assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "Reads" in e.value.details()
+        primary.write_ok((INS, _hit_entry(p)))
+    finally:
+        for call in calls:
+            call.cancel()
+        for c in idle:
+            c.close()
+    deadline = time.monotonic() + 20
+    while _try_read(primary, whole) != ENTRIES and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _try_read(primary, whole) == ENTRIES
+
+
+# -- item 3: bounded messages and trailers --------------------------------------------------------------
+def test_oversized_match_value_is_out_of_range_with_a_bounded_message(target, primary, tables_prog):
+    p = tables_prog
+    default = Client(target.grpc_addr, election=(0, 2), options=[])     # gRPC's own limits
+    default.open_stream()                                                # the new primary
+
+    def entity(size: int) -> pb.Entity:
+        return table_entry(p.table_id("t_exact"), [exact(p.field_id("t_exact", "k16"), b"\x01" * size)],
+                           action(p.action_id("set_exact"), b"\x01"))
+    huge = 3 << 20                                   # within the Write bound, 200,000 times too wide
+    (code, message), = default.write((INS, entity(huge)))
+    assert code == "OUT_OF_RANGE"
+    assert f"({huge} bytes)" in message and len(message) <= MAX_MESSAGE_CHARS, message
+    with pytest.raises(grpc.RpcError) as e:          # a Read of one such key: its own status
+        default.read(entity(128 << 10))
+    assert e.value.code() == grpc.StatusCode.OUT_OF_RANGE
+    assert f"({128 << 10} bytes)" in e.value.details() and len(e.value.details()) <= status.MAX_STATUS_MESSAGE
+    default.close()
+
+
+def test_a_batch_of_ten_thousand_failures_reaches_a_default_client(target, primary, tables_prog):
+    p = tables_prog
+    default = Client(target.grpc_addr, election=(0, 2), options=[])
+    default.open_stream()
+    wide = exact(p.field_id("t_exact", "k16"), b"\x07" * 300)   # OUT_OF_RANGE, quoted in its message
+    bad_table = table_entry(0x0DEAD, [], action(p.action_id("set_exact"), b"\x01"))     # NOT_FOUND
+    updates = [(INS, _exact_entry(p, 1))]
+    expected = ["OK"]
+    for n in range(9999):
+        if n % 2:
+            updates.append((INS, table_entry(p.table_id("t_exact"), [wide], action(p.action_id("set_exact"), b"\x01"))))
+            expected.append("OUT_OF_RANGE")
+        else:
+            updates.append((INS, bad_table))
+            expected.append("NOT_FOUND")
+    req = pb.WriteRequest(device_id=1, election_id=pb.Uint128(low=2))
+    for utype, entity in updates:
+        req.updates.add(type=utype, entity=entity)
+    with pytest.raises(grpc.RpcError) as e:
+        default.stub.Write(req, timeout=60)
+    err = e.value
+    assert err.code() == grpc.StatusCode.UNKNOWN, (err.code(), err.details())   # not RESOURCE_EXHAUSTED
+    details = update_errors(err)
+    assert details is not None and 10 <= len(details) < len(updates)
+    assert [code for code, _ in details] == expected[:len(details)]          # in order, from the first
+    assert all(len(m) <= status.MAX_DETAIL_MESSAGE for _, m in details)
+    assert "9999 of 10000 updates failed" in err.details()
+    assert f"details list updates 0..{len(details) - 1} only" in err.details()
+    assert len(err.details()) <= status.MAX_STATUS_MESSAGE
+    trailer = dict(err.trailing_metadata())["grpc-status-details-bin"]
+    assert len(trailer) < 8192                       # gRPC's default limit for a client's metadata
+    assert default.read(pb.Entity(table_entry=pb.TableEntry(table_id=p.table_id("t_exact")))) != []
+    default.close()
+
+
+# -- item 3: request size limits --------------------------------------------------------------------------
+def test_requests_over_the_limits_are_refused_before_they_cost_memory(target, primary, tables_prog):
+    p = tables_prog
+    sender = grpc.insecure_channel(target.grpc_addr, options=[("grpc.max_send_message_length", -1)])
+    raw = {name: sender.unary_unary(f"/p4.v1.P4Runtime/{name}", request_serializer=None, response_deserializer=None)
+           for name in ("SetForwardingPipelineConfig", "Write")}
+    rss_before = target.memory_mib()
+    # over gRPC's own limit: gRPC refuses it
+    req = pb.SetForwardingPipelineConfigRequest(device_id=1, election_id=pb.Uint128(low=1),
+                                                action=pb.SetForwardingPipelineConfigRequest.VERIFY)
+    req.config.p4info.CopyFrom(p.p4info)
+    req.config.p4_device_config = b" " * (intake.MAX_REQUEST_BYTES + 1)
+    with pytest.raises(grpc.RpcError) as e:
+        raw["SetForwardingPipelineConfig"](req.SerializeToString(), timeout=30)
+    assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    # within gRPC's limit but over the Write bound: refused unparsed (parsed at once, 4 MiB of
+    # updates took a gigabyte)
+    updates_field = pb.WriteRequest.DESCRIPTOR.fields_by_name["updates"].number
+    update = wire.length_delimited(updates_field, pb.Update(type=INS, entity=_exact_entry(p, 1)).SerializeToString())
+    data = pb.WriteRequest(device_id=1, election_id=pb.Uint128(low=1)).SerializeToString() + \
+        update * (intake.MAX_WRITE_BYTES // len(update) + 1000)
+    assert len(data) > intake.MAX_WRITE_BYTES
+    with pytest.raises(grpc.RpcError) as e:
+        raw["Write"](data, timeout=30)
+    assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "limit" in e.value.details()
+    # a P4Info over its bound inside an acceptable request
+    big_info = pb.SetForwardingPipelineConfigRequest(device_id=1, election_id=pb.Uint128(low=1),
+                                                     action=pb.SetForwardingPipelineConfigRequest.VERIFY)
+    big_info.config.p4info.CopyFrom(p.p4info)
+    big_info.config.p4info.pkg_info.doc.description = "x" * (intake.MAX_P4INFO_BYTES + 1)
+    with pytest.raises(grpc.RpcError) as e:
+        raw["SetForwardingPipelineConfig"](big_info.SerializeToString(), timeout=30)
+    assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "P4Info" in e.value.details()
+    grown = target.memory_mib("VmHWM") - rss_before
+    print(f"\nthe server's peak resident memory grew {grown:.1f} MiB over three refused requests "
+          f"of {len(req.SerializeToString()) >> 20}, {len(data) >> 20} and {intake.MAX_P4INFO_BYTES >> 20} MiB")
+    assert grown < 64, grown
+    primary.write_ok((INS, _exact_entry(p, 7)))
+    sender.close()
+
+
+# -- item 4: streams ------------------------------------------------------------------------------------
+def test_idle_streams_cannot_lock_out_a_controller(target, tables_prog):
+    c = Client(target.grpc_addr, election=None)
+    idle = [Stream(c.stub) for _ in range(MAX_PENDING_STREAMS + MAX_JOINED_STREAMS + 4)]
+    time.sleep(0.5)
+    # the oldest idle streams were closed to make room for newer ones
+    ended = [s.wait_end(timeout=5) for s in idle[:len(idle) - MAX_PENDING_STREAMS]]
+    assert ended == [grpc.StatusCode.RESOURCE_EXHAUSTED] * len(ended)
+    # observers (arbitrated without an election id) fill every place that arbitrated streams have
+    observers = []
+    for _ in range(MAX_JOINED_STREAMS):
+        s = Stream(c.stub)
+        s.arbitrate(None)
+        assert s.next("arbitration") is not None
+        observers.append(s)
+    controller = Client(target.grpc_addr, election=(0, 10))
+    s = controller.open_stream()                     # primary: asserted by open_stream
+    assert observers[0].wait_end(timeout=5) == grpc.StatusCode.RESOURCE_EXHAUSTED   # made room
+    assert all(not o.ended.is_set() for o in observers[1:])
+    # a newcomer that would not be primary gets no place
+    backup = Stream(c.stub)
+    backup.arbitrate((0, 3))
+    assert backup.wait_end(timeout=5) == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert not s.ended.is_set()
+    controller.set_pipeline(tables_prog)             # what only the primary may do
+    for x in idle + observers + [backup]:
+        x.close()
+    controller.close()
+    c.close()
+
+
+def test_a_stream_that_never_arbitrates_is_closed():
+    with running_switch(ports={}, arbitration_timeout=1.0) as (_, addr):
+        c = Client(addr, election=None)
+        silent = Stream(c.stub)
+        talker = Stream(c.stub)
+        talker.arbitrate((0, 1))
+        assert talker.next("arbitration").arbitration.status.code == code_pb2.OK
+        assert silent.wait_end(timeout=5) == grpc.StatusCode.DEADLINE_EXCEEDED
+        assert "arbitration" in silent.end_details
+        assert not talker.ended.is_set()
+        silent.close()
+        talker.close()
+        c.close()
