@@ -1,7 +1,7 @@
 """The aggregator's semantics as pure logic: an incoming packet in, the packets it causes out.
 
 This is the parameter server's core and the reference model fabric.p4's aggregation is tested
-against (/work/notes/agg_spec.md, "Aggregator semantics"). Per (slot, set) it keeps a bitmap of
+against (p4src/README.md, "In-network aggregation"). Per (slot, set) it keeps a bitmap of
 the children that contributed, their count, the max exponent, the OVERFLOW and DONE flags,
 AGG_VALUES int32 accumulators and, as fabric.p4's `agg_seq` does, the round's seq.
 

@@ -1,7 +1,7 @@
 """Wire format of in-network aggregation (the contract between fabric.p4, the controller and hosts).
 
 One packet is UDP to AGG_UDP_PORT carrying a 16-byte big-endian header and AGG_VALUES signed
-32-bit big-endian integers (see /work/notes/agg_spec.md, "Packet"):
+32-bit big-endian integers (see p4src/README.md, "In-network aggregation"):
 
     pkt_type u8 | flags u8 | job_id u16 | slot u16 | set u8 | worker_id u8 | num_workers u8 |
     exponent u8 | seq u32 | reserved u16

@@ -1,6 +1,6 @@
 """The worker side of in-network aggregation: `AllReduceClient.allreduce(tensor)`.
 
-Protocol (/work/notes/agg_spec.md, "Worker library behaviour"): the tensor is cut into chunks of
+Protocol (p4src/README.md, "In-network aggregation"): the tensor is cut into chunks of
 AGG_VALUES; chunk c travels on slot c % slots, one chunk outstanding per slot (window = slots).
 On the result of chunk c the worker sends chunk c + slots on the same slot in the other set.
 float32 chunks are quantised with an exponent the workers agree on without an extra round trip:
