@@ -36,6 +36,9 @@ aifabric_int_reports_decoded_total             counter  individual reports decod
 aifabric_int_reports_malformed_total           counter  malformed datagrams (label ``reason``)
 aifabric_int_reports_lost_total                counter  gaps in report sequence numbers
 =============================================  =======  =============================================
+
+More sources can be served from the same registry (``collectors``): the host agents' counters
+(``aifabric_hostagent_*``, `hostagent.agent.metrics.AgentCollector`).
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Mapping, Protocol
+from typing import Callable, Iterator, Mapping, Protocol, Sequence
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -227,7 +230,10 @@ class FabricMetrics:
         switch_names: Mapping[int, str] | None = None,
         queue_rates_pps: Mapping[tuple[str, int], int] | None = None,
         nominal_link_bps: float = NOMINAL_LINK_BPS,
+        collectors: Sequence[Collector] = (),
     ) -> None:
+        """``collectors``: more metric sources served beside the fabric's (e.g. the host agents',
+        `hostagent.agent.metrics.AgentCollector`)."""
         self.int_collector = int_collector
         self.poller = poller
         self.switch_names = dict(switch_names or {})
@@ -235,6 +241,8 @@ class FabricMetrics:
         self.nominal_link_bps = nominal_link_bps
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(_FabricCollector(self))
+        for extra in collectors:
+            self.registry.register(extra)
         self._server = None
         self._thread: threading.Thread | None = None
 
@@ -292,10 +300,11 @@ def fabric_metrics(
     *,
     interval: float = DEFAULT_POLL_INTERVAL,
     queue_rates_pps: Mapping[tuple[str, int], int] | None = None,
+    collectors: Sequence[Collector] = (),
 ) -> FabricMetrics:
     """An exporter wired to a `controller.fabric_controller.FabricController` (counters read
     through its sessions) and an INT collector; switch names from its fabric description. The
-    ECN counter is read when the pipeline has it."""
+    ECN counter is read when the pipeline has it. ``collectors``: see `FabricMetrics`."""
     fabric = controller.fabric  # type: ignore[attr-defined]
     p4info = controller.pipeline.p4info  # type: ignore[attr-defined]
     try:
@@ -314,5 +323,6 @@ def fabric_metrics(
         poller=poller,
         switch_names={sw.device_id: sw.name for sw in fabric.switches},
         queue_rates_pps=queue_rates_pps,
+        collectors=collectors,
     )
 

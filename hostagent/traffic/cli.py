@@ -37,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--swap-every", type=int, default=0,
                    help="testing: send sequence numbers q+1 before q for every multiple q of K")
     s.add_argument("--drop-every", type=int, default=0, help="testing: skip sequence numbers K-1, 2K-1, ...")
+    s.add_argument("--rate-control-port", type=int, default=0,
+                   help="take UDP flow rates from rate-control messages on 127.0.0.1:PORT (a host agent's "
+                        "DCQCN; see hostagent.traffic.ratecontrol); 0: off")
 
     r = sub.add_parser("receive", help="count the flows arriving at this host")
     r.add_argument("--udp-port", type=int, action="append", default=None,
@@ -68,7 +71,7 @@ def _send(args: argparse.Namespace) -> int:
     flows = _read_flows(args.flows)
     start_at = time.time() if args.start_at is None else args.start_at
     sent = run_sender(flows, start_at, impair=Impairments(args.swap_every, args.drop_every),
-                      tcp_timeout=args.tcp_timeout)
+                      tcp_timeout=args.tcp_timeout, rate_control_port=args.rate_control_port)
     print(json.dumps(sent.to_dict()), flush=True)
     return 1 if any(f.error for f in sent.flows) else 0
 

@@ -183,10 +183,12 @@ def start_receivers(hosts: Mapping[str, object], flows: Sequence[FlowSpec], *, q
 
 def start_senders(hosts: Mapping[str, object], flows: Sequence[FlowSpec], *, start_delay: float = 1.0,
                   addr_of: Callable[[str], str] | None = None, python: str = sys.executable,
-                  tcp_timeout: float = 30.0, swap_every: int = 0, drop_every: int = 0) -> list[ProcessHandle]:
+                  tcp_timeout: float = 30.0, swap_every: int = 0, drop_every: int = 0,
+                  rate_control_port: int = 0) -> list[ProcessHandle]:
     """One sender on every source host of ``flows``; all flows' ``start`` offsets count from
     ``start_delay`` s from now. ``addr_of(host name)`` gives a destination's address (default:
-    the host's ``.IP()``). ``swap_every``/``drop_every``: see `hostagent.traffic.sender`."""
+    the host's ``.IP()``). ``swap_every``/``drop_every``/``rate_control_port`` (a host agent's
+    DCQCN sets the UDP rates): see `hostagent.traffic.sender`."""
     _check_flows(hosts, flows)
     addr = addr_of or (lambda name: hosts[name].IP())
     start_at = time.time() + start_delay
@@ -199,7 +201,7 @@ def start_senders(hosts: Mapping[str, object], flows: Sequence[FlowSpec], *, sta
                 raise ValueError(f"{host} sends {len(ids)} flows: {len(text)} bytes of JSON, more than one "
                                  f"argument holds ({MAX_ARG_BYTES}); split the run")
             args = ["send", "--flows", text, "--start-at", repr(start_at), "--tcp-timeout", tcp_timeout,
-                    "--swap-every", swap_every, "--drop-every", drop_every]
+                    "--swap-every", swap_every, "--drop-every", drop_every, "--rate-control-port", rate_control_port]
             handles.append(ProcessHandle(host, hosts[host].popen(_traffic_cmd(python, *args)), ids))
     except BaseException:
         stop(handles)
@@ -254,13 +256,15 @@ def stop(handles: Sequence[ProcessHandle], timeout: float = 2.0) -> None:
 def run_traffic(hosts: Mapping[str, object], flows: Sequence[FlowSpec], *, quiet: float = 2.0,
                 deadline: float = 60.0, reorder_buffer: bool = False, start_delay: float = 1.0,
                 addr_of: Callable[[str], str] | None = None, python: str = sys.executable,
-                tcp_timeout: float = 30.0, swap_every: int = 0, drop_every: int = 0) -> list[FlowResult]:
+                tcp_timeout: float = 30.0, swap_every: int = 0, drop_every: int = 0,
+                rate_control_port: int = 0) -> list[FlowResult]:
     """`start_receivers`, `start_senders` and `collect` in one, stopping everything on an error."""
     receivers = start_receivers(hosts, flows, quiet=quiet, deadline=deadline, reorder_buffer=reorder_buffer,
                                 python=python)
     try:
         senders = start_senders(hosts, flows, start_delay=start_delay, addr_of=addr_of, python=python,
-                                tcp_timeout=tcp_timeout, swap_every=swap_every, drop_every=drop_every)
+                                tcp_timeout=tcp_timeout, swap_every=swap_every, drop_every=drop_every,
+                                rate_control_port=rate_control_port)
     except BaseException:
         stop(receivers)
         raise

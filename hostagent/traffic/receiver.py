@@ -1,7 +1,10 @@
 """The receiver: UDP datagrams and TCP streams of the traffic tools, counted per flow.
 
 One process listens on its UDP ports (IPv4 and, where the host has it, IPv6) and TCP ports, keys
-UDP flows by 5-tuple (`hostagent.traffic.flowstats` says what it counts), takes arrival times
+UDP flows as RoCE does, by source and destination address, destination port and the flow id
+the datagrams carry as their queue pair, not by source port: that is entropy a host agent may
+change mid-flow to move it to another path (PLB); the record keeps the first source port seen
+(`hostagent.traffic.flowstats` says what it counts), takes arrival times
 from the kernel's receive timestamps (SO_TIMESTAMPNS, CLOCK_REALTIME) and answers every TCP
 stream with the bytes it got once they are all in. It ends when ``expect`` flows are complete,
 or ``quiet`` seconds after the last packet once every expected flow has begun (any flow, without
@@ -86,7 +89,7 @@ class Receiver:
     def __init__(self, config: ReceiverConfig):
         self.config = config
         self.selector = selectors.DefaultSelector()
-        self.udp: dict[tuple[str, int, str, int], UdpFlowStats] = {}
+        self.udp: dict[tuple[str, int, str, int], UdpFlowStats] = {}   # (src, flow id, dst, port)
         self.tcp: list[TcpFlowStats] = []
         self.malformed = 0
         self.stopped = False
@@ -206,10 +209,10 @@ class Receiver:
             except MalformedDatagram:
                 self.malformed += 1
                 continue
-            key = (_plain(addr[0]), addr[1], dst, port)
+            key = (_plain(addr[0]), head.flow_id, dst, port)
             flow = self.udp.get(key)
             if flow is None:
-                flow = self.udp[key] = UdpFlowStats(key[0], key[1], dst, port, head.flow_id, head.total,
+                flow = self.udp[key] = UdpFlowStats(key[0], addr[1], dst, port, head.flow_id, head.total,
                                                     self.config.reorder_buffer)
             elif head.flow_id != flow.flow_id or head.total != flow.total:
                 self.malformed += 1

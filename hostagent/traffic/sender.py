@@ -11,6 +11,11 @@ sequence number and its send time (`hostagent.traffic.wire`).
 TCP flows run one connection each in a thread: connect from the flow's source port, send the
 preamble and the bytes, and wait for the receiver's answer; ``fct_s`` is connect to answer.
 
+With ``rate_control_port`` the UDP flows' rates can be lowered from outside while they run
+(`hostagent.traffic.ratecontrol`: a host agent's DCQCN reaction point): a flow then sends at
+min(its rate_pps, the rate last set for it), the next datagram one new interval after the last
+one due. ``rate_updates`` and ``min_rate_pps`` in its record say what happened.
+
 Two impairments exist to check receivers: ``swap_every`` K sends the datagrams with sequence
 numbers q and q+1 in swapped order for every q that is a multiple of K (one out-of-order
 datagram per swap), ``drop_every`` K skips sequence numbers K-1, 2K-1, ... (counted as
@@ -25,11 +30,13 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from hostagent.traffic.flows import WireFlow
+from hostagent.traffic.ratecontrol import RateListener, frame_bytes
 from hostagent.traffic.tcpinfo import tcp_info
 from hostagent.traffic.wire import TCP_ACK_BYTES, pack_datagram_header, pack_tcp_preamble, unpack_tcp_ack
 
 MIN_SLEEP_S = 0.0005
 MAX_LAG_S = 0.02
+RATE_CHECK_S = 0.002        # how often rate-control messages are looked for (and the longest sleep then)
 TCP_CHUNK = 64 * 1024
 _ZEROS = memoryview(bytes(TCP_CHUNK))
 
@@ -53,6 +60,8 @@ class SentFlow:
     retransmits: int | None = None      # TCP: segments retransmitted (tcp_info total_retrans)
     reordering_seen: int | None = None  # TCP: reordering events the kernel detected (tcp_info reord_seen)
     error: str | None = None
+    rate_updates: int = 0       # UDP: rate-control messages applied to the flow
+    min_rate_pps: float | None = None   # UDP: the lowest rate they set
 
 
 @dataclass
@@ -127,15 +136,44 @@ class _UdpFlow:
     def due(self) -> float:
         return self.base + self.position / self.rate
 
+    def set_rate_bps(self, rate_bps: float) -> None:
+        """Send at min(rate_pps, ``rate_bps`` of frames) from now on: the next datagram is due
+        one new interval after the last one due."""
+        ipv6 = ":" in self.wire.dst_addr
+        rate = min(self.wire.spec.rate_pps, rate_bps / (8 * frame_bytes(self.wire.spec.payload, ipv6)))
+        if self.position:
+            last_due = self.base + (self.position - 1) / self.rate
+            self.base = last_due + 1 / rate - self.position / rate
+        self.rate = rate
+        rec = self.record
+        rec.rate_updates += 1
+        rec.min_rate_pps = rate if rec.min_rate_pps is None else min(rec.min_rate_pps, rate)
 
-def _send_udp(flows: list[_UdpFlow], impair: Impairments) -> None:
+
+def _apply_rates(flows: list[_UdpFlow], control: RateListener) -> bool:
+    changed = False
+    for flow_id, rate_bps in control.poll():
+        for f in flows:
+            if f.wire.id == flow_id and f.position < f.wire.spec.size:
+                f.set_rate_bps(rate_bps)
+                changed = True
+    return changed
+
+
+def _send_udp(flows: list[_UdpFlow], impair: Impairments, control: RateListener | None = None) -> None:
     heap = [(f.due(), i) for i, f in enumerate(flows)]
     heapq.heapify(heap)
+    next_check = 0.0
     while heap:
-        due, i = heap[0]
         now = time.monotonic()
+        if control is not None and now >= next_check:
+            next_check = now + RATE_CHECK_S
+            if _apply_rates(flows, control):        # due times moved: order the heap again
+                heap = [(flows[i].due(), i) for _, i in heap]
+                heapq.heapify(heap)
+        due, i = heap[0]
         if due - now > MIN_SLEEP_S:
-            time.sleep(due - now)
+            time.sleep(due - now if control is None else min(due - now, RATE_CHECK_S))
             continue
         heapq.heappop(heap)
         f = flows[i]
@@ -202,14 +240,16 @@ def _run_tcp(wire: WireFlow, rec: SentFlow, at: float, timeout: float) -> None:
 
 
 def run_sender(flows: list[WireFlow], start_at: float, *, impair: Impairments = Impairments(),
-               tcp_timeout: float = 30.0) -> Sent:
+               tcp_timeout: float = 30.0, rate_control_port: int = 0) -> Sent:
     """Send ``flows`` starting at ``start_at`` (CLOCK_REALTIME seconds; if that has passed: now,
-    with ``late_s`` reported) and return what was sent. Source ports are bound before the start, so a port in use fails at once."""
+    with ``late_s`` reported) and return what was sent. Source ports are bound before the start, so a port in use fails at once.
+    ``rate_control_port`` (0: none): take UDP rates from there (see the module docstring)."""
     ids = [f.id for f in flows]
     if len(set(ids)) != len(ids):
         raise ValueError(f"flow ids repeat: {sorted({i for i in ids if ids.count(i) > 1})}")
     records = [SentFlow(f.id, f.spec.protocol, f.dst_addr, f.spec.sport, f.spec.dport) for f in flows]
     udp: list[_UdpFlow] = []
+    control = RateListener(rate_control_port) if rate_control_port else None
     try:
         for wire, rec in zip(flows, records):
             if wire.spec.protocol == "udp":
@@ -224,10 +264,12 @@ def run_sender(flows: list[WireFlow], start_at: float, *, impair: Impairments = 
                    for w, r in zip(flows, records) if w.spec.protocol == "tcp"]
         for t in threads:
             t.start()
-        _send_udp(udp, impair)
+        _send_udp(udp, impair, control)
         for t in threads:
             t.join()
     finally:
         for f in udp:
             f.sock.close()
+        if control is not None:
+            control.close()
     return Sent("CLOCK_REALTIME", start_at, max(0.0, late), records)

@@ -1,0 +1,5 @@
+import sys
+
+from hostagent.agent.cli import main
+
+sys.exit(main())
