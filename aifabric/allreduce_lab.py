@@ -1,0 +1,226 @@
+"""AllReduce on a running fabric: in the switches, by ring, or through a parameter server.
+
+The pieces the demo (`aifabric demo allreduce`), the benchmark (benchmarks/allreduce.py) and the
+tests share: `limit_links` makes the links the bottleneck (every switch port's queue at a rate
+in packets/s, every host's own egress shaped to the same rate with a TBF qdisc, since a switch
+can only limit what it sends); `run_allreduce` runs one AllReduce of the workers' tensors with
+one algorithm and collects what every worker measured, what the parameter server and the
+switches' ``agg_ops`` counters saw, and how busy the machine's CPUs were meanwhile.
+
+Every worker process builds its tensor from (seed, rank) and also checks its result against the
+exact sum of all of them, so a run is correct only when every worker said so.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from aifabric.lab import Lab
+from controller.aggregation import JobManager
+from controller.aggregation.entries import AGG_OPS, OUTCOMES
+from topologies.fabric import Fabric
+
+ALGORITHMS = ("innetwork", "ring", "ps")
+FRAME_BYTES = 314            # an aggregation or ring data packet on the wire (64 values)
+DEFAULT_RATE_PPS = 200       # host and fabric links, packets/s (see `limit_links`)
+DEFAULT_QUEUE = 1024         # switch queue depth, packets: the windows of every worker fit
+WORKER_DEADLINE_S = 600.0
+
+
+@dataclass(frozen=True)
+class LinkPlan:
+    rate_pps: int = DEFAULT_RATE_PPS
+    queue_depth: int = DEFAULT_QUEUE
+
+    @property
+    def rate_bits(self) -> int:
+        return self.rate_pps * FRAME_BYTES * 8
+
+    def describe(self) -> str:
+        return (f"{self.rate_pps} packets/s per link direction ({self.rate_bits / 1e6:.2f} Mbit/s of "
+                f"{FRAME_BYTES}-byte frames), switch queues of {self.queue_depth} packets")
+
+
+def limit_links(lab: Lab, plan: LinkPlan) -> None:
+    """Every switch port at ``plan.rate_pps``; every host's uplink shaped to the same rate."""
+    for sw in lab.fabric.switches:
+        node = lab.switch(sw.name)
+        node.set_queue_rate(plan.rate_pps)
+        node.set_queue_depth(plan.queue_depth)
+    limit = plan.queue_depth * FRAME_BYTES
+    for h in lab.fabric.hosts:
+        host = lab.host(h.name)
+        out = host.cmd(f"tc qdisc replace dev {host.defaultIntf()} root tbf rate {plan.rate_bits}bit "
+                       f"burst {2 * FRAME_BYTES} limit {limit} 2>&1")
+        if out.strip():
+            raise RuntimeError(f"{h.name}: tc tbf failed: {out.strip()}")
+
+
+def spread_workers(fabric: Fabric, n: int) -> tuple[list[str], str]:
+    """``n`` workers spread over racks and pods (host 0 of edge 0 of every pod, then of edge 1,
+    ...), and a host that is none of them for the parameter server."""
+    by_edge = [h for h in sorted(fabric.hosts, key=lambda h: (h.port, h.switch[2:], h.switch))]
+    if n > len(fabric.hosts) - 1:
+        raise ValueError(f"{n} workers: {fabric.describe()} has {len(fabric.hosts)} hosts, one is the parameter server")
+    workers = [h.name for h in by_edge[:n]]
+    server = next(h.name for h in fabric.hosts if h.name not in workers)
+    return workers, server
+
+
+@dataclass
+class RunResult:
+    algorithm: str
+    workers: list[str]
+    elements: int
+    dtype: str
+    per_worker: list[dict] = field(default_factory=list)
+    server: dict = field(default_factory=dict)         # parameter server counters (innetwork, ps)
+    agg_ops: dict[str, int] = field(default_factory=dict)
+    in_network: bool = False
+    tree: str = ""
+    cpu_busy: float = 0.0                               # machine CPU busy fraction during the run
+    wall_s: float = 0.0
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors and len(self.per_worker) == len(self.workers) and all(w["ok"] for w in self.per_worker)
+
+    @property
+    def time_s(self) -> float:
+        return max(w["time_s"] for w in self.per_worker) if self.per_worker else float("nan")
+
+    @property
+    def tensor_bytes(self) -> int:
+        return self.per_worker[0]["tensor_bytes"] if self.per_worker else 0
+
+    @property
+    def algbw_mbps(self) -> float:
+        """Algorithm bandwidth: tensor bytes per second of the slowest worker, in MB/s."""
+        return self.tensor_bytes / self.time_s / 1e6 if self.per_worker else float("nan")
+
+    def mean(self, key: str) -> float:
+        return sum(w[key] for w in self.per_worker) / len(self.per_worker) if self.per_worker else 0.0
+
+    def summary(self) -> dict:
+        return {"algorithm": self.algorithm, "workers": len(self.workers), "elements": self.elements,
+                "dtype": self.dtype, "ok": self.ok, "time_s": round(self.time_s, 3),
+                "algbw_MBps": round(self.algbw_mbps, 4), "tensor_bytes": self.tensor_bytes,
+                "bytes_sent_per_worker": round(self.mean("bytes_sent")),
+                "bytes_received_per_worker": round(self.mean("bytes_received")),
+                "retransmissions": sum(w.get("retransmissions", 0) for w in self.per_worker),
+                "in_network": self.in_network, "tree": self.tree, "server": self.server,
+                "agg_ops": self.agg_ops, "cpu_busy": round(self.cpu_busy, 3), "errors": self.errors}
+
+
+def _python_cmd(*args: object) -> list[str]:
+    return [sys.executable, "-m", "hostagent.allreduce", *map(str, args)]
+
+
+def _cpu_times() -> tuple[float, float]:
+    fields = [float(x) for x in open("/proc/stat").readline().split()[1:]]
+    idle = fields[3] + fields[4]
+    return sum(fields), idle
+
+
+def _read_agg_ops(lab: Lab, switches: Sequence[str]) -> dict[str, int]:
+    assert lab.controller is not None
+    total = dict.fromkeys(OUTCOMES, 0)
+    for sw in switches:
+        for index, c in lab.controller.read_port_counters(sw, AGG_OPS).items():
+            if index < len(OUTCOMES):
+                total[OUTCOMES[index]] += c.packets
+    return total
+
+
+def run_allreduce(lab: Lab, manager: JobManager, algorithm: str, workers: Sequence[str], server: str, *,
+                  elements: int, dtype: str = "float32", seed: int = 1, slots: int = 32, timeout: float = 1.0,
+                  retries: int = 100, ring_window: int = 32) -> RunResult:
+    """One AllReduce with ``algorithm`` (innetwork, ring or ps) among ``workers``; ``server`` runs
+    the parameter server (the fallback aggregator of innetwork and ps jobs)."""
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm {algorithm!r}: one of {', '.join(ALGORITHMS)}")
+    fabric = lab.fabric
+    result = RunResult(algorithm, list(workers), elements, dtype)
+    n = len(workers)
+    tensor = ["--size", elements, "--dtype", dtype, "--seed", seed, "--timeout", timeout, "--retries", retries]
+    job = None
+    ps_proc = None
+    switches = [sw.name for sw in fabric.switches]
+    try:
+        if algorithm == "ring":
+            peers = ",".join(str(fabric.host(w).ip4.ip) for w in workers)
+            cmds = {w: _python_cmd("ring", "--peers", peers, "--rank", r, "--window", ring_window, *tensor)
+                    for r, w in enumerate(workers)}
+        else:
+            job = manager.start(list(workers), server, slots=slots, in_network=algorithm == "innetwork")
+            result.in_network, result.tree = job.in_network, job.tree.describe() if job.tree else ""
+            ps_proc = lab.host(server).popen(_python_cmd("ps", "--job", f"{job.job_id}:{n}:{slots}"))
+            _wait_listening(lab.host(server), ps_proc)
+            cmds = {}
+            for w in workers:
+                cfg = job.worker_config(w)
+                cmds[w] = _python_cmd("worker", "--ps", cfg["aggregator"], "--job", cfg["job_id"],
+                                      "--workers", n, "--worker-id", cfg["worker_id"], "--rank", cfg["rank"],
+                                      "--slots", slots, *tensor)
+        ops_before = _read_agg_ops(lab, switches)
+        cpu0, t0 = _cpu_times(), time.monotonic()
+        procs = {w: lab.host(w).popen(cmd) for w, cmd in cmds.items()}
+        for w, proc in procs.items():
+            out, err = _communicate(proc, WORKER_DEADLINE_S)
+            report = _last_json(out)
+            if report is None:
+                result.errors.append(f"{w}: {(err or '').strip().splitlines()[-1:] or ['no output']}")
+            else:
+                report["host"] = w
+                result.per_worker.append(report)
+                if not report.get("ok"):
+                    result.errors.append(f"{w}: wrong result (max error {report.get('max_abs_error')})")
+        result.wall_s = time.monotonic() - t0
+        cpu1 = _cpu_times()
+        total, idle = cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
+        result.cpu_busy = 1 - idle / total if total else 0.0
+        after = _read_agg_ops(lab, switches)
+        result.agg_ops = {k: after[k] - ops_before[k] for k in OUTCOMES}
+    finally:
+        if ps_proc is not None:
+            ps_proc.terminate()
+            out, _ = _communicate(ps_proc, 10)
+            result.server = _last_json(out) or {}
+        if job is not None:
+            manager.end(job)
+    return result
+
+
+def _wait_listening(host, proc, timeout: float = 10.0) -> None:
+    """Until the parameter server's UDP port is bound in ``host``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"parameter server on {host.name} exited: {proc.stderr.read().decode()[-300:]}")
+        if ":bee0 " in host.cmd("cat /proc/net/udp").lower():
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"parameter server on {host.name} did not bind its port within {timeout:.0f} s")
+
+
+def _communicate(proc, timeout: float) -> tuple[str, str]:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except Exception:     # noqa: BLE001 - TimeoutExpired: kill it and keep what it said
+        proc.kill()
+        out, err = proc.communicate()
+    decode = lambda b: b.decode(errors="replace") if isinstance(b, bytes) else (b or "")   # noqa: E731
+    return decode(out), decode(err)
+
+
+def _last_json(text: str) -> dict | None:
+    for line in reversed(text.strip().splitlines()):
+        try:
+            return json.loads(line)
+        except ValueError:
+            continue
+    return None
