@@ -25,7 +25,7 @@ from topologies.fabric import Fabric
 
 ALGORITHMS = ("innetwork", "ring", "ps")
 FRAME_BYTES = 314            # an aggregation or ring data packet on the wire (64 values)
-DEFAULT_RATE_PPS = 200       # host and fabric links, packets/s (see `limit_links`)
+DEFAULT_RATE_PPS = 100       # host and fabric links, packets/s (see `limit_links`)
 DEFAULT_QUEUE = 1024         # switch queue depth, packets: the windows of every worker fit
 WORKER_DEADLINE_S = 600.0
 

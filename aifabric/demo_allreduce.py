@@ -20,7 +20,7 @@ LABELS = {"innetwork": "in-network", "ring": "ring", "ps": "parameter server"}
 
 def run(k: int = 4, target: str = "softswitch", workers: int = 8, size: int = 16384, dtype: str = "float32",
         json_path: str | None = None, png_path: str | None = None, pipeline: Pipeline | None = None,
-        rate_pps: int = 200) -> int:
+        rate_pps: int = 100) -> int:
     fabric = fat_tree(k)
     names, server = spread_workers(fabric, workers)
     plan = LinkPlan(rate_pps=rate_pps)

@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, nargs="+", default=[2, 4, 8])
     ap.add_argument("--sizes", type=int, nargs="+", default=[4096, 16384, 65536], help="tensor elements")
     ap.add_argument("--dtype", choices=("float32", "int32"), default="float32")
-    ap.add_argument("--rate", type=int, default=200, help="link rate, packets/s per direction")
+    ap.add_argument("--rate", type=int, default=100, help="link rate, packets/s per direction")
     ap.add_argument("--target", default="softswitch")
     ap.add_argument("--json", default="out/allreduce.json")
     ap.add_argument("--png", default="out/allreduce.png")
