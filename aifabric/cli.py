@@ -4,6 +4,8 @@
     aifabric up --topo leafspine --leaves 4 --spines 2 --hosts-per-leaf 2
     aifabric up --int [--metrics 127.0.0.1:9100]                       ... with ECN, INT on every
                                                                         TCP/UDP flow, Prometheus
+    aifabric up --hostagent plb|dcqcn|plb+dcqcn [--int]                 ... with a host agent in
+                                                                        every host (eBPF PLB/DCQCN)
     aifabric demo [--k 4] [--target ...] [--json PATH]                  the fat-tree demo
     aifabric demo int [--k 4] [--target ...] [--json PATH] [--png PATH]  ECN + INT under congestion
     aifabric clean                                                      remove leftovers
@@ -15,6 +17,7 @@ import os
 import sys
 
 from aifabric.validate import validate
+from hostagent.agent.config import MODES as AGENT_MODES
 from softswitch.addr import parse_host_port
 from softswitch.cli import OneLineErrors
 from topologies.p4switch import TARGETS
@@ -37,7 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--int", action="store_true",
                     help="ECN marking, INT on every TCP/UDP flow, the telemetry network and the INT collector")
     up.add_argument("--metrics", metavar="HOST:PORT",
-                    help="with --int: serve Prometheus metrics (INT, ECN marks, link utilisation) there")
+                    help="with --int or --hostagent: serve Prometheus metrics (INT, ECN marks, link utilisation, "
+                         "host agents' counters) there")
+    up.add_argument("--hostagent", choices=AGENT_MODES,
+                    help="run a host agent in every host: PLB repathing on ECN marks, DCQCN (CNPs and the "
+                         "senders' reaction point), or both (hostagent.agent; defaults as `hostagent MODE`)")
 
     demo = sub.add_parser("demo", help="run a demo (default: the fat-tree forwarding demo)")
     demo.add_argument("which", nargs="?", choices=("fabric", "int"), default="fabric",
@@ -67,7 +74,11 @@ def _start_metrics(lab, where: str):
     from controller.metrics import fabric_metrics
 
     host, port = parse_host_port(where, allow_port_zero=True)    # checked by validate()
-    exporter = fabric_metrics(lab.controller, lab.collector)
+    collectors = []
+    if lab.agents is not None:
+        from hostagent.agent.metrics import AgentCollector
+        collectors.append(AgentCollector(lab.agent_dir))
+    exporter = fabric_metrics(lab.controller, lab.collector, collectors=collectors)
     bound = exporter.start_http(host, port)
     progress(f"Prometheus metrics on http://{bound[0]}:{bound[1]}/metrics")
     return exporter
@@ -100,8 +111,14 @@ def main(argv: list[str] | None = None) -> int:
                 if args.int:
                     from controller.telemetry_entries import TelemetryConfig, WatchRule
                     telemetry = TelemetryConfig(watchlist=(WatchRule(),))  # every TCP/UDP flow
+                hostagent = None
+                if args.hostagent:
+                    from controller.telemetry_entries import TelemetryConfig
+                    from hostagent.agent.config import AgentConfig
+                    hostagent = AgentConfig(args.hostagent)
+                    telemetry = telemetry or TelemetryConfig(int_enabled=False)   # the agents feed on ECN marks
                 with Lab(fabric, target=args.target, pipeline=pipeline, progress=progress,
-                         telemetry=telemetry) as lab:
+                         telemetry=telemetry, hostagent=hostagent) as lab:
                     from mininet.cli import CLI
                     exporter = _start_metrics(lab, args.metrics) if args.metrics else None
                     try:

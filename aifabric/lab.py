@@ -7,6 +7,11 @@ sessions, target processes, namespaces, veths), also after Ctrl-C or an error ha
 With ``telemetry=TelemetryConfig(...)`` the lab also builds the telemetry network (every
 switch's telemetry port on one bridge in the root namespace), installs ECN and INT through
 the controller, and runs an INT collector bound to the bridge's address (``lab.collector``).
+
+With ``hostagent=AgentConfig(...)`` (`hostagent.agent.config`) every host runs a host agent
+(PLB and/or DCQCN, eBPF on its interface) once the fabric is programmed (``lab.agents``, an
+`hostagent.agent.launch.AgentSet`; their stats files are in ``lab.agent_dir``); teardown stops
+them first, and each detaches its programs before it exits.
 """
 from __future__ import annotations
 
@@ -23,6 +28,8 @@ from mininet.log import setLogLevel
 from controller.fabric_controller import FabricController, Pipeline
 from controller.int_collector import IntCollector
 from controller.telemetry_entries import TelemetryConfig
+from hostagent.agent.config import AgentConfig
+from hostagent.agent.launch import AgentSet, start_agents
 from topologies.fabric import Fabric
 from topologies.mininet_topo import make_net
 from topologies.p4switch import RUN_DIR, cleanup
@@ -47,7 +54,8 @@ class BringUp:
 class Lab:
     def __init__(self, fabric: Fabric, *, target: str = "auto", pipeline: Pipeline | None = None,
                  log_dir: Path | None = None, progress: Progress | None = None,
-                 telemetry: TelemetryConfig | None = None, ecmp_seeds: bool = True):
+                 telemetry: TelemetryConfig | None = None, ecmp_seeds: bool = True,
+                 hostagent: AgentConfig | None = None):
         self.fabric = fabric
         self.target = target
         self.pipeline = pipeline or Pipeline.from_build_dir()
@@ -55,6 +63,8 @@ class Lab:
         self.progress = progress or (lambda msg: None)
         self.telemetry = telemetry
         self.ecmp_seeds = ecmp_seeds
+        self.hostagent = hostagent
+        self.agents: AgentSet | None = None
         self.net = None
         self.controller: FabricController | None = None
         self.collector: IntCollector | None = None
@@ -94,8 +104,21 @@ class Lab:
         self.controller.start_reconcile_loop()
         self.bring_up.program_s = time.monotonic() - t1
         self.progress(f"fabric programmed in {self.bring_up.program_s:.1f} s")
+        if self.hostagent is not None:
+            t2 = time.monotonic()
+            self.progress(f"starting host agents ({self.hostagent.mode}) on {len(self.fabric.hosts)} hosts")
+            self.agents = start_agents({h.name: self.net.get(h.name) for h in self.fabric.hosts}, self.hostagent,
+                                       self.agent_dir)
+            self.bring_up.stages["host agents"] = time.monotonic() - t2
+            self.progress(f"host agents ready in {self.bring_up.stages['host agents']:.1f} s")
 
     def stop(self) -> None:
+        agents, self.agents = self.agents, None
+        if agents is not None:
+            try:
+                agents.stop()
+            except Exception:     # teardown goes on whatever the agents do
+                log.exception("stopping the host agents")
         if self.collector is not None:
             self.collector.stop()
             self.collector = None
@@ -112,6 +135,11 @@ class Lab:
                 log.exception("stopping Mininet")
             self.net = None
         cleanup()
+
+    @property
+    def agent_dir(self) -> Path:
+        """Where the host agents write their stats (one JSON file per host)."""
+        return Path(self.log_dir) / "hostagent"
 
     def host(self, name: str):
         return self.net.get(name)

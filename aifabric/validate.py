@@ -120,8 +120,11 @@ def validate(args: argparse.Namespace) -> None:
     except P4SwitchError as e:
         raise ValueError(str(e)) from None
     if args.command == "up":
-        if args.metrics and not args.int:
-            raise ValueError("--metrics needs --int (the metrics come from INT and the ECN counters)")
+        if args.metrics and not (args.int or args.hostagent):
+            raise ValueError("--metrics needs --int or --hostagent (the metrics come from INT, the ECN counters "
+                             "and the host agents)")
+        if args.hostagent:
+            check_hostagent(args.hostagent)
         if args.metrics:
             check_listen_address("--metrics", args.metrics)
         return
@@ -133,3 +136,20 @@ def validate(args: argparse.Namespace) -> None:
 
         demo_int.DemoPlan.for_fat_tree(fat_tree(args.k), seconds=args.seconds)
         prepare_output("--png", args.png or demo_int.DEFAULT_PNG)
+
+
+def check_hostagent(mode: str) -> None:
+    """--hostagent: bcc importable and kernel headers where bcc looks for them."""
+    from hostagent.agent.config import MODES
+
+    if mode not in MODES:
+        raise ValueError(f"--hostagent {mode}: one of {', '.join(MODES)}")
+    try:
+        import bcc  # noqa: F401
+    except ImportError:
+        raise ValueError(f"--hostagent {mode}: bcc is not importable (Debian's python3-bpfcc, seen by a venv "
+                         "made with --system-site-packages)") from None
+    headers = Path(f"/lib/modules/{os.uname().release}/build")
+    if not headers.exists():
+        raise ValueError(f"--hostagent {mode}: no kernel headers at {headers} for bcc (scripts/bootstrap.sh "
+                         "links them)")
