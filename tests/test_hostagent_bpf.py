@@ -72,6 +72,19 @@ def drain(rx: socket.socket) -> list[int]:
             return out
 
 
+def tcp_connection(pair: NsPair, family: int, port: int):
+    """(client socket on A, accepted socket on B, listening socket on B, the flow's key)."""
+    v6 = family == socket.AF_INET6
+    server = pair.b.socket(family, socket.SOCK_STREAM)
+    server.bind(("::" if v6 else "0.0.0.0", port))
+    server.listen(1)
+    client = pair.a.socket(family, socket.SOCK_STREAM)
+    src, dst = (pair.a.ip6, pair.b.ip6) if v6 else (pair.a.ip4, pair.b.ip4)
+    client.connect((dst, port))
+    conn, _ = server.accept()
+    return client, conn, server, FlowKey(src, dst, "tcp", client.getsockname()[1], port)
+
+
 def checksum_ok(pkt: Ether) -> bool:
     """The transport checksum as scapy computes it from the bytes."""
     layer = UDP if UDP in pkt else TCP
@@ -192,13 +205,7 @@ def test_tcp_ece_counted_at_the_sender_and_ce_at_the_receiver(bench) -> None:
     for h in (pair.a, pair.b):
         h.sh("sysctl", "-qw", "net.ipv4.tcp_ecn=1")
     marker.mark(tcp_selector(port), 1, 2)
-    server = pair.b.socket(socket.AF_INET6, socket.SOCK_STREAM)
-    server.bind(("::", port))
-    server.listen(1)
-    client = pair.a.socket(socket.AF_INET6, socket.SOCK_STREAM)
-    client.connect((pair.b.ip6, port))
-    conn, _ = server.accept()
-    key = FlowKey(pair.a.ip6, pair.b.ip6, "tcp", client.getsockname()[1], port)
+    client, conn, server, key = tcp_connection(pair, socket.AF_INET6, port)
     label = 0x12345
     pa.set_path(key, label=label)
     cap = pair.b.capture()
@@ -224,13 +231,7 @@ def test_an_rto_is_seen_through_sock_diag(bench) -> None:
 
     pair, _, _, marker = bench
     port = 5098
-    server = pair.b.socket(socket.AF_INET, socket.SOCK_STREAM)
-    server.bind(("0.0.0.0", port))
-    server.listen(1)
-    client = pair.a.socket(socket.AF_INET, socket.SOCK_STREAM)
-    client.connect((pair.b.ip4, port))
-    conn, _ = server.accept()
-    key = FlowKey(pair.a.ip4, pair.b.ip4, "tcp", client.getsockname()[1], port)
+    client, conn, server, key = tcp_connection(pair, socket.AF_INET, port)
     watch = RtoWatch(pair.a.ns)
     try:
         assert key in watch.sample() and watch.poll() == set()

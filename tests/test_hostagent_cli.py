@@ -109,3 +109,23 @@ def test_rate_control_messages_reach_a_listener() -> None:
     finally:
         listener.close()
         client.close()
+
+
+def test_aifabric_up_checks_the_hostagent_flag(capsys) -> None:
+    from aifabric.cli import build_parser as aifabric_parser
+    from aifabric.validate import validate
+
+    with pytest.raises(SystemExit) as stop:
+        aifabric_parser().parse_args(["up", "--hostagent", "ecmp"])
+    assert stop.value.code == 2 and "--hostagent" in capsys.readouterr().err
+    args = aifabric_parser().parse_args(["up", "--hostagent", "plb+dcqcn", "--metrics", "127.0.0.1:0",
+                                         "--target", "softswitch"])
+    from aifabric.validate import check_hostagent
+    try:
+        check_hostagent("plb")
+    except ValueError as err:                         # no bcc or headers here: said before bring-up
+        assert "bcc" in str(err)
+    else:
+        validate(args)                                # --metrics is served with --hostagent alone
+    with pytest.raises(ValueError, match="--metrics needs --int or --hostagent"):
+        validate(aifabric_parser().parse_args(["up", "--metrics", "127.0.0.1:0", "--target", "softswitch"]))

@@ -9,7 +9,6 @@ import os
 
 import pytest
 
-from aifabric import checks
 from aifabric.lab import Lab
 from hostagent.agent.config import AgentConfig
 from hostagent.agent.plb import PlbParams
@@ -31,8 +30,8 @@ def core_counts(lab: Lab, pod: int) -> dict[str, int]:
     out = {}
     for core in (s for s in lab.fabric.switches if s.role == Role.CORE):
         port = next(p for p, peer in lab.fabric.ports_of(core.name).items() if lab.fabric.switch(peer).pod == pod)
-        out[core.name] = lab.controller.read_port_counters(core.name).get(port, None)
-        out[core.name] = out[core.name].packets if out[core.name] is not None else 0
+        counter = lab.controller.read_port_counters(core.name).get(port)
+        out[core.name] = counter.packets if counter is not None else 0
     return out
 
 
