@@ -120,7 +120,8 @@ def _python_cmd(*args: object) -> list[str]:
     return [sys.executable, "-m", "hostagent.allreduce", *map(str, args)]
 
 
-def _cpu_times() -> tuple[float, float]:
+def cpu_times() -> tuple[float, float]:
+    """(total, idle) CPU time of the machine so far, in clock ticks (/proc/stat)."""
     fields = [float(x) for x in open("/proc/stat").readline().split()[1:]]
     idle = fields[3] + fields[4]
     return sum(fields), idle
@@ -167,7 +168,7 @@ def run_allreduce(lab: Lab, manager: JobManager, algorithm: str, workers: Sequen
                                       "--workers", n, "--worker-id", cfg["worker_id"], "--rank", cfg["rank"],
                                       "--slots", slots, *tensor)
         ops_before = _read_agg_ops(lab, switches)
-        cpu0, t0 = _cpu_times(), time.monotonic()
+        cpu0, t0 = cpu_times(), time.monotonic()
         procs = {w: lab.host(w).popen(cmd) for w, cmd in cmds.items()}
         for w, proc in procs.items():
             out, err = _communicate(proc, WORKER_DEADLINE_S)
@@ -180,7 +181,7 @@ def run_allreduce(lab: Lab, manager: JobManager, algorithm: str, workers: Sequen
                 if not report.get("ok"):
                     result.errors.append(f"{w}: wrong result (max error {report.get('max_abs_error')})")
         result.wall_s = time.monotonic() - t0
-        cpu1 = _cpu_times()
+        cpu1 = cpu_times()
         total, idle = cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
         result.cpu_busy = 1 - idle / total if total else 0.0
         after = _read_agg_ops(lab, switches)

@@ -1,0 +1,86 @@
+"""The load-balancing comparison as a command: `aifabric bench lb ...` and benchmarks/load_balance.py."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from aifabric import report
+from aifabric.lb_bench import MODES, PATTERNS, LbPlan, ideal_rates, make_flows, run_mode, setup, summarise
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
+    p.add_argument("--patterns", "--pattern", nargs="+", choices=PATTERNS, default=["permutation", "collective"])
+    p.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
+    p.add_argument("--rate", type=int, default=100, help="link rate, packets/s per direction")
+    p.add_argument("--packets", type=int, default=400, help="packets per flow")
+    p.add_argument("--target", default="softswitch")
+    p.add_argument("--json", default="out/load_balance.json")
+    p.add_argument("--png", default="out/load_balance.png")
+
+
+def run(args: argparse.Namespace, pipeline=None) -> int:
+    from aifabric.lab import Lab
+    from topologies.fabric import fat_tree
+
+    plan = LbPlan(rate_pps=args.rate, packets=args.packets)
+    runs, heat = [], {}
+    with Lab(fat_tree(4), target=args.target, pipeline=pipeline, progress=report.progress) as lab:
+        modes, overrides = setup(lab, plan)
+        for pattern in args.patterns:
+            for seed in args.seeds:
+                ideal = ideal_rates(lab, make_flows(lab, pattern, seed, plan), plan)
+                for mode in args.modes:
+                    report.progress(f"{pattern} seed {seed}: {mode}")
+                    r = run_mode(lab, modes, overrides, mode, pattern, seed, plan)
+                    runs.append(r.figures(plan, ideal))
+                    heat.setdefault((pattern, mode), []).append(r.core_links)
+    rows = summarise(runs)
+    print(report.table(["pattern", "mode", "runs", "throughput/ideal", "core imbalance", "FCT p50 (s)",
+                        "FCT p99 (s)", "out of order", "lost", "CPU busy"],
+                       [(r["pattern"], r["mode"], r["runs"], r["throughput_vs_ideal"], r["core_imbalance"],
+                         r["fct_p50_s"], r["fct_p99_s"], r["out_of_order"], r["lost"], r["cpu_busy"])
+                        for r in rows],
+                       title=f"\nLoad balancing on a k=4 fat-tree ({args.target}), links {args.rate} packets/s, "
+                             f"{args.packets} packets per flow, medians over seeds {args.seeds}"))
+    report.write_json(args.json, {"plan": vars(plan), "runs": runs, "medians": rows})
+    draw(Path(args.png), rows, heat)
+    print(f"\nJSON: {Path(args.json).resolve()}\npicture: {Path(args.png).resolve()}")
+    return 0
+
+
+def draw(path: Path, rows: list[dict], heat: dict) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    patterns = list(dict.fromkeys(r["pattern"] for r in rows))
+    modes = list(dict.fromkeys(r["mode"] for r in rows))
+    fig, axes = plt.subplots(2, len(patterns), figsize=(5 * len(patterns), 7), squeeze=False)
+    for col, pattern in enumerate(patterns):
+        sel = [r for r in rows if r["pattern"] == pattern]
+        ax = axes[0][col]
+        ax.bar([r["mode"] for r in sel], [r["throughput_vs_ideal"] for r in sel], color="tab:blue")
+        ax.set_ylim(0, 1.05)
+        ax.set_title(f"{pattern}: throughput / ideal")
+        for i, r in enumerate(sel):
+            ax.text(i, 0.02, f"imb {r['core_imbalance']}", ha="center", color="white", fontsize=8)
+        links = sorted({k for m in modes for runs in heat.get((pattern, m), []) for k in runs})
+        grid = np.array([[np.median([run.get(k, 0) for run in heat.get((pattern, m), [{}])]) for k in links]
+                         for m in modes])
+        ax = axes[1][col]
+        ax.imshow(grid, aspect="auto", cmap="viridis")
+        ax.set_yticks(range(len(modes)), modes)
+        ax.set_xticks(range(len(links)), links, rotation=90, fontsize=5)
+        ax.set_title(f"{pattern}: packets per core link (median run)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="load_balance", description=__doc__)
+    add_arguments(ap)
+    return run(ap.parse_args(argv))
