@@ -25,6 +25,7 @@ bench: setup
 	$(PY) benchmarks/bringup.py
 	$(PY) benchmarks/int_collector_rate.py
 	$(PY) benchmarks/p4runtime_hostile.py
+	$(PY) benchmarks/teardown.py
 
 clean:
 	-$(VENV)/bin/aifabric clean 2>/dev/null

@@ -84,6 +84,20 @@ def _start_metrics(lab, where: str):
     return exporter
 
 
+def _interrupted(stop: BaseException) -> int:
+    """After a signal: say whether the teardown left anything (checked, not assumed)."""
+    from aifabric.interrupts import exit_status
+    from topologies.p4switch import leftovers
+
+    what = "interrupted" if isinstance(stop, KeyboardInterrupt) else f"terminated ({stop})"
+    left = leftovers()
+    if left:
+        print(f"\naifabric: {what}; teardown left {left.describe()}; run `aifabric clean`", file=sys.stderr)
+    else:
+        print(f"\naifabric: {what}; everything was torn down", file=sys.stderr)
+    return exit_status(stop)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -94,16 +108,19 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         print("aifabric: error: must run as root (network namespaces, raw sockets)", file=sys.stderr)
         return 2
-    from aifabric.lab import Lab, sigterm_as_interrupt
+    from aifabric.interrupts import SignalGate, Terminated, shielded
+    from aifabric.lab import Lab
     from aifabric.report import progress
     from controller.fabric_controller import Pipeline
     from topologies.p4switch import P4SwitchError, cleanup
 
     try:
         if args.command == "clean":
-            print(cleanup())
+            with shielded():
+                print(cleanup())
             return 0
-        with sigterm_as_interrupt():
+        gate = SignalGate()     # first SIGINT/SIGTERM/SIGHUP unwinds into teardown; later ones wait
+        with gate.installed():
             pipeline = Pipeline.from_build_dir(args.p4_build) if args.p4_build else Pipeline.from_build_dir()
             if args.command == "up":
                 fabric = _fabric(args)
@@ -123,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
                     exporter = _start_metrics(lab, args.metrics) if args.metrics else None
                     try:
                         print(fabric.describe())
-                        CLI(lab.net)
+                        with gate.sigint_passed_on():    # Ctrl-C in Mininet's CLI stops its command
+                            CLI(lab.net)
                     finally:
                         if exporter is not None:
                             exporter.stop()
@@ -134,9 +152,8 @@ def main(argv: list[str] | None = None) -> int:
                                     pipeline=pipeline, seconds=args.seconds)
             from aifabric import demo_fabric
             return demo_fabric.run(k=args.k, target=args.target, json_path=args.json, pipeline=pipeline)
-    except KeyboardInterrupt:
-        print("\naifabric: interrupted; everything was torn down", file=sys.stderr)
-        return 130
+    except (KeyboardInterrupt, Terminated) as stop:
+        return _interrupted(stop)
     except (ValueError, FileNotFoundError, OSError, P4SwitchError) as e:
         print(f"aifabric: error: {e}", file=sys.stderr)
         return 2

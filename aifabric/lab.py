@@ -4,6 +4,14 @@
 ready, pipeline pushed, routes installed), leaving tears everything down (controller
 sessions, target processes, namespaces, veths), also after Ctrl-C or an error halfway.
 
+Teardown (`Lab.stop`) runs shielded from SIGINT/SIGTERM/SIGHUP (`aifabric.interrupts`): a
+signal arriving meanwhile is held, the user told once to wait, and raised only after the
+teardown, when nothing else is already propagating. Every step is tried whatever the one
+before did: the host agents, the INT collector, the controller (closed in a thread, as its sessions may hang on
+switches going away), all switch targets and node shells at once (`stop_net`), and finally the
+sweep (`topologies.p4switch.cleanup` for this lab's nodes) for whatever is left, which it checks
+is nothing.
+
 With ``telemetry=TelemetryConfig(...)`` the lab also builds the telemetry network (every
 switch's telemetry port on one bridge in the root namespace), installs ECN and INT through
 the controller, and runs an INT collector bound to the bridge's address (``lab.collector``).
@@ -16,26 +24,29 @@ them first, and each detaches its programs before it exits.
 from __future__ import annotations
 
 import logging
-import signal
+import threading
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 from mininet.log import setLogLevel
 
-from controller.fabric_controller import FabricController, Pipeline
+from aifabric.interrupts import Terminated, exception_for, shielded
+from controller.fabric_controller import FabricController, FabricError, Pipeline
 from controller.int_collector import IntCollector
 from controller.telemetry_entries import TelemetryConfig
 from hostagent.agent.config import AgentConfig
 from hostagent.agent.launch import AgentSet, start_agents
 from topologies.fabric import Fabric
-from topologies.mininet_topo import make_net
-from topologies.p4switch import RUN_DIR, cleanup
+from topologies.addressing import TELEMETRY_BRIDGE
+from topologies.mininet_topo import make_net, stop_net
+from topologies.p4switch import RUN_DIR, THRIFT_PORT_BASE, Leftovers, cleanup, leftovers
 
 log = logging.getLogger("aifabric.lab")
 Progress = Callable[[str], None]
+CONTROLLER_CLOSE_S = 10.0    # how long teardown waits for the controller's sessions to close
+CONTROLLER_HEAD_START_S = 1.0   # ... before stopping the switches under them (it takes ~10 ms)
 
 
 @dataclass
@@ -49,6 +60,15 @@ class BringUp:
     @property
     def total_s(self) -> float:
         return self.targets_s + self.program_s
+
+
+@dataclass
+class Teardown:
+    """How the last teardown went: its duration, the steps that failed, what it left."""
+
+    seconds: float = 0.0
+    failed: list[str] = field(default_factory=list)
+    left: Leftovers | None = None       # None: the final check itself failed
 
 
 class Lab:
@@ -69,6 +89,7 @@ class Lab:
         self.controller: FabricController | None = None
         self.collector: IntCollector | None = None
         self.bring_up = BringUp()
+        self.teardown: Teardown | None = None
 
     def __enter__(self) -> "Lab":
         try:
@@ -78,8 +99,10 @@ class Lab:
             raise
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.stop()
+    def __exit__(self, exc_type, exc, tb) -> None:
+        held = self.stop()
+        if held and exc_type is None:
+            raise exception_for(held[0])   # the user asked to stop: do not go on after the lab
 
     def start(self) -> None:
         setLogLevel("warning")
@@ -89,6 +112,7 @@ class Lab:
         t0 = time.monotonic()
         int_on = self.telemetry is not None and self.telemetry.int_enabled
         self.net = make_net(self.fabric, target=self.target, log_dir=self.log_dir, telemetry=int_on)
+        self.progress(f"{len(self.net.hosts)} hosts and {len(self.net.links)} links made; starting the switch targets")
         self.net.start()
         self.bring_up.targets_s = time.monotonic() - t0
         if int_on:
@@ -100,7 +124,14 @@ class Lab:
         t1 = time.monotonic()
         self.controller = FabricController(self.fabric, self.pipeline, telemetry=self.telemetry,
                                            ecmp_seeds=self.ecmp_seeds)
-        self.controller.start()
+        try:
+            self.controller.start()
+        except FabricError as err:
+            # a signal that came while waiting for the switches is the user's, not a switch's failure
+            interrupt = next((e for e in err.errors.values() if isinstance(e, (KeyboardInterrupt, Terminated))), None)
+            if interrupt is not None:
+                raise interrupt from None
+            raise
         self.controller.start_reconcile_loop()
         self.bring_up.program_s = time.monotonic() - t1
         self.progress(f"fabric programmed in {self.bring_up.program_s:.1f} s")
@@ -112,34 +143,99 @@ class Lab:
             self.bring_up.stages["host agents"] = time.monotonic() - t2
             self.progress(f"host agents ready in {self.bring_up.stages['host agents']:.1f} s")
 
-    def stop(self) -> None:
-        agents, self.agents = self.agents, None
-        if agents is not None:
-            try:
-                agents.stop()
-            except Exception:     # teardown goes on whatever the agents do
-                log.exception("stopping the host agents")
-        if self.collector is not None:
-            self.collector.stop()
-            self.collector = None
-        if self.controller is not None:
-            try:
-                self.controller.close()
-            except Exception:     # teardown goes on whatever the controller does
-                log.exception("closing the controller")
-            self.controller = None
-        if self.net is not None:
-            try:
-                self.net.stop()
-            except Exception:
-                log.exception("stopping Mininet")
-            self.net = None
-        cleanup()
+    def stop(self) -> list[int]:
+        """Tear everything down (see the module docstring); idempotent. Returns the signals that
+        arrived meanwhile (held, not raised); ``self.teardown`` tells how it went."""
+        with shielded() as held:
+            t0 = time.monotonic()
+            if self.net is not None or self.controller is not None:
+                self._say("tearing down")
+            report = Teardown()
+            closing: list[threading.Thread] = []
+            for what, step in (("host agents", self._stop_agents),
+                               ("INT collector", self._stop_collector),
+                               ("controller", lambda: closing.extend(self._close_controller())),
+                               ("switches and hosts", self._stop_net),
+                               ("controller", lambda: self._join(closing)),
+                               ("sweep", lambda: self._sweep(report)),
+                               ("check", lambda: self._check(report))):
+                try:
+                    step()
+                except BaseException as err:     # teardown goes on whatever a step does
+                    log.warning("teardown: %s failed: %r", what, err, exc_info=True)
+                    report.failed.append(f"{what}: {err!r}")
+            report.seconds = time.monotonic() - t0
+            self.teardown = report
+            if report.left is None or report.left:
+                what = report.left.describe() if report.left is not None else "an unknown state (the check failed)"
+                self._say(f"teardown left {what}; `aifabric clean` removes it")
+        return held
+
+    def _say(self, message: str) -> None:
+        """Progress during teardown: a terminal that is gone (SIGHUP) must not stop it."""
+        try:
+            self.progress(message)
+        except Exception:
+            log.warning("%s", message)
 
     @property
     def agent_dir(self) -> Path:
         """Where the host agents write their stats (one JSON file per host)."""
         return Path(self.log_dir) / "hostagent"
+
+    def _stop_agents(self) -> None:
+        agents, self.agents = self.agents, None
+        if agents is not None:
+            agents.stop()
+
+    def _stop_collector(self) -> None:
+        collector, self.collector = self.collector, None
+        if collector is not None:
+            collector.stop()
+
+    def _close_controller(self) -> list[threading.Thread]:
+        """Close the controller in a thread, given a head start so that its sessions end before
+        their switches do: a session stuck on a switch must not hold the rest of teardown up."""
+        controller, self.controller = self.controller, None
+        if controller is None:
+            return []
+        closing = threading.Thread(target=controller.close, name="lab-controller-close", daemon=True)
+        closing.start()
+        closing.join(CONTROLLER_HEAD_START_S)
+        return [closing]
+
+    @staticmethod
+    def _join(closing: list[threading.Thread]) -> None:
+        for thread in closing:
+            thread.join(CONTROLLER_CLOSE_S)
+            if thread.is_alive():
+                raise TimeoutError(f"the controller did not close within {CONTROLLER_CLOSE_S:g} s")
+
+    def _stop_net(self) -> None:
+        net, self.net = self.net, None
+        if net is not None:
+            stop_net(net)
+
+    def _nodes(self) -> list[str]:
+        """This lab's node names (the telemetry bridge's too: it may exist whatever the config)."""
+        return [*(s.name for s in self.fabric.switches), *(h.name for h in self.fabric.hosts), TELEMETRY_BRIDGE]
+
+    def _ports(self) -> list[int]:
+        """The TCP ports this lab's targets listen on (P4Runtime, run-time control)."""
+        return [p for s in self.fabric.switches for p in (s.grpc_port, THRIFT_PORT_BASE + s.device_id)]
+
+    def _sweep(self, report: Teardown) -> None:
+        """Whatever of this lab's nodes is left; another lab's (names and ports are the
+        machine's: only one fabric runs at a time) and older leftovers are `aifabric clean`'s."""
+        result = cleanup(nodes=self._nodes(), ports=self._ports())
+        for err in result.errors:
+            log.warning("teardown: %s", err)
+        report.left = result.remaining
+
+    def _check(self, report: Teardown) -> None:
+        """What is left, when the sweep could not say."""
+        if report.left is None:
+            report.left = leftovers(nodes=self._nodes(), ports=self._ports())
 
     def host(self, name: str):
         return self.net.get(name)
@@ -150,18 +246,6 @@ class Lab:
 
     def switch_pids(self) -> dict[str, int]:
         return {sw.name: sw.process.pid for sw in self.net.switches if getattr(sw, "process", None) is not None}
-
-
-@contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """Treat SIGTERM like Ctrl-C so ``with Lab(...)`` tears down on both."""
-    def handler(signum, frame):
-        raise KeyboardInterrupt
-    old = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
 
 
 def rss_mib(pid: int) -> float:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import subprocess
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -98,14 +99,24 @@ def udp_flows(src, dst_addr: str, flows: int = 64, count: int = 20, base_port: i
     return flows * count
 
 
+def stop(proc, timeout: float = 1.0) -> None:
+    """Kill a helper process started in a host and reap it, waiting at most ``timeout`` s (its
+    results, if any, are already read; a lab's teardown kills whatever its hosts still run)."""
+    if proc.poll() is None:
+        proc.kill()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pass
+
+
 def iperf_tcp(client, server, server_addr: str, seconds: int = 2) -> float:
     """Throughput of one TCP flow in Mbit/s (iperf3), 0 when it failed."""
     srv = server.popen(["iperf3", "-s", "-1", "-p", "5201"])
     try:
         out = client.cmd(f"iperf3 -c {server_addr} -p 5201 -t {seconds} -f m --connect-timeout 3000 2>&1")
     finally:
-        srv.terminate()
-        srv.wait()
+        stop(srv)
     m = re.findall(r"([\d.]+) Mbits/sec\s+\S*\s*receiver", out)
     return float(m[-1]) if m else 0.0
 

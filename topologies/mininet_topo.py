@@ -9,6 +9,10 @@ shorthands. `make_net(fabric, target=...)` returns a ready-to-start ``Mininet`` 
 With ``telemetry=True`` every switch also gets ``TELEMETRY_PORT`` linked to the telemetry bridge
 (`topologies.telemetry_net.TelemetryBridge`, node ``tnet``, port n+1 for the n-th switch). These
 links are Mininet's only: the `Fabric` (and so routing) never sees them.
+
+`stop_net(net)` stops such a net at once (all targets and all node shells together, one
+deadline); `topologies.p4switch.cleanup()` then removes what the nodes left (interfaces, strays
+in the hosts' namespaces). Mininet's own ``net.stop()`` works too, one node after another.
 """
 
 from __future__ import annotations
@@ -22,15 +26,17 @@ from mininet.topo import Topo
 
 from topologies import addressing as ap
 from topologies.fabric import Fabric, fat_tree, leaf_spine
-from topologies.p4switch import P4Switch
+from topologies.p4switch import MarkedNode, P4Switch
+from topologies.procs import stop_processes
 from topologies.telemetry_net import TelemetryBridge
 
 OFFLOADS = ("tx", "rx", "gso", "tso", "gro")
 
 
-class FabricHost(Host):
+class FabricHost(MarkedNode, Host):
     """A host with an IPv6 address (no DAD) and IPv6 default route besides Mininet's IPv4 setup,
-    and with offloads off on its interface (P4 targets see raw frames; checksums must be real)."""
+    and with offloads off on its interface (P4 targets see raw frames; checksums must be real).
+    Its shell and everything it starts carry the lab markers (`MarkedNode`)."""
 
     def config(self, ip6: str | None = None, gateway6: str | None = None, **params: object) -> dict:  # type: ignore[override]
         result = super().config(**params)
@@ -106,6 +112,26 @@ def make_net(
     return Mininet(
         topo=FabricTopo(fabric, telemetry=telemetry), switch=switch, host=FabricHost, controller=None, autoSetMacs=False
     )
+
+
+def stop_net(net: Mininet, timeout: float = 5.0) -> None:
+    """Stop every node of ``net`` at once: SIGTERM to every switch target and SIGKILL to every
+    node shell (with its foreground job; an interactive shell ignores SIGTERM, and Mininet's
+    ``stop()`` would wait for each node in turn), one deadline of ``timeout`` s for all, then
+    Mininet's bookkeeping (ptys closed, shells reaped). Interfaces, and processes the hosts
+    started in their own sessions, are left to `topologies.p4switch.cleanup`."""
+    nodes = [*net.hosts, *net.switches, *net.controllers]
+    targets = [sw for sw in net.switches if isinstance(sw, P4Switch)]
+    stop_processes(
+        terminate=[sw.process.pid for sw in targets if sw.process is not None],
+        kill=[n.shell.pid for n in nodes if getattr(n, "shell", None) is not None],
+        timeout=timeout,
+    )
+    for sw in targets:
+        sw.forget_target()
+    for node in nodes:
+        if getattr(node, "shell", None) is not None and node.shell.poll() is not None:
+            node.cleanup()      # closes the pty; the shell is dead, so its wait() returns at once
 
 
 # `mn --custom topologies/mininet_topo.py --topo fattree,4 --switch p4`

@@ -22,28 +22,36 @@ T, the run-time control port (BMv2's Thrift server, softswitch's ``--runtime-add
 
 BMv2 writes its log to ``<log_dir>/<name>.txt``; a target's stdout/stderr goes to
 ``<log_dir>/<name>.console``. Each started process is recorded in ``<run_dir>/pids/<name>.pid``; `cleanup()` kills what aifabric
-started (by pid file, and by scanning for target processes whose log file is under the run
-directory) and deletes leftover fabric interfaces and Mininet host shells, without touching OVS.
+started and deletes leftover fabric interfaces and Mininet node shells, without touching OVS.
+
+Every process a lab starts carries the lab's markers in its environment (`topologies.procs`):
+the targets, and through `MarkedNode` the node shells and whatever runs in them. `cleanup()`
+finds a lab's processes by them (also by pid file and by log file under the run directory),
+kills them all at once with one deadline, kills every process left in a fabric host's network
+namespace (so the namespace goes), deletes the interfaces in one netlink session, and repeats
+until `leftovers()` finds nothing; `leftovers()` alone is the check, touching nothing.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from mininet.log import debug, info, warn
 from mininet.node import Switch
 
 from topologies import addressing as ap
+from topologies.procs import (Proc, interfaces_in_netns_of, listening_tcp_ports, marked_env, own_netns,
+                              snapshot, stop_processes)
 
 RUN_DIR = Path(os.environ.get("AIFABRIC_RUN_DIR", "/tmp/aifabric"))
 BMV2 = "simple_switch_grpc"
@@ -135,7 +143,18 @@ def tail(path: Path, lines: int = 15) -> str:
     return "\n".join(text.splitlines()[-lines:]) or "(empty)"
 
 
-class P4Switch(Switch):
+class MarkedNode:
+    """Mixin for Mininet nodes: every process the node starts (its shell, ``popen``) carries the
+    lab markers of `topologies.procs`, so `cleanup()` finds all of them."""
+
+    name: str
+
+    def _popen(self, cmd: list[str], **params: object):  # type: ignore[no-untyped-def]
+        params["env"] = marked_env(RUN_DIR, self.name, params.get("env"))  # type: ignore[arg-type]
+        return super()._popen(cmd, **params)  # type: ignore[misc]
+
+
+class P4Switch(MarkedNode, Switch):
     """Mininet switch node backed by a P4Runtime target process (one per switch)."""
 
     def __init__(
@@ -276,7 +295,8 @@ class P4Switch(Switch):
         console = open(self.console_file, "wb")
         self._console = console
         self.process = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT, start_new_session=True
+            cmd, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT, start_new_session=True,
+            env=marked_env(RUN_DIR, self.name),
         )
         self.pid_file.write_text(f"{self.process.pid}\n{' '.join(cmd)}\n")
 
@@ -323,28 +343,27 @@ class P4Switch(Switch):
 
     def terminate_target(self) -> None:
         """SIGTERM the target, SIGKILL it after ``stop_timeout`` s; forget it."""
-        proc = self.process
-        if proc is not None:
-            stop_process(proc.pid, self.stop_timeout, proc)
-        self.process = None
+        if self.process is not None:
+            stop_processes(terminate=[self.process.pid], timeout=self.stop_timeout)
+        self.forget_target()
+
+    def forget_target(self) -> None:
+        """Reap the (stopped) target process, close its console file, delete its pid file."""
+        proc, self.process = self.process, None
+        if proc is not None and proc.poll() is None:
+            warn(f"{self.name}: target process {proc.pid} did not exit\n")
         if self._console is not None:
             self._console.close()  # type: ignore[attr-defined]
             self._console = None
-        try:
-            self.pid_file.unlink()
-        except FileNotFoundError:
-            pass
+        self.pid_file.unlink(missing_ok=True)
 
     @classmethod
     def batchShutdown(cls, switches: Sequence["P4Switch"], run: object = None) -> list["P4Switch"]:
-        """Called by Mininet.stop(): SIGTERM every target first, then reap each and delete its
-        interfaces (faster than one at a time)."""
-        for sw in switches:
-            if sw.process is not None and sw.process.poll() is None:
-                try:
-                    os.kill(sw.process.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
+        """Called by Mininet.stop(): SIGTERM every target at once and wait for all of them with
+        one deadline, then delete each switch's interfaces."""
+        running = [sw.process.pid for sw in switches if sw.process is not None]
+        timeout = max((sw.stop_timeout for sw in switches), default=5.0)
+        stop_processes(terminate=running, timeout=timeout)
         for sw in switches:
             sw.stop()
         return list(switches)
@@ -373,39 +392,15 @@ def _sysctl(key: str, value: str) -> None:
 
 
 def stop_process(pid: int, timeout: float = 5.0, proc: subprocess.Popen | None = None) -> None:
-    """SIGTERM ``pid`` (and its process group), SIGKILL after ``timeout`` s, reap if our child."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            break
-        deadline = time.monotonic() + (timeout if sig == signal.SIGTERM else 5.0)
-        while time.monotonic() < deadline:
-            if proc is not None:
-                if proc.poll() is not None:
-                    return
-            elif not _alive(pid):
-                return
-            time.sleep(0.05)
+    """SIGTERM ``pid`` (its process group when it leads one), SIGKILL after ``timeout`` s; reap
+    ``proc`` when given (our child)."""
+    if stop_processes(terminate=[pid], timeout=timeout):
+        warn(f"process {pid} did not exit after SIGKILL\n")
     if proc is not None:
         try:
             proc.wait(timeout=1)
         except subprocess.TimeoutExpired:
-            warn(f"process {pid} did not exit after SIGKILL\n")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie is dead for our purposes
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        return state != "Z"
-    except (OSError, IndexError):
-        return False
+            pass
 
 
 # --- cleanup --------------------------------------------------------------------------------
@@ -416,24 +411,46 @@ HOST_NAME = r"(?:p\d+e\d+h\d+|l\d+h\d+)"
 _FABRIC_INTF = re.compile(rf"^{SWITCH_NAME}-eth\d+$|^{HOST_NAME}-eth\d+$")
 
 
+# Ports a leftover target would still listen on: P4Runtime (the range bootstrap reserves) and
+# run-time control.
+FABRIC_PORTS = range(ap.GRPC_PORT_BASE, ap.GRPC_PORT_BASE + 1000)
+RUNTIME_PORTS = range(THRIFT_PORT_BASE, THRIFT_PORT_BASE + 1000)
+
+
+@dataclass
+class Leftovers:
+    """What aifabric left on the machine (nothing when every list is empty)."""
+
+    processes: list[str] = field(default_factory=list)    # "pid argv..."
+    namespaces: list[str] = field(default_factory=list)   # "netns INODE (node, ...)"
+    interfaces: list[str] = field(default_factory=list)   # root-namespace interfaces
+    ports: list[int] = field(default_factory=list)        # listening TCP ports
+
+    def __bool__(self) -> bool:
+        return bool(self.processes or self.namespaces or self.interfaces or self.ports)
+
+    def describe(self) -> str:
+        """One line naming what is left, or "nothing"."""
+        parts = []
+        for label, items in (("processes", self.processes), ("network namespaces", self.namespaces),
+                             ("interfaces", self.interfaces), ("listening ports", [str(p) for p in self.ports])):
+            if items:
+                more = f", ... ({len(items) - 6} more)" if len(items) > 6 else ""
+                parts.append(f"{len(items)} {label} ({', '.join(items[:6])}{more})")
+        return "; ".join(parts) or "nothing"
+
+
 @dataclass
 class CleanupReport:
     killed: list[str] = field(default_factory=list)
     links_deleted: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    remaining: Leftovers = field(default_factory=Leftovers)   # what the last check still found
 
 
-def _cmdline(pid: int) -> list[str]:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return []
-    return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
-
-
-def _is_aifabric_target(argv: list[str], run_dir: Path) -> bool:
+def _is_aifabric_target(argv: Sequence[str], run_dir: Path) -> bool:
     """A target process whose log file lies under ``run_dir`` (how aifabric starts them)."""
-    if not any(Path(a).name in (BMV2, SOFTSWITCH) for a in argv[:3]) or "--device-id" not in argv:
+    if not _is_target(argv) or "--device-id" not in argv:
         return False
     for i, arg in enumerate(argv[:-1]):
         if arg == "--log-file" and Path(argv[i + 1]).is_relative_to(run_dir):
@@ -441,24 +458,158 @@ def _is_aifabric_target(argv: list[str], run_dir: Path) -> bool:
     return False
 
 
-def _is_fabric_host_shell(argv: list[str]) -> bool:
+def _is_target(argv: Sequence[str]) -> bool:
+    return any(Path(a).name in (BMV2, SOFTSWITCH) for a in argv[:3])
+
+
+def _is_fabric_host_shell(argv: Sequence[str]) -> bool:
     """A Mininet node shell (``bash ... mininet:<name>``) of an aifabric node."""
-    for arg in argv:
-        if arg.startswith("mininet:"):
-            return re.fullmatch(f"{SWITCH_NAME}|{HOST_NAME}", arg[len("mininet:") :]) is not None
-    return False
+    return re.fullmatch(f"{SWITCH_NAME}|{HOST_NAME}", _node_of_shell(argv)) is not None
 
 
-def _node_of_shell(argv: list[str]) -> str:
+def _node_of_shell(argv: Sequence[str]) -> str:
     return next((a[len("mininet:") :] for a in argv if a.startswith("mininet:")), "")
 
 
-def cleanup(run_dir: Path | None = None, *, nodes: Iterable[str] | None = None, timeout: float = 5.0) -> CleanupReport:
-    """Remove what aifabric left behind: target processes (pid files under ``<run_dir>/pids``
-    and any target whose log file is under ``run_dir``), shells of aifabric-named Mininet nodes
-    (their network namespaces go with them) and root-namespace interfaces named like aifabric
-    links (``p0e0-eth1``, ``c3-eth2``, ...). With ``nodes``, only shells and interfaces of those
-    node names are touched (processes are still chosen by ``run_dir``). OVS is never called."""
+def _node_of_intf(name: str) -> str | None:
+    """The node an aifabric-named interface belongs to (``tnet`` for the bridge itself)."""
+    if name == ap.TELEMETRY_BRIDGE:
+        return name
+    return name.rsplit("-eth", 1)[0] if _FABRIC_INTF.match(name) else None
+
+
+def _target_node(p: Proc, recorded: dict[int, str]) -> str:
+    """The switch a target process runs: its marker, its pid file, or its log file's name."""
+    if p.node:
+        return p.node
+    if p.pid in recorded:
+        return recorded[p.pid]
+    log = next((p.argv[i + 1] for i, a in enumerate(p.argv[:-1]) if a == "--log-file"), "")
+    return Path(log).name.split(".")[0]
+
+
+def _pid_file_targets(run_dir: Path) -> dict[int, str]:
+    """Live target processes recorded in ``<run_dir>/pids``."""
+    found = {}
+    pid_dir = run_dir / "pids"
+    for pid_file in sorted(pid_dir.glob("*.pid")) if pid_dir.is_dir() else []:
+        try:
+            pid = int(pid_file.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+        found[pid] = pid_file.stem
+    return found
+
+
+@dataclass
+class _Survey:
+    """One look at the machine: aifabric's processes (targets to SIGTERM, the rest to SIGKILL),
+    the fabric hosts' network namespaces and the root-namespace interfaces."""
+
+    targets: dict[int, str] = field(default_factory=dict)
+    others: dict[int, str] = field(default_factory=dict)
+    namespaces: dict[int, set[str]] = field(default_factory=dict)   # netns inode -> its nodes
+    interfaces: list[str] = field(default_factory=list)
+
+
+def _survey(run_dir: Path, wanted: Callable[[str], bool]) -> _Survey:
+    procs = snapshot()
+    by_pid = {p.pid: p for p in procs}
+    spared, pid = set(), os.getppid()
+    while pid > 1 and pid not in spared:     # never this process's own ancestors
+        spared.add(pid)
+        pid = by_pid[pid].ppid if pid in by_pid else 0
+    recorded = _pid_file_targets(run_dir)
+    root, lab = own_netns(), str(run_dir)
+    survey = _Survey()
+
+    def ours(p: Proc) -> str | None:
+        """The node ``p`` belongs to when it is aifabric's and wanted (else None)."""
+        if p.lab == lab and p.node is not None and wanted(p.node):
+            return p.node
+        node = _node_of_shell(p.argv)
+        return node if _is_fabric_host_shell(p.argv) and wanted(node) else None
+
+    checked: set[int] = set()
+    for p in procs:
+        if p.pid in spared:
+            continue
+        if _is_target(p.argv) and (p.pid in recorded or p.lab == lab or _is_aifabric_target(p.argv, run_dir)):
+            if wanted(_target_node(p, recorded)):
+                survey.targets[p.pid] = p.describe()
+            continue
+        node = ours(p)
+        if node is not None:
+            survey.others[p.pid] = p.describe()
+            if p.netns and p.netns != root:
+                survey.namespaces.setdefault(p.netns, set()).add(node)
+        elif p.netns and p.netns != root and p.netns not in survey.namespaces and p.netns not in checked:
+            checked.add(p.netns)   # a namespace of ours may hold only strays: know it by its interfaces
+            nodes = {n for n in map(_node_of_intf, interfaces_in_netns_of(p.pid)) if n and wanted(n)}
+            if nodes:
+                survey.namespaces[p.netns] = nodes
+    for p in procs:        # everything inside a fabric host's namespace goes with it
+        if p.netns in survey.namespaces and p.pid not in survey.targets and p.pid not in spared:
+            survey.others.setdefault(p.pid, p.describe())
+    survey.interfaces = [n for n in _root_links() if (node := _node_of_intf(n)) is not None and wanted(node)]
+    return survey
+
+
+def _root_links() -> list[str]:
+    from pyroute2 import IPRoute
+
+    with IPRoute() as ipr:
+        return [link.get("ifname") for link in ipr.get_links()]
+
+
+def _delete_links(names: Iterable[str], report: CleanupReport) -> None:
+    """Delete root-namespace interfaces in one netlink session (a veth's peer goes with it)."""
+    from pyroute2 import IPRoute
+    from pyroute2.netlink.exceptions import NetlinkError
+
+    with IPRoute() as ipr:
+        for name in names:
+            index = ipr.link_lookup(ifname=name)
+            if not index:
+                continue      # gone already, with its peer or its namespace
+            try:
+                ipr.link("del", index=index[0])
+                report.links_deleted.append(name)
+            except NetlinkError as err:
+                if err.code != errno.ENODEV:
+                    report.errors.append(f"deleting interface {name}: {err}")
+
+
+def leftovers(run_dir: Path | None = None, *, nodes: Iterable[str] | None = None,
+              ports: Iterable[int] | None = None) -> Leftovers:
+    """What of aifabric's is on the machine now, touching nothing: target processes and every
+    other process of its nodes, network namespaces of fabric hosts, root-namespace interfaces
+    with aifabric names, and listening TCP ports among ``ports`` (default: the P4Runtime and
+    run-time control ranges; none when ``nodes`` narrows the check)."""
+    run_dir = (run_dir or RUN_DIR).resolve()
+    only = set(nodes) if nodes is not None else None
+    survey = _survey(run_dir, lambda n: only is None or n in only)
+    if ports is None:
+        ports = [] if only is not None else [*FABRIC_PORTS, *RUNTIME_PORTS]
+    return Leftovers(
+        processes=[*survey.targets.values(), *survey.others.values()],
+        namespaces=[f"netns {ino} ({', '.join(sorted(n))})" for ino, n in survey.namespaces.items()],
+        interfaces=survey.interfaces,
+        ports=listening_tcp_ports(set(ports)),
+    )
+
+
+def cleanup(run_dir: Path | None = None, *, nodes: Iterable[str] | None = None, timeout: float = 5.0,
+            passes: int = 3, ports: Iterable[int] | None = None) -> CleanupReport:
+    """Remove what aifabric left behind: target processes (pid files under ``<run_dir>/pids``,
+    marked with ``run_dir``, or logging under it) get SIGTERM; shells of aifabric-named Mininet
+    nodes, every other process marked with ``run_dir`` and every process in a fabric host's
+    network namespace get SIGKILL (an interactive shell ignores SIGTERM), all at once with one
+    deadline of ``timeout`` s; then root-namespace interfaces named like aifabric links
+    (``p0e0-eth1``, ``c3-eth2``, ..., the bridge ``tnet``) are deleted. Repeats (at most
+    ``passes`` times) until nothing is found; ``remaining`` says what the last check found.
+    With ``nodes``, only processes (targets included), namespaces and interfaces of those node
+    names are touched; ``ports`` go to the final `leftovers` check. OVS is never called."""
     run_dir = (run_dir or RUN_DIR).resolve()
     only = set(nodes) if nodes is not None else None
 
@@ -466,45 +617,19 @@ def cleanup(run_dir: Path | None = None, *, nodes: Iterable[str] | None = None, 
         return only is None or node in only
 
     report = CleanupReport()
-    victims: dict[int, str] = {}
+    for _ in range(max(1, passes)):
+        survey = _survey(run_dir, wanted)
+        if not (survey.targets or survey.others or survey.interfaces):
+            break
+        survivors = stop_processes(terminate=survey.targets, kill=survey.others, timeout=timeout)
+        report.killed += [what for pid, what in {**survey.targets, **survey.others}.items() if pid not in survivors]
+        report.errors += [f"process {pid} survived SIGKILL" for pid in survivors]
+        _delete_links(survey.interfaces, report)
     pid_dir = run_dir / "pids"
-    for pid_file in sorted(pid_dir.glob("*.pid")) if pid_dir.is_dir() else []:
-        try:
-            pid = int(pid_file.read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            pid = 0
-        argv = _cmdline(pid) if pid else []
-        if argv and any(Path(a).name in (BMV2, SOFTSWITCH) for a in argv[:3]):
-            victims[pid] = f"{pid_file.stem}: {' '.join(argv[:3])}"
-        pid_file.unlink(missing_ok=True)
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        argv = _cmdline(int(entry.name))
-        if _is_aifabric_target(argv, run_dir):
-            victims.setdefault(int(entry.name), " ".join(argv[:4]))
-        elif _is_fabric_host_shell(argv) and wanted(_node_of_shell(argv)):
-            victims.setdefault(int(entry.name), " ".join(argv[-1:]))
-    for pid, what in victims.items():
-        stop_process(pid, timeout)
-        report.killed.append(f"{pid} {what}")
-    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=False).stdout
-    for line in links.splitlines():
-        try:
-            name = line.split(":", 2)[1].strip().split("@", 1)[0]
-        except IndexError:
-            continue
-        if _FABRIC_INTF.match(name) and wanted(name.rsplit("-eth", 1)[0]):
-            res = subprocess.run(["ip", "link", "del", name], capture_output=True, text=True, check=False)
-            if res.returncode == 0:
-                report.links_deleted.append(name)
-            elif "Cannot find device" not in res.stderr:
-                report.errors.append(f"ip link del {name}: {res.stderr.strip()}")
-    if wanted(ap.TELEMETRY_BRIDGE):
-        from topologies.telemetry_net import delete_bridge
-
-        if delete_bridge(ap.TELEMETRY_BRIDGE):
-            report.links_deleted.append(ap.TELEMETRY_BRIDGE)
+    for pid_file in pid_dir.glob("*.pid") if pid_dir.is_dir() else []:
+        if wanted(pid_file.stem):
+            pid_file.unlink(missing_ok=True)
+    report.remaining = leftovers(run_dir, nodes=only, ports=ports)
     return report
 
 
@@ -532,7 +657,10 @@ __all__ = [
     "P4Switch",
     "P4SwitchError",
     "CleanupReport",
+    "Leftovers",
+    "MarkedNode",
     "cleanup",
+    "leftovers",
     "mininet_cleanup",
     "resolve_target",
     "target_command",
