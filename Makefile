@@ -26,6 +26,9 @@ bench: setup
 	$(PY) benchmarks/int_collector_rate.py
 	$(PY) benchmarks/p4runtime_hostile.py
 	$(PY) benchmarks/teardown.py
+	$(PY) benchmarks/allreduce.py
+	$(PY) benchmarks/load_balance.py
+	$(PY) benchmarks/te_placement.py
 
 clean:
 	-$(VENV)/bin/aifabric clean 2>/dev/null

@@ -8,6 +8,8 @@
                                                                         every host (eBPF PLB/DCQCN)
     aifabric demo [--k 4] [--target ...] [--json PATH]                  the fat-tree demo
     aifabric demo int [--k 4] [--target ...] [--json PATH] [--png PATH]  ECN + INT under congestion
+    aifabric demo allreduce [--workers 8] [--size N] [--json PATH]      in-network AllReduce vs ring vs PS
+    aifabric bench lb [--modes ...] [--patterns ...] [--seeds ...]       load-balancing modes compared
     aifabric clean                                                      remove leftovers
 """
 from __future__ import annotations
@@ -47,15 +49,28 @@ def build_parser() -> argparse.ArgumentParser:
                          "senders' reaction point), or both (hostagent.agent; defaults as `hostagent MODE`)")
 
     demo = sub.add_parser("demo", help="run a demo (default: the fat-tree forwarding demo)")
-    demo.add_argument("which", nargs="?", choices=("fabric", "int"), default="fabric",
-                      help="fabric: forwarding and ECMP; int: a congested link seen through INT and ECN")
+    demo.add_argument("which", nargs="?", choices=("fabric", "int", "allreduce"), default="fabric",
+                      help="fabric: forwarding and ECMP; int: a congested link seen through INT and ECN; "
+                           "allreduce: in-network aggregation against ring and parameter server")
     demo.add_argument("--k", type=int, default=4)
     demo.add_argument("--target", choices=TARGETS, default="softswitch",
                       help="P4 target (default: the embedded softswitch)")
     demo.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     demo.add_argument("--p4-build", metavar="DIR", help="where fabric.json and fabric.p4info.txtpb are (default: the committed build)")
-    demo.add_argument("--png", metavar="PATH", help="demo int: where to save the picture (default out/int_demo.png)")
+    demo.add_argument("--png", metavar="PATH",
+                      help="demo int/allreduce: where to save the picture (default out/int_demo.png, out/allreduce_demo.png)")
     demo.add_argument("--seconds", type=float, default=3.0, help="demo int: how long each run sends")
+    demo.add_argument("--workers", type=int, default=8, help="demo allreduce: workers, spread over racks and pods")
+    demo.add_argument("--size", type=int, default=16384, help="demo allreduce: tensor elements")
+    demo.add_argument("--dtype", choices=("float32", "int32"), default="float32", help="demo allreduce: tensor type")
+    demo.add_argument("--rate", type=int, default=100, help="demo allreduce: link rate, packets/s per direction")
+
+    bench = sub.add_parser("bench", help="run a comparison on a fabric (lb: load-balancing modes)")
+    bench_sub = bench.add_subparsers(dest="which", required=True)
+    from aifabric.lb_cli import add_arguments as lb_arguments
+    lb = bench_sub.add_parser("lb", help="ECMP, spraying, flowlets and TE on the same flows (k=4)")
+    lb_arguments(lb)
+    lb.add_argument("--p4-build", metavar="DIR", help="where fabric.json and fabric.p4info.txtpb are (default: the committed build)")
 
     sub.add_parser("clean", help="remove switch processes, namespaces and veths left by a crash")
     return p
@@ -150,6 +165,14 @@ def main(argv: list[str] | None = None) -> int:
                 from aifabric import demo_int
                 return demo_int.run(k=args.k, target=args.target, json_path=args.json, png_path=args.png,
                                     pipeline=pipeline, seconds=args.seconds)
+            if args.command == "bench":
+                from aifabric import lb_cli
+                return lb_cli.run(args, pipeline)
+            if args.which == "allreduce":
+                from aifabric import demo_allreduce
+                return demo_allreduce.run(k=args.k, target=args.target, workers=args.workers, size=args.size,
+                                          dtype=args.dtype, json_path=args.json, png_path=args.png,
+                                          pipeline=pipeline, rate_pps=args.rate)
             from aifabric import demo_fabric
             return demo_fabric.run(k=args.k, target=args.target, json_path=args.json, pipeline=pipeline)
     except (KeyboardInterrupt, Terminated) as stop:

@@ -33,7 +33,7 @@ for _ in range(count):
 class Reachability:
     family: str
     results: dict[tuple[str, str], bool]
-    retried: int = 0            # pairs lost in the all-at-once burst and pinged again alone
+    retried: int = 0            # pairs lost while all hosts pinged, pinged again alone
 
     @property
     def pairs(self) -> int:
@@ -49,14 +49,20 @@ class Reachability:
 
 def all_pairs_ping(hosts: Sequence, addr_of: Callable[[object], str], family: str = "ipv4",
                    progress: Progress | None = None, attempts: int = 3) -> Reachability:
-    """Ping every other host from every host (in parallel per source); a pair counts as
-    reached when any of ``attempts`` echo requests is answered."""
+    """Ping every other host from every host; a pair counts as reached when any of
+    ``attempts`` echo requests is answered.
+
+    Paced by the fabric itself: the sources run in parallel, but each sends one echo request
+    at a time and waits for its answer (or 2 s) before the next, so at most one request per
+    host is in flight and a slow but correct target is never flooded; a lossy one still
+    loses pairs."""
     procs = []
     flag = "-6" if family == "ipv6" else "-4"
     for src in hosts:
         targets = " ".join(shlex.quote(addr_of(d)) for d in hosts if d is not src)
-        script = (f"for d in {targets}; do (ping {flag} -n -q -c {attempts} -i 0.2 -W 2 $d >/dev/null 2>&1 "
-                  f"&& echo ok $d || echo fail $d) & done; wait")
+        script = (f"for d in {targets}; do r=fail; for i in $(seq {attempts}); do "
+                  f"if ping {flag} -n -q -c 1 -W 2 $d >/dev/null 2>&1; then r=ok; break; fi; done; "
+                  f"echo $r $d; done")
         procs.append((src, src.popen(["bash", "-c", script])))
     by_addr = {addr_of(h): h.name for h in hosts}
     results: dict[tuple[str, str], bool] = {}
@@ -75,8 +81,7 @@ def all_pairs_ping(hosts: Sequence, addr_of: Callable[[object], str], family: st
         for dst in hosts:
             if src is not dst:
                 results.setdefault((src.name, dst.name), False)
-    # Hundreds of pings at once can overflow a slow target's queues: a pair lost in that
-    # burst is tried once more on its own, and counted as retried.
+    # A pair lost while every host was pinging is tried once more on its own, and counted.
     by_name = {h.name: h for h in hosts}
     retried = [pair for pair, ok in results.items() if not ok]
     for a, b in retried:

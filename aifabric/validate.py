@@ -111,6 +111,16 @@ def validate(args: argparse.Namespace) -> None:
     the first problem."""
     if args.command == "clean":
         return
+    if args.command == "bench":
+        try:
+            resolve_target(args.target)
+        except P4SwitchError as e:
+            raise ValueError(str(e)) from None
+        if not 1 <= args.rate <= MAX_LINK_RATE_PPS or args.packets < 1:
+            raise ValueError(f"--rate {args.rate} / --packets {args.packets}: rate 1..{MAX_LINK_RATE_PPS}, packets >= 1")
+        prepare_output("--json", args.json)
+        prepare_output("--png", args.png)
+        return
     size = fabric_size(args)
     what = f"--k {args.k}" if args.command == "demo" or args.topo == "fattree" else (
         f"--leaves {args.leaves} --spines {args.spines} --hosts-per-leaf {args.hosts_per_leaf}")
@@ -136,6 +146,8 @@ def validate(args: argparse.Namespace) -> None:
 
         demo_int.DemoPlan.for_fat_tree(fat_tree(args.k), seconds=args.seconds)
         prepare_output("--png", args.png or demo_int.DEFAULT_PNG)
+    if args.which == "allreduce":
+        check_allreduce(args)
 
 
 def check_hostagent(mode: str) -> None:
@@ -153,3 +165,25 @@ def check_hostagent(mode: str) -> None:
     if not headers.exists():
         raise ValueError(f"--hostagent {mode}: no kernel headers at {headers} for bcc (scripts/bootstrap.sh "
                          "links them)")
+
+
+MAX_ALLREDUCE_ELEMENTS = 1 << 24      # 64 MiB of float32: hours at emulated link rates
+MAX_LINK_RATE_PPS = 10_000_000        # softswitch's largest queue rate
+
+
+def check_allreduce(args: argparse.Namespace) -> None:
+    """demo allreduce: workers that fit the fat-tree (one host stays the parameter server),
+    a tensor size and a link rate the demo can use."""
+    from aifabric import demo_allreduce
+    from controller.aggregation.tree import MAX_CHILDREN
+
+    hosts = args.k ** 3 // 4
+    most = min(hosts - 1, MAX_CHILDREN)
+    if not 2 <= args.workers <= most:
+        raise ValueError(f"--workers {args.workers}: must be 2..{most} on a k={args.k} fat-tree "
+                         f"({hosts} hosts, one is the parameter server; a job holds at most {MAX_CHILDREN})")
+    if not 1 <= args.size <= MAX_ALLREDUCE_ELEMENTS:
+        raise ValueError(f"--size {args.size}: must be 1..{MAX_ALLREDUCE_ELEMENTS} elements")
+    if not 1 <= args.rate <= MAX_LINK_RATE_PPS:
+        raise ValueError(f"--rate {args.rate}: must be 1..{MAX_LINK_RATE_PPS} packets/s")
+    prepare_output("--png", args.png or demo_allreduce.DEFAULT_PNG)
