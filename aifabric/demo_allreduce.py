@@ -77,9 +77,7 @@ def retransmit_timeout(plan: LinkPlan, workers: int) -> float:
 
 
 def draw(path: Path, results: list[RunResult]) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = report.pyplot()
 
     labels = [LABELS[r.algorithm] for r in results]
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
@@ -95,7 +93,4 @@ def draw(path: Path, results: list[RunResult]) -> None:
     b.set_ylabel("bytes per worker / tensor bytes")
     b.set_title("Traffic on each worker's link")
     b.legend()
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    report.save_figure(fig, path)

@@ -308,11 +308,7 @@ def _print_tables(flow: FlowKey, congested: PhaseResult, alone: PhaseResult, fig
 def draw(path: Path, congested: PhaseResult, alone: PhaseResult, flow: FlowKey) -> None:
     """Per-hop queue depth and latency (mean bars, max markers) for both runs, and the
     congested hop's queue over the watched packets."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = report.pyplot()
     hops = congested.path or alone.path
     labels = [f"{i + 1}. {h['switch']}\n{h['ingress_port']}->{h['egress_port']}" for i, h in enumerate(hops)]
     x = list(range(len(hops)))
@@ -341,7 +337,4 @@ def draw(path: Path, congested: PhaseResult, alone: PhaseResult, flow: FlowKey) 
     ax.set_ylabel("packets")
     ax.legend(fontsize=8)
     fig.suptitle(f"INT of {flow}: congested vs alone (CE at receiver: {congested.ce_all} vs {alone.ce_all})")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    report.save_figure(fig, path)

@@ -50,9 +50,7 @@ def run(args: argparse.Namespace, pipeline=None) -> int:
 
 
 def draw(path: Path, rows: list[dict], heat: dict) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = report.pyplot()
     import numpy as np
 
     patterns = list(dict.fromkeys(r["pattern"] for r in rows))
@@ -74,10 +72,7 @@ def draw(path: Path, rows: list[dict], heat: dict) -> None:
         ax.set_yticks(range(len(modes)), modes)
         ax.set_xticks(range(len(links)), links, rotation=90, fontsize=5)
         ax.set_title(f"{pattern}: packets per core link (median run)")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    report.save_figure(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -41,3 +41,21 @@ def write_json(path: str | Path, data: dict) -> None:
 def progress(message: str) -> None:
     """One line of progress on standard error (stdout keeps the results)."""
     print(f"... {message}", file=sys.stderr, flush=True)
+
+
+def pyplot():
+    """matplotlib's pyplot on the file-only Agg backend (no display here)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def save_figure(fig, path: str | Path) -> Path:
+    """Lay out, write (PNG, parents made) and close a figure; returns the path."""
+    fig.tight_layout()
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(p, dpi=110)
+    pyplot().close(fig)
+    return p

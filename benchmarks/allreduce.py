@@ -73,9 +73,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def draw(path: Path, runs: list[dict]) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = report.pyplot()
 
     ns = sorted({r["n"] for r in runs})
     fig, axes = plt.subplots(1, len(ns), figsize=(4 * len(ns), 3.6), squeeze=False)
@@ -90,10 +88,7 @@ def draw(path: Path, runs: list[dict]) -> None:
         ax.set_xlabel("tensor (KiB)")
         ax.set_ylabel("algorithm bandwidth (kB/s)")
         ax.legend()
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    report.save_figure(fig, path)
 
 
 if __name__ == "__main__":

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import threading
 
 import pytest
+from targets import FABRIC_TARGETS
 
 pytestmark = [
     pytest.mark.slow,
@@ -21,13 +21,10 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces, raw sockets)"),
 ]
 
-TARGETS = ["softswitch", pytest.param("bmv2", marks=[
-    pytest.mark.bmv2,
-    pytest.mark.skipif(shutil.which("simple_switch_grpc") is None, reason="BMv2 simple_switch_grpc is not on PATH")])]
 RATE_PPS = 400          # links limited so a burst of windows never outruns the switches' CPU
 
 
-@pytest.fixture(scope="module", params=TARGETS)
+@pytest.fixture(scope="module", params=FABRIC_TARGETS)
 def fabric_lab(request):
     from aifabric.allreduce_lab import LinkPlan, limit_links
     from aifabric.lab import Lab

@@ -4,7 +4,6 @@ switches (read from the switches' egress port counters)."""
 from __future__ import annotations
 
 import os
-import shutil
 
 import pytest
 
@@ -12,18 +11,14 @@ from aifabric import checks
 from aifabric.lab import Lab
 from topologies.fabric import fat_tree
 from topologies.p4switch import cleanup, port_accepts
+from targets import FABRIC_TARGETS
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root (Mininet, namespaces)")]
 
-TARGETS = [
-    pytest.param("softswitch"),
-    pytest.param("bmv2", marks=[pytest.mark.bmv2, pytest.mark.skipif(
-        shutil.which("simple_switch_grpc") is None, reason="BMv2 simple_switch_grpc is not on PATH")]),
-]
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", FABRIC_TARGETS)
 def test_fat_tree_k4_all_pairs_and_ecmp(target, tmp_path):
     fabric = fat_tree(4)
     busy = [s.name for s in fabric.switches if port_accepts(s.grpc_port)]

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 import threading
 import time
 
 import pytest
+from targets import FABRIC_TARGETS
 
 pytestmark = [
     pytest.mark.slow,
@@ -22,14 +22,11 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces, raw sockets)"),
 ]
 
-TARGETS = ["softswitch", pytest.param("bmv2", marks=[
-    pytest.mark.bmv2,
-    pytest.mark.skipif(shutil.which("simple_switch_grpc") is None, reason="BMv2 simple_switch_grpc is not on PATH")])]
 EDGE, UPLINKS = "p0e0", (3, 4)
 SRC, DST = "p0e0h0", "p2e1h1"
 
 
-@pytest.fixture(scope="module", params=TARGETS)
+@pytest.fixture(scope="module", params=FABRIC_TARGETS)
 def lb_lab(request):
     from aifabric.lab import Lab
     from controller.lb import LbModes, TeOverrides

@@ -19,7 +19,7 @@ from scapy.packet import raw
 
 from hostagent.allreduce.aggregator import Aggregator, Dest, RejectedPacket
 from hostagent.allreduce.protocol import AGG_UDP_PORT, AggHeader, AggPacket, PktType, pack_packet, unpack_packet
-from scenarios.runner import CONTROL, Scenario, Send, Setup, Step
+from scenarios.runner import Scenario, Send, Setup, Step
 
 ROUTER = "00:00:00:00:aa:aa"
 PARENT_MAC = "00:00:00:00:bb:04"
