@@ -84,7 +84,8 @@ control FabricEgress(inout headers_t hdr,
             ecn.apply(hdr, meta, standard_metadata);
         }
         int_egress.apply(hdr, meta, standard_metadata);
-        if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_NORMAL) {
+        if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_NORMAL
+                || standard_metadata.instance_type == PKT_INSTANCE_TYPE_REPLICATION) {
             loss.apply(hdr, meta, standard_metadata);   // emulated link loss, if configured
         }
         if (!meta.lost) {

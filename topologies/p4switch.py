@@ -345,6 +345,10 @@ class P4Switch(MarkedNode, Switch):
         """SIGTERM the target, SIGKILL it after ``stop_timeout`` s; forget it."""
         if self.process is not None:
             stop_processes(terminate=[self.process.pid], timeout=self.stop_timeout)
+            try:    # reap it; a busy target (BMv2 under load) can take a moment after SIGKILL
+                self.process.wait(timeout=self.stop_timeout)
+            except subprocess.TimeoutExpired:
+                pass
         self.forget_target()
 
     def forget_target(self) -> None:

@@ -64,6 +64,7 @@ const bit<16> NDP_NS_WITH_LL_LEN   = 32;
 const bit<32> PKT_INSTANCE_TYPE_NORMAL        = 0;
 const bit<32> PKT_INSTANCE_TYPE_INGRESS_CLONE = 1;
 const bit<32> PKT_INSTANCE_TYPE_EGRESS_CLONE  = 2;
+const bit<32> PKT_INSTANCE_TYPE_REPLICATION   = 5;   // a multicast copy
 
 // ECN codepoints (IPv4 ECN field, IPv6 traffic class low 2 bits; RFC 3168).
 const bit<2> ECN_NOT_ECT = 0;
