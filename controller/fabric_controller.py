@@ -355,12 +355,18 @@ class FabricController:
         )
         self.forwarding: dict[str, SwitchForwarding] = {}
         self.state_sources: list[StateSource] = []
+        # One recompute at a time: the last one to finish holds the newest state of every source.
+        self._recompute_lock = threading.RLock()
         self.recompute()
 
     # --- desired state ---------------------------------------------------------------------
 
     def recompute(self) -> dict[str, SwitchForwarding]:
         """Recompute routes from the topology model and hand each agent its desired entities."""
+        with self._recompute_lock:
+            return self._recompute()
+
+    def _recompute(self) -> dict[str, SwitchForwarding]:
         self.forwarding = compute_forwarding(self.model)
         p4info = self.pipeline.p4info
         owned_tables = [E.MY_STATION, E.ARP_REPLY, E.NDP_REPLY, E.ROUTING_V4, E.ROUTING_V6, E.NEXT_HASHED]

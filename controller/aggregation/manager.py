@@ -72,12 +72,16 @@ class JobManager:
     def owned(self, switch: str) -> set[tuple]:
         p4info = self.controller.pipeline.p4info
         keys = {("table", p4info.table_id(AE.AGG_JOBS)), ("table", p4info.table_id(AE.AGG_RESULT_DST))}
-        return keys | {AE.multicast_owner_key(j) for j in self._used_ids}
+        with self._lock:
+            used = sorted(self._used_ids)
+        return keys | {AE.multicast_owner_key(j) for j in used}
 
     def entities(self, switch: str) -> list[p4runtime_pb2.Entity]:
         p4info, fabric = self.controller.pipeline.p4info, self.controller.fabric
         groups, tables = [], []
-        for job in self.jobs.values():
+        with self._lock:             # jobs may start in other threads meanwhile
+            jobs = list(self.jobs.values())
+        for job in jobs:
             node = job.tree.nodes.get(switch) if job.tree else None
             if node is None:
                 continue
