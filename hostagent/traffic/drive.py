@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 from aifabric.traffic import _json_result
+from aifabric.traffic import stop as stop_process
 from hostagent.traffic.flows import FlowSpec, WireFlow
 from hostagent.traffic.flowstats import TcpReceived, UdpReceived
 from hostagent.traffic.receiver import Received
@@ -242,15 +243,12 @@ def _amount(rec: UdpReceived | TcpReceived) -> int:
 
 
 def stop(handles: Sequence[ProcessHandle], timeout: float = 2.0) -> None:
-    """Kill whatever of ``handles`` still runs and reap it."""
+    """Kill whatever of ``handles`` still runs and reap it (all killed first, then each reaped)."""
     for h in handles:
         if h.proc.poll() is None:
             h.proc.kill()
     for h in handles:
-        try:
-            h.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            pass
+        stop_process(h.proc, timeout)
 
 
 def run_traffic(hosts: Mapping[str, object], flows: Sequence[FlowSpec], *, quiet: float = 2.0,
