@@ -65,6 +65,8 @@ class Pipeline:
     p4info: P4Info
     device_config: bytes
     cookie: int
+    p4info_path: Path | None = None     # the files it was read from (`from_files`), for users' tools
+    json_path: Path | None = None
 
     @classmethod
     def from_files(cls, p4info_path: str | Path, json_path: str | Path) -> "Pipeline":
@@ -75,7 +77,7 @@ class Pipeline:
         config = json_path.read_bytes()
         info = P4Info.from_file(p4info_path)
         digest = hashlib.sha256(info.message.SerializeToString(deterministic=True) + config).digest()
-        return cls(info, config, int.from_bytes(digest[:8], "big") or 1)
+        return cls(info, config, int.from_bytes(digest[:8], "big") or 1, p4info_path.resolve(), json_path.resolve())
 
     @classmethod
     def from_build_dir(cls, build_dir: str | Path = DEFAULT_BUILD_DIR, program: str = "fabric") -> "Pipeline":

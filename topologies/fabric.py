@@ -43,10 +43,11 @@ class Switch:
     mac: str
     grpc_port: int
     pod: int | None = None
+    grpc_host: str = ap.GRPC_HOST     # another host name when the switches run elsewhere (a container)
 
     @property
     def grpc_address(self) -> str:
-        return f"{ap.GRPC_HOST}:{self.grpc_port}"
+        return f"{self.grpc_host}:{self.grpc_port}"
 
 
 @dataclass(frozen=True)
