@@ -11,6 +11,8 @@
     aifabric demo allreduce [--workers 8] [--size N] [--json PATH]      in-network AllReduce vs ring vs PS
     aifabric bench lb [--modes ...] [--patterns ...] [--seeds ...]       load-balancing modes compared
     aifabric clean                                                      remove leftovers
+    aifabric controller --fabric FILE [--metrics HOST:PORT] [--int]      the controller as a service
+                                                                        for a fabric description
 """
 from __future__ import annotations
 
@@ -73,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     lb.add_argument("--p4-build", metavar="DIR", help="where fabric.json and fabric.p4info.txtpb are (default: the committed build)")
 
     sub.add_parser("clean", help="remove switch processes, namespaces and veths left by a crash")
+    from aifabric.controller_service import add_arguments as controller_arguments
+    controller_arguments(sub.add_parser("controller", help="keep the switches of a fabric description at their desired state (a long-running service)"))
     return p
 
 
@@ -116,6 +120,9 @@ def _interrupted(stop: BaseException) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "controller":     # no root, no bring-up checks: it only speaks P4Runtime
+        from aifabric import controller_service
+        return controller_service.main(args)
     try:
         validate(args)          # before anything is brought up
     except ValueError as e:
