@@ -1,0 +1,117 @@
+"""`aifabric controller --fabric FILE` as a process, against real P4Runtime servers.
+
+Two in-process softswitches (no ports, so no root and no fabric) stand for a leaf-spine's
+switches at free addresses the description names; the service must program both, show it in
+its metrics, and program a switch again after it restarts empty. A bad description ends the
+command with one line naming the file.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from aifabric.description import FabricDescription
+from tests.p4rt_support import running_switch
+from topologies.fabric import leaf_spine
+from topologies.testbed import free_tcp_port
+
+AIFABRIC = [sys.executable, "-m", "aifabric.cli"]
+
+
+def describe(addresses: dict[str, str], path: Path) -> Path:
+    """A leaf-spine (2 leaves, 1 spine: 3 switches) whose switches are at ``addresses``."""
+    desc = FabricDescription.from_fabric(leaf_spine(2, 1, 1))
+    desc.switches = [dataclasses.replace(sw, p4runtime_address=addresses[sw.name]) for sw in desc.switches]
+    return desc.write(path)
+
+
+def scrape(port: int) -> dict[tuple[str, str], float]:
+    """(metric, switch) -> value of the controller's own metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:  # noqa: S310
+        text = answer.read().decode()
+    return {(s.name, s.labels["switch"]): s.value
+            for fam in text_string_to_metric_families(text) if fam.name.startswith("aifabric_controller_")
+            for s in fam.samples}
+
+
+def wait_for(port: int, want, what: str, timeout: float = 30.0) -> dict[tuple[str, str], float]:
+    deadline, seen = time.monotonic() + timeout, {}
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            seen = scrape(port)
+            if want(seen):
+                return seen
+        time.sleep(0.2)
+    raise AssertionError(f"{what} not seen within {timeout:g} s; last metrics: {seen}")
+
+
+@contextlib.contextmanager
+def service(fabric_file: Path, metrics_port: int) -> Iterator[subprocess.Popen]:
+    proc = subprocess.Popen([*AIFABRIC, "controller", "--fabric", str(fabric_file),
+                             "--metrics", f"127.0.0.1:{metrics_port}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=10)
+
+
+def test_service_programs_every_switch_and_reprograms_one_that_restarts(tmp_path: Path) -> None:
+    names = ["l0", "l1", "s0"]
+    with contextlib.ExitStack() as stack:
+        switches = {n: stack.enter_context(running_switch(device_id=i + 1)) for i, n in enumerate(names)}
+        fabric_file = describe({n: addr for n, (_sw, addr) in switches.items()}, tmp_path / "fabric.json")
+        port = free_tcp_port()
+        with service(fabric_file, port) as proc:
+            def all_in_sync(m):
+                return all(m.get(("aifabric_controller_switch_in_sync", n)) == 1 for n in names)
+
+            seen = wait_for(port, all_in_sync, "every switch in sync")
+            assert all(seen[("aifabric_controller_pipeline_pushes_total", n)] == 1 for n in names), seen
+
+            # l1 restarts empty at the same address: the service must push the pipeline again
+            sw, addr = switches["l1"]
+            sw.stop()
+            stack.enter_context(_switch_at(addr, device_id=2))
+            seen = wait_for(port, lambda m: all_in_sync(m)
+                            and m.get(("aifabric_controller_pipeline_pushes_total", "l1")) == 2,
+                            "l1 programmed again after its restart")
+            assert seen[("aifabric_controller_pipeline_pushes_total", "l0")] == 1, seen
+            proc.send_signal(signal.SIGTERM)
+            out, _ = proc.communicate(timeout=20)
+            assert proc.returncode == 0, out
+
+
+@contextlib.contextmanager
+def _switch_at(addr: str, device_id: int) -> Iterator[object]:
+    from softswitch.switch import Switch, SwitchConfig
+
+    sw = Switch(SwitchConfig(device_id=device_id, ports=[], cpu_port=255, grpc_addr=addr))
+    sw.start()
+    try:
+        yield sw
+    finally:
+        sw.stop()
+
+
+def test_bad_or_missing_description_is_one_line_naming_it(tmp_path: Path) -> None:
+    bad = tmp_path / "fabric.json"
+    bad.write_text('{"schema": "aifabric.fabric-description/1", "kind": "leaf_spine", "params": {}, '
+                   '"switches": [{"name": "l0"}], "hosts": [], "links": []}')
+    for path, problem in ((bad, "switches[0].device_id: missing"), (tmp_path / "absent.json", "cannot read")):
+        result = subprocess.run([*AIFABRIC, "controller", "--fabric", str(path)],
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 2
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and str(path) in lines[0] and problem in lines[0], result.stderr
