@@ -35,6 +35,10 @@ aifabric_int_report_datagrams_total            counter  datagrams the collector 
 aifabric_int_reports_decoded_total             counter  individual reports decoded
 aifabric_int_reports_malformed_total           counter  malformed datagrams (label ``reason``)
 aifabric_int_reports_lost_total                counter  gaps in report sequence numbers
+aifabric_int_path_hop_latency_microseconds     gauge    per hop of the latest INT path of each of the
+                                                        MAX_PATH_FLOWS most recently seen flows (labels
+                                                        ``flow``, ``hop``, ``switch``, ``ingress_port``,
+                                                        ``egress_port``): the hop's latency in that report
 =============================================  =======  =============================================
 
 More sources can be served from the same registry (``collectors``): the host agents' counters
@@ -59,6 +63,7 @@ from controller.int_collector import IntCollector
 log = logging.getLogger(__name__)
 
 NOMINAL_LINK_BPS = 1_000_000_000
+MAX_PATH_FLOWS = 32     # INT paths exported (most recent flows): bounds the series a scrape carries
 DEFAULT_POLL_INTERVAL = 1.0
 
 
@@ -193,6 +198,21 @@ class _FabricCollector(Collector):
             bad.add_metric([reason], count)
         yield bad
         yield CounterMetricFamily("aifabric_int_reports_lost", "Reports missing from the sequence numbers", value=c.reports_lost)
+        yield self._path_metric(snap.flows.values())
+
+    def _path_metric(self, flows) -> Metric:
+        paths = GaugeMetricFamily("aifabric_int_path_hop_latency_microseconds",
+                                  "Hop latency along the latest INT path of recently seen flows",
+                                  labels=["flow", "hop", "switch", "ingress_port", "egress_port"])
+        recent = sorted(flows, key=lambda f: f.last_seen, reverse=True)[:MAX_PATH_FLOWS]
+        for flow in sorted(recent, key=lambda f: str(f.flow)):
+            for i, hop in enumerate(flow.path):
+                if hop.hop_latency_us is None:
+                    continue
+                switch = self.m.switch_name(hop.switch_id) if hop.switch_id is not None else "?"
+                paths.add_metric([str(flow.flow), str(i), switch, str(hop.ingress_port), str(hop.egress_port)],
+                                 hop.hop_latency_us)
+        return paths
 
     def _counter_metrics(self, poller: CounterPoller) -> Iterator[Metric]:
         labels = ["switch", "port"]

@@ -95,6 +95,10 @@ def test_exporter_values() -> None:
     assert values[("aifabric_link_utilisation_ratio", tuple(sorted(port3)))] == 0.0
     assert values[("aifabric_int_reports_decoded_total", ())] == 3
     assert values[("aifabric_int_reports_malformed_total", (("reason", "truncated"),))] == 1
+    # the flow's latest INT path, hop by hop in path order (the switch named from its INT node id)
+    path = {(dict(k)["hop"], dict(k)["switch"], dict(k)["egress_port"]): v
+            for (name, k), v in values.items() if name == "aifabric_int_path_hop_latency_microseconds"}
+    assert path == {("0", "p0e0", "3"): 20, ("1", "p0a0", "3"): 25, ("2", "p3e1", "2"): 9000}
 
 
 def _free_port() -> int:
