@@ -8,7 +8,8 @@ pipeline again and refilled; a controller that restarts finds the switches as th
 writes only the difference. Beside it run the INT collector (``--int``: ECN and INT installed
 on every switch, reports received on the telemetry bridge's address) and the Prometheus
 exporter (``--metrics HOST:PORT``: `controller.metrics` plus the controller's own view of each
-switch, `ControllerStatusCollector`). SIGTERM/SIGINT stop it cleanly.
+switch, `ControllerStatusCollector`); ``--int-metrics HOST:PORT`` serves the INT collector's
+metrics on an exporter of their own instead. SIGTERM/SIGINT stop it cleanly.
 
 A description that cannot be read or is not valid ends the command at once with one line
 naming the file (exit status 2); switches that cannot be reached are not fatal: the service
@@ -45,6 +46,7 @@ FULL_CHECK_INTERVAL_S = 10.0      # every switch re-read this often even when no
 class ServiceOptions:
     fabric_file: Path
     metrics: tuple[str, int] | None = None      # where the exporter listens
+    int_metrics: tuple[str, int] | None = None  # where the INT collector's own exporter listens
     int_enabled: bool = False                   # ECN + INT on every TCP/UDP flow, and the collector
     p4_build: Path | None = None                # overrides the description's pipeline files
 
@@ -54,6 +56,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="fabric description (JSON, or YAML with PyYAML) written by the fabric side")
     p.add_argument("--metrics", metavar="HOST:PORT", type=host_port_arg,
                    help="serve Prometheus metrics there (switch counters, INT, the controller's view)")
+    p.add_argument("--int-metrics", metavar="HOST:PORT", type=host_port_arg,
+                   help="with --int: serve the INT collector's metrics there, apart from --metrics")
     p.add_argument("--int", action="store_true",
                    help="install ECN marking and INT on every TCP/UDP flow and receive the reports "
                         "(the fabric needs its telemetry network: `aifabric up --int`)")
@@ -67,6 +71,7 @@ def options(args: argparse.Namespace) -> ServiceOptions:
     return ServiceOptions(
         fabric_file=Path(args.fabric),
         metrics=parse_host_port(args.metrics) if args.metrics else None,
+        int_metrics=parse_host_port(args.int_metrics) if args.int_metrics else None,
         int_enabled=args.int,
         p4_build=Path(args.p4_build) if args.p4_build else None,
     )
@@ -122,18 +127,20 @@ class ControllerService:
         self.collector: IntCollector | None = None
         if telemetry is not None:
             self.collector = IntCollector(telemetry.collector_ip, telemetry.collector_port)
-        self.exporter: FabricMetrics | None = None
+        self.exporters: list[FabricMetrics] = []
 
     def start(self) -> None:
         """Collector and exporter first (a fabric that is slow to answer must not keep
         Prometheus waiting), then one reconcile of every switch, then the loop."""
         if self.collector is not None:
             self.collector.start()
+        apart = self.collector is not None and self.opts.int_metrics is not None
         if self.opts.metrics is not None:
-            self.exporter = fabric_metrics(self.controller, self.collector,
-                                           collectors=[ControllerStatusCollector(self.controller)])
-            host, port = self.exporter.start_http(*self.opts.metrics)
-            log.warning("metrics on http://%s:%d/metrics", host, port)
+            self._serve(fabric_metrics(self.controller, None if apart else self.collector,
+                                       collectors=[ControllerStatusCollector(self.controller)]), self.opts.metrics)
+        if apart:
+            names = {sw.device_id: sw.name for sw in self.controller.fabric.switches}
+            self._serve(FabricMetrics(int_collector=self.collector, switch_names=names), self.opts.int_metrics)
         results = self.controller.reconcile()
         failed = {n: r for n, r in results.items() if isinstance(r, BaseException)}
         for name, err in sorted(failed.items()):
@@ -141,9 +148,14 @@ class ControllerService:
         log.warning("%d of %d switches in sync", len(results) - len(failed), len(results))
         self.controller.start_reconcile_loop(RECONCILE_INTERVAL_S, FULL_CHECK_INTERVAL_S)
 
+    def _serve(self, exporter: FabricMetrics, where: tuple[str, int]) -> None:
+        host, port = exporter.start_http(*where)
+        self.exporters.append(exporter)
+        log.warning("metrics on http://%s:%d/metrics", host, port)
+
     def stop(self) -> None:
-        if self.exporter is not None:
-            self.exporter.stop()
+        for exporter in self.exporters:
+            exporter.stop()
         self.controller.close()
         if self.collector is not None:
             self.collector.stop()
