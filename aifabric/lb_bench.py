@@ -13,27 +13,40 @@ same source ports); the figures per run:
 * CPU busy share of the machine during the run.
 
 Modes: ``ecmp``, ``spray`` (random member per packet), ``flowlet`` (gap ``flowlet_gap_us``) and
-``te`` (ECMP plus Hedera's placement, a round shortly after the flows start; its measurement
-source here is the flows' own sending rates as their senders pace them, not switch sampling).
+``te`` (ECMP plus Hedera's loop, `controller.te.loop.TeLoop`: the edge switches sample one
+packet in ``te_one_in`` to the controller, and every ``te_period_s`` the controller detects the
+elephants, places them with Global First Fit and installs the pins); ``plb`` (ECMP, with the
+eBPF host agents of hostagent/agent moving a flow to another source port after ``N`` congested
+PLB rounds of ``plb_round_s``) and ``plb+dcqcn`` (the same, and DCQCN setting the senders'
+rates from CNPs). ECN marks every ECN-capable packet above ``ecn_threshold`` packets of queue
+(step marking, as DCTCP's K); only the agents make packets ECN-capable, so the other modes are
+never marked. Per run also: CE marks (the switches' ``ecn_marked`` counters), PLB repaths and
+CNPs (the agents' counters).
 """
 from __future__ import annotations
 
 import statistics
-import threading
 from dataclasses import dataclass, field
+
+from pathlib import Path
 
 from aifabric.allreduce_lab import FRAME_BYTES, LinkPlan, cpu_times, limit_links
 from aifabric.lab import Lab
-from controller.lb import LbModes, Pin, TeOverrides
-from controller.te.elephants import FlowCounts
-from controller.te.engine import TeConfig, TrafficEngineer
-from controller.te.flows import Flow
+from controller.entries import ECN_MARKED
+from controller.lb import LbModes
+from controller.te.engine import TeConfig
+from controller.te.loop import TeLoop
+from controller.telemetry_entries import EcnThresholds, TelemetryConfig
+from hostagent.agent.config import AgentConfig
+from hostagent.agent.launch import AgentSet, start_agents
 from hostagent.traffic import patterns
 from hostagent.traffic.drive import run_traffic
 from hostagent.traffic.flows import FlowSpec
+from hostagent.traffic.ratecontrol import RATE_CONTROL_PORT
 from topologies.fabric import Role
 
-MODES = ("ecmp", "spray", "flowlet", "te")
+MODES = ("ecmp", "spray", "flowlet", "te", "plb", "plb+dcqcn")
+AGENT_MODES = ("plb", "plb+dcqcn")
 PATTERNS = ("permutation", "collective", "incast")
 PAYLOAD = FRAME_BYTES - 42          # UDP payload of a full-size frame (Ethernet 14 + IPv4 20 + UDP 8)
 
@@ -43,7 +56,22 @@ class LbPlan:
     rate_pps: int = 100
     packets: int = 400               # per flow: 4 s alone at 100 packets/s
     flowlet_gap_us: int = 50_000
-    te_delay_s: float = 1.0          # TE's round this long after the flows start
+    te_period_s: float = 0.5         # a TE round every this many seconds
+    te_one_in: int = 8               # edge switches sample one packet in this many for TE
+    plb_round_s: float = 0.1         # PLB round: about one RTT with a few packets queued at 100 packets/s
+    ecn_threshold: int = 10          # packets of queue above which ECN-capable packets are marked
+
+    @property
+    def link_bps(self) -> float:
+        return self.rate_pps * FRAME_BYTES * 8
+
+    def telemetry(self) -> TelemetryConfig:
+        """ECN step marking at ``ecn_threshold``, no INT: what the lab of this plan needs."""
+        k = self.ecn_threshold
+        return TelemetryConfig(ecn=EcnThresholds(kmin=k, kmax=k, pmax=1.0), int_enabled=False)
+
+    def agent_config(self, mode: str, seed: int) -> AgentConfig:
+        return AgentConfig(mode, round_s=self.plb_round_s, line_rate_bps=self.link_bps, seed=seed)
 
 
 @dataclass
@@ -54,7 +82,10 @@ class ModeRun:
     flows: list[dict] = field(default_factory=list)
     core_links: dict[str, int] = field(default_factory=dict)
     cpu_busy: float = 0.0
-    pins: int = 0
+    pins: int = 0                    # te: pins installed at most at once
+    pins_moved: int = 0              # te: pins a later round moved to another port
+    ce_marks: int = 0                # packets the switches marked CE
+    agents: dict = field(default_factory=dict)   # plb modes: the agents' totals, summed over hosts
 
     def figures(self, plan: LbPlan, ideal_rate: dict[int, float]) -> dict:
         fcts = sorted(f["fct_s"] for f in self.flows if f["fct_s"])
@@ -69,7 +100,8 @@ class ModeRun:
                 "fct_p99_s": round(_pct(fcts, 99), 2) if fcts else None,
                 "out_of_order": sum(f["out_of_order"] or 0 for f in self.flows),
                 "lost": sum(f["lost"] for f in self.flows), "complete": sum(f["complete"] for f in self.flows),
-                "flows": len(self.flows), "pins": self.pins, "cpu_busy": round(self.cpu_busy, 2),
+                "flows": len(self.flows), "pins": self.pins, "pins_moved": self.pins_moved, "ce_marks": self.ce_marks,
+                "repaths": self.agents.get("repaths"), "cnps": self.agents.get("cnps_sent"), "cpu_busy": round(self.cpu_busy, 2),
                 "per_flow": [{k: f[k] for k in ("src", "dst", "sport", "complete", "lost", "fct_s", "out_of_order",
                                                 "sender_late_s", "error")} for f in self.flows]}
 
@@ -118,63 +150,63 @@ def core_links(lab: Lab) -> dict[str, int]:
     return out
 
 
-def run_mode(lab: Lab, modes: LbModes, overrides: TeOverrides, mode: str, pattern: str, seed: int,
-             plan: LbPlan) -> ModeRun:
+def run_mode(lab: Lab, modes: LbModes, te: TeLoop, mode: str, pattern: str, seed: int, plan: LbPlan) -> ModeRun:
     flows = make_flows(lab, pattern, seed, plan)
-    modes.set("ecmp" if mode == "te" else mode, gap_us=plan.flowlet_gap_us)
-    overrides.replace([])
+    modes.set(mode if mode in ("spray", "flowlet") else "ecmp", gap_us=plan.flowlet_gap_us)
     run = ModeRun(mode, pattern, seed)
-    stop = threading.Event()
-    te_thread = None
-    if mode == "te":
-        te_thread = threading.Thread(target=_te_round, args=(lab, overrides, flows, plan, stop, run))
-        te_thread.start()
-    before, cpu0 = core_links(lab), cpu_times()
     hosts = {n: lab.host(n) for n in {f.src for f in flows} | {f.dst for f in flows}}
+    agents = None
+    if mode in AGENT_MODES:      # started first: compiling their programs costs a second of CPU each
+        agents = start_agents(hosts, plan.agent_config(mode, seed), Path(lab.log_dir) / "lb-agents")
+    before, marks0, cpu0 = core_links(lab), ce_marks(lab), cpu_times()
+    if mode == "te":
+        te.start()
     try:
-        results = run_traffic(hosts, flows, quiet=2.0, deadline=plan.packets / plan.rate_pps * 4 + 20)
+        results = run_traffic(hosts, flows, quiet=2.0, deadline=plan.packets / plan.rate_pps * 4 + 20,
+                              rate_control_port=RATE_CONTROL_PORT if mode == "plb+dcqcn" else 0)
     finally:
-        stop.set()
-        if te_thread is not None:
-            te_thread.join()
+        if mode == "te":
+            te.stop()
+            run.pins = max((len(r.desired) for r in te.rounds), default=0)
+            run.pins_moved = te.pins_moved
+        if agents is not None:
+            run.agents = _agent_totals(agents)
+            agents.stop()
     cpu1 = cpu_times()
     after = core_links(lab)
+    run.ce_marks = ce_marks(lab) - marks0
     run.core_links = {k: after[k] - before[k] for k in after}
     run.cpu_busy = 1 - (cpu1[1] - cpu0[1]) / max(1e-9, cpu1[0] - cpu0[0])
     run.flows = [r.summary() for r in results]
-    overrides.replace([])
     modes.set("ecmp")
     return run
 
 
-def _te_round(lab: Lab, overrides: TeOverrides, flows: list[FlowSpec], plan: LbPlan,
-              stop: threading.Event, run: ModeRun) -> None:
-    """One Hedera round ``te_delay_s`` after the flows start, from the flows' sending rates."""
-    if stop.wait(plan.te_delay_s + 1.0):       # run_traffic starts the senders 1 s after it is called
-        return
-    fabric = lab.fabric
-    bytes_by_flow = {Flow.between(fabric.host(f.src), fabric.host(f.dst), f.sport, f.dport):
-                     int(f.rate_pps * plan.te_delay_s * FRAME_BYTES) for f in flows}
-    engineer = TrafficEngineer(lab.controller.model, lambda: FlowCounts(bytes_by_flow, plan.te_delay_s),
-                               TeConfig(host_link_bps=plan.rate_pps * FRAME_BYTES * 8))
-
-    def apply(rnd) -> None:
-        pins = [Pin(e.switch, e.flow.src_ip, e.flow.dst_ip, e.flow.protocol, e.flow.src_port, e.flow.dst_port,
-                    e.egress_port) for e in rnd.desired.values()]
-        overrides.replace(pins)
-        run.pins = len(pins)
-
-    engineer.run_round(apply)
+def ce_marks(lab: Lab) -> int:
+    """Packets marked CE so far, all switches and ports."""
+    return sum(c.packets for sw in lab.fabric.switches
+               for c in lab.controller.read_port_counters(sw.name, ECN_MARKED).values())
 
 
-def setup(lab: Lab, plan: LbPlan) -> tuple[LbModes, TeOverrides]:
+def _agent_totals(agents: AgentSet) -> dict:
+    totals: dict[str, int] = {}
+    for stats in agents.stats().values():
+        for key, value in vars(stats.totals).items():
+            totals[key] = totals.get(key, 0) + value
+    return totals
+
+
+def setup(lab: Lab, plan: LbPlan) -> tuple[LbModes, TeLoop]:
     limit_links(lab, LinkPlan(rate_pps=plan.rate_pps))
-    return LbModes(lab.controller), TeOverrides(lab.controller)
+    te = TeLoop(lab.controller, TeConfig(host_link_bps=plan.link_bps),
+                period_s=plan.te_period_s, one_in=plan.te_one_in)
+    return LbModes(lab.controller), te
 
 
 def summarise(runs: list[dict]) -> list[dict]:
     """Medians over seeds, per (pattern, mode)."""
-    keys = ("throughput_vs_ideal", "core_imbalance", "fct_p50_s", "fct_p99_s", "out_of_order", "lost", "cpu_busy")
+    keys = ("throughput_vs_ideal", "core_imbalance", "fct_p50_s", "fct_p99_s", "out_of_order", "lost",
+            "pins_moved", "repaths", "cnps", "ce_marks", "cpu_busy")
     out = []
     for pattern in dict.fromkeys(r["pattern"] for r in runs):
         for mode in dict.fromkeys(r["mode"] for r in runs):

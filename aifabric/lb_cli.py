@@ -5,7 +5,8 @@ import argparse
 from pathlib import Path
 
 from aifabric import report
-from aifabric.lb_bench import MODES, PATTERNS, LbPlan, ideal_rates, make_flows, run_mode, setup, summarise
+from hostagent.agent.requirements import bcc_missing
+from aifabric.lb_bench import AGENT_MODES, MODES, PATTERNS, LbPlan, ideal_rates, make_flows, run_mode, setup, summarise
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -25,21 +26,28 @@ def run(args: argparse.Namespace, pipeline=None) -> int:
 
     plan = LbPlan(rate_pps=args.rate, packets=args.packets)
     runs, heat = [], {}
-    with Lab(fat_tree(4), target=args.target, pipeline=pipeline, progress=report.progress) as lab:
-        modes, overrides = setup(lab, plan)
+    agents_wanted = [m for m in args.modes if m in AGENT_MODES]
+    if agents_wanted and bcc_missing() is not None:
+        print(f"skipping modes {', '.join(agents_wanted)}: {bcc_missing()}")
+        args.modes = [m for m in args.modes if m not in AGENT_MODES]
+    with Lab(fat_tree(4), target=args.target, pipeline=pipeline, progress=report.progress,
+             telemetry=plan.telemetry()) as lab:
+        modes, te = setup(lab, plan)
         for pattern in args.patterns:
             for seed in args.seeds:
                 ideal = ideal_rates(lab, make_flows(lab, pattern, seed, plan), plan)
                 for mode in args.modes:
                     report.progress(f"{pattern} seed {seed}: {mode}")
-                    r = run_mode(lab, modes, overrides, mode, pattern, seed, plan)
+                    r = run_mode(lab, modes, te, mode, pattern, seed, plan)
                     runs.append(r.figures(plan, ideal))
                     heat.setdefault((pattern, mode), []).append(r.core_links)
     rows = summarise(runs)
     print(report.table(["pattern", "mode", "runs", "throughput/ideal", "core imbalance", "FCT p50 (s)",
-                        "FCT p99 (s)", "out of order", "lost", "CPU busy"],
+                        "FCT p99 (s)", "out of order", "lost", "path changes", "CE marks", "CNPs", "CPU busy"],
                        [(r["pattern"], r["mode"], r["runs"], r["throughput_vs_ideal"], r["core_imbalance"],
-                         r["fct_p50_s"], r["fct_p99_s"], r["out_of_order"], r["lost"], r["cpu_busy"])
+                         r["fct_p50_s"], r["fct_p99_s"], r["out_of_order"], r["lost"],
+                         r["repaths"] if r["repaths"] is not None else r["pins_moved"], r["ce_marks"], r["cnps"],
+                         r["cpu_busy"])
                         for r in rows],
                        title=f"\nLoad balancing on a k=4 fat-tree ({args.target}), links {args.rate} packets/s, "
                              f"{args.packets} packets per flow, medians over seeds {args.seeds}"))

@@ -154,17 +154,13 @@ def check_hostagent(mode: str) -> None:
     """--hostagent: bcc importable and kernel headers where bcc looks for them."""
     from hostagent.agent.config import MODES
 
+    from hostagent.agent.requirements import bcc_missing
+
     if mode not in MODES:
         raise ValueError(f"--hostagent {mode}: one of {', '.join(MODES)}")
-    try:
-        import bcc  # noqa: F401
-    except ImportError:
-        raise ValueError(f"--hostagent {mode}: bcc is not importable (Debian's python3-bpfcc, seen by a venv "
-                         "made with --system-site-packages)") from None
-    headers = Path(f"/lib/modules/{os.uname().release}/build")
-    if not headers.exists():
-        raise ValueError(f"--hostagent {mode}: no kernel headers at {headers} for bcc (scripts/bootstrap.sh "
-                         "links them)")
+    missing = bcc_missing()
+    if missing is not None:
+        raise ValueError(f"--hostagent {mode}: {missing}")
 
 
 MAX_ALLREDUCE_ELEMENTS = 1 << 24      # 64 MiB of float32: hours at emulated link rates

@@ -467,6 +467,16 @@ def _inner(data: memoryview, in_type: int, int_dscp_bit: int) -> tuple[FlowKey |
     return FlowKey(src_ip, dst_ip, proto, sport, dport), dscp, ecn, md
 
 
+def flow_key_of_frame(frame: Buffer, *, int_dscp_bit: int = DEFAULT_INT_DSCP_BIT) -> FlowKey | None:
+    """The 5-tuple of an Ethernet frame (IPv4/IPv6; ports 0 for protocols other than TCP/UDP),
+    or None when it is not an IP packet or too short to say (sampled packets, packet-ins)."""
+    try:
+        key, _, _, _ = _inner(memoryview(frame), INNER_TYPE_ETHERNET, int_dscp_bit)
+    except MalformedReport:
+        return None
+    return key
+
+
 def _looks_like_shim(data: memoryview, offset: int, npt_values: tuple[int, ...]) -> bool:
     """An INT-MD shim (type 1, an allowed NPT) followed by a version-2 INT-MD header."""
     if len(data) < offset + INT_SHIM_BYTES + 1:

@@ -20,6 +20,7 @@
 #include "include/control/aggregation.p4"
 #include "include/control/loss.p4"
 #include "include/control/load_balance.p4"
+#include "include/control/sampling.p4"
 
 control FabricIngress(inout headers_t hdr,
                       inout fabric_metadata_t meta,
@@ -35,6 +36,7 @@ control FabricIngress(inout headers_t hdr,
     Aggregation() aggregation;
     LoadBalance() load_balance;
     TeOverride() te_override;
+    FlowSampling() flow_sampling;
 
     apply {
         meta.cpu_ig_port = standard_metadata.ingress_port;
@@ -55,6 +57,7 @@ control FabricIngress(inout headers_t hdr,
         }
         if (!meta.agg.handled) {
             int_watchlist.apply(hdr, meta, standard_metadata);
+            flow_sampling.apply(hdr, meta, standard_metadata);   // before the ACL: its copy wins
         }
         acl.apply(hdr, meta, standard_metadata);
     }

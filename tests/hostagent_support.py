@@ -5,7 +5,6 @@ congested hop between them (`CeMarker`, a small cls_bpf program marking CE), and
 from __future__ import annotations
 
 import ctypes
-import os
 import shutil
 import socket
 import subprocess
@@ -16,23 +15,12 @@ from pathlib import Path
 import pytest
 from pyroute2 import IPRoute, NetNS, netns
 
+from hostagent.agent.requirements import bcc_missing  # noqa: F401 - tests import it from here
+
 REPO = Path(__file__).resolve().parent.parent
 ETH_P_ALL = 0x0003
 SO_RCVBUFFORCE = 33
 CAPTURE_BUFFER = 64 << 20        # a few seconds of a test's traffic, read at the end
-
-
-def bcc_missing() -> str | None:
-    """Why BPF tests cannot run here, or None."""
-    if os.geteuid() != 0:
-        return "needs root (BPF, TC, network namespaces)"
-    try:
-        import bcc  # noqa: F401
-    except ImportError:
-        return "bcc (Debian's python3-bpfcc) is not importable"
-    if not Path(f"/lib/modules/{os.uname().release}/build").exists():
-        return "no kernel headers at /lib/modules/$(uname -r)/build (scripts/bootstrap.sh links them)"
-    return None
 
 
 needs_bcc = pytest.mark.skipif(bcc_missing() is not None, reason=str(bcc_missing()))

@@ -4,7 +4,9 @@ Each check looks at p0e0, an edge switch whose two uplinks (ports 3 and 4) form 
 of every remote destination, and reads its egress port counters around the traffic it sends:
 spray splits one flow over both uplinks evenly, ECMP keeps it on one, a flowlet stays on one
 uplink while its gaps are short and moves after long pauses, a TE pin wins over spraying and
-goes away when removed, and changing modes under a running flow loses nothing.
+goes away when removed, and changing modes under a running flow loses nothing. TE's own
+measurement is shown too: the edge switch samples one packet in N to the controller,
+and the TE loop pins the elephants it found in those samples, and the traffic follows the pins.
 """
 from __future__ import annotations
 
@@ -26,20 +28,29 @@ EDGE, UPLINKS = "p0e0", (3, 4)
 SRC, DST = "p0e0h0", "p2e1h1"
 
 
+SAMPLE_ONE_IN = 8
+
+
 @pytest.fixture(scope="module", params=FABRIC_TARGETS)
 def lb_lab(request):
     from aifabric.lab import Lab
     from controller.lb import LbModes, TeOverrides
+    from controller.te.engine import TeConfig
+    from controller.te.loop import TeLoop
     from topologies.fabric import fat_tree
 
     with Lab(fat_tree(4), target=request.param) as lab:
-        yield lab, LbModes(lab.controller), TeOverrides(lab.controller)
+        overrides = TeOverrides(lab.controller)
+        te = TeLoop(lab.controller, TeConfig(host_link_bps=400 * 1000 * 8), period_s=0.5,
+                    one_in=SAMPLE_ONE_IN, overrides=overrides)
+        yield lab, LbModes(lab.controller), overrides, te
 
 
 @pytest.fixture
 def modes(lb_lab):
-    _, modes, overrides = lb_lab
+    _, modes, overrides, te = lb_lab
     yield modes
+    te.stop()
     overrides.replace([])
     modes.set("ecmp")
 
@@ -121,7 +132,7 @@ def test_flowlets_move_only_after_long_pauses(lb_lab, modes):
 
 def test_a_te_pin_wins_over_spraying_and_is_removed(lb_lab, modes):
     from controller.lb import Pin
-    lab, _, overrides = lb_lab
+    lab, _, overrides, _ = lb_lab
     modes.set("spray", [EDGE])
     src, dst = lab.fabric.host(SRC), lab.fabric.host(DST)
     pin = Pin(EDGE, str(src.ip4.ip), str(dst.ip4.ip), 17, 50004, 4791, port=UPLINKS[1])
@@ -158,3 +169,66 @@ def test_changing_modes_under_traffic_loses_nothing(lb_lab, modes):
         stop.set()
         t.join()
     assert r.complete and r.lost == 0, r.summary()
+
+
+def test_the_edge_switch_samples_one_packet_in_n_to_the_controller(lb_lab, modes):
+    """Random sampling: the flow's samples ~ Binomial(n, 1/N), each counted as N frames."""
+    from controller.te.flows import Flow
+    lab, sampler = lb_lab[0], lb_lab[3].sampler
+    src, dst = lab.fabric.host(SRC), lab.fabric.host(DST)
+    flow = Flow.between(src, dst, 50006, 4791)
+    n = 400
+    sampler.start()
+    try:
+        taken0 = sampler.switch_samples()
+        (r,) = _send(lab, [_flow(50006, n)])
+        assert r.complete
+        taken = sampler.switch_samples() - taken0
+        deadline = time.monotonic() + 5
+        while sampler.counters.samples + sampler.counters.ignored < taken and time.monotonic() < deadline:
+            time.sleep(0.1)                     # packet-ins still on their way
+        counts = sampler()
+    finally:
+        sampler.stop()
+    frame = r.flow.payload + 42
+    samples, rest = divmod(counts.bytes_by_flow.get(flow, 0), SAMPLE_ONE_IN * frame)
+    assert rest == 0, "every sample counts as N frames of its size"
+    p = 1 / SAMPLE_ONE_IN
+    assert abs(samples - n * p) <= 4 * math.sqrt(n * p * (1 - p)), (samples, counts.bytes_by_flow)
+    assert sampler.counters.samples + sampler.counters.ignored == taken, (sampler.counters, taken)
+    assert set(counts.bytes_by_flow) <= {flow}, counts.bytes_by_flow
+
+
+def test_the_te_loop_pins_the_elephants_it_sampled(lb_lab, modes):
+    from controller.te.flows import Flow
+    lab, te = lb_lab[0], lb_lab[3]
+    src, dst = lab.fabric.host(SRC), lab.fabric.host(DST)
+    flows = [_flow(50007, 1200, rate_pps=200), _flow(50008, 1200, rate_pps=200)]
+    expected = {Flow.between(src, dst, f.sport, f.dport) for f in flows}
+
+    def both_pinned():       # a round may fall at the flows' start and see only one of them
+        return next((r for r in te.rounds if r.desired and {e.flow for e in r.elephants} == expected), None)
+
+    results: list = []
+    sender = threading.Thread(target=lambda: results.extend(_send(lab, flows)))
+    te.start()
+    sender.start()
+    try:
+        deadline = time.monotonic() + 20
+        while both_pinned() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        pinned = both_pinned()
+        assert pinned is not None, f"no TE round pinned both flows: {[(r.number, r.elephants) for r in te.rounds]}"
+        time.sleep(0.5)                          # pins written, queued packets gone
+        before = _uplinks(lab)
+        time.sleep(1.0)
+        window = _delta(before, _uplinks(lab))
+    finally:
+        sender.join()
+        te.stop()
+    ports = {e.egress_port for e in pinned.desired.values() if e.switch == EDGE}
+    assert len(ports) == 1, pinned.desired           # both fit on the first path with room
+    (port,) = ports
+    assert window[port] > 0 and all(v == 0 for p, v in window.items() if p != port), window
+    assert all(r.complete and r.lost == 0 for r in results), [r.summary() for r in results]
+    assert not te.overrides.pins                     # stopped: every pin removed

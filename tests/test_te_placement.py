@@ -190,6 +190,23 @@ def test_a_flow_that_fits_nowhere_is_reported_and_down_links_are_avoided() -> No
     assert "p0a0" not in _switches(space, ecmp_path(b, space))
 
 
+def test_restarts_place_a_full_permutation_one_greedy_pass_strands() -> None:
+    fab = fat_tree(4)
+    space = PathSpace.from_model(TopologyModel(fab))
+    for seed in range(1, 40):
+        demands = {f: 1.0 for f in _permutation(fab, seed)}
+        greedy = global_first_fit(demands, space, restarts=0)
+        if greedy.unplaced:
+            break
+    assert greedy.unplaced, "no permutation stranded a flow in one first-fit pass"
+    full = global_first_fit(demands, space)
+    # a k=4 fat-tree carries any permutation at full rate (rearrangeably non-blocking)
+    assert full.unplaced == [] and full.restarts > 0 and len(full.placed) == 16
+    assert min(full.residual) >= -1e-9, "a link was reserved beyond its capacity"
+    again = global_first_fit(demands, space)
+    assert {f: p.links for f, p in again.placed.items()} == {f: p.links for f, p in full.placed.items()}
+
+
 def test_leaf_spine_spreads_flows_over_spines() -> None:
     fab = leaf_spine(2, 2, 3)
     space = PathSpace.from_model(TopologyModel(fab))

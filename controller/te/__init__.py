@@ -10,9 +10,13 @@
 * `placement`: `global_first_fit`, Hedera's Global First Fit with per-link reservations;
 * `ecmp_model`: what static seeded ECMP would do with the same flows;
 * `evaluate`: link loads and max-min fair rates of a set of paths;
-* `engine`: `TrafficEngineer`, one round = detect, estimate, place, diff the override entries.
+* `engine`: `TrafficEngineer`, one round = detect, estimate, place, diff the override entries;
+* `sampling`: `FlowSampler`, the measurement source on a live fabric (edge switches sample
+  packets to the controller);
+* `loop`: `TeLoop`, sampler + engineer + the ``te_override`` writer, a round every period.
 
-No P4Runtime here: the engine's rounds return plain `OverrideEntry` records for a writer.
+Only `sampling` and `loop` speak P4Runtime (through the `FabricController`); the rest works on
+the topology model alone, and the engine's rounds return plain `OverrideEntry` records.
 """
 from controller.te.demand import estimate_demands
 from controller.te.elephants import DEFAULT_ELEPHANT_FRACTION, FlowCounts, FlowSource, detect_elephants

@@ -137,6 +137,7 @@ const bit<32> AGG_OUTCOMES              = 8;
 #define AGG_JOBS_TABLE_SIZE        256
 #define AGG_RESULT_DST_TABLE_SIZE  512    // one entry per worker-facing port
 #define LOSS_CONFIG_TABLE_SIZE     512    // one entry per egress port
+#define FLOW_SAMPLING_TABLE_SIZE   512    // one entry per host-facing ingress port
 
 // Load balancing (include/control/load_balance.p4).
 const bit<2>  LB_MODE_ECMP    = 0;

@@ -433,6 +433,7 @@ struct fabric_metadata_t {
     lb_metadata_t     lb;
     bit<16>           loss_probability;  // loss.p4: drop probability of the egress port, 1/65536
     bool              lost;              // loss.p4 dropped the packet (not counted as sent)
+    bit<16>           sample_probability; // sampling.p4: of the ingress port, 1/65536
 }
 
 #endif  // __HEADER__

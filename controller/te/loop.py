@@ -1,0 +1,93 @@
+"""Traffic engineering running on a live fabric: sample, place, pin, every period.
+
+`TeLoop` ties the pieces together on a `FabricController`: a `FlowSampler` (the edge switches'
+packet samples) as the measurement source, a `TrafficEngineer` for the rounds, and the
+controller's `TeOverrides` (the ``te_override`` table) as the writer:
+
+    loop = TeLoop(controller, TeConfig(host_link_bps=...), period_s=1.0, one_in=8).start()
+    ...
+    loop.stop()          # the sampler's entries and every pin are removed
+
+Each round replaces the installed pins with exactly those the round wants (new, moved, and
+stale ones gone, in one reconciliation per switch); a round whose write fails is not committed,
+so the next round tries again.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+
+from controller.lb.overrides import Pin, TeOverrides
+from controller.te.engine import TeConfig, TeRound, TrafficEngineer
+from controller.te.sampling import DEFAULT_ONE_IN, FlowSampler
+
+log = logging.getLogger(__name__)
+
+
+def pins_of(rnd: TeRound) -> list[Pin]:
+    """The override entries a round wants, as `Pin` records for `TeOverrides.replace`."""
+    return [Pin(e.switch, e.flow.src_ip, e.flow.dst_ip, e.flow.protocol, e.flow.src_port, e.flow.dst_port,
+                e.egress_port) for e in rnd.desired.values()]
+
+
+class TeLoop:
+    """Hedera's control loop on ``controller``; see the module's description."""
+
+    def __init__(self, controller, config: TeConfig, period_s: float = 1.0, one_in: int = DEFAULT_ONE_IN,
+                 overrides: TeOverrides | None = None) -> None:
+        if not period_s > 0:
+            raise ValueError(f"TE period {period_s!r} s must be positive")
+        self.controller = controller
+        self.config = config
+        self.period_s = period_s
+        self.sampler = FlowSampler(controller, one_in=one_in)
+        self.overrides = overrides if overrides is not None else TeOverrides(controller)
+        self.engineer = TrafficEngineer(controller.model, self.sampler, config)
+        self.rounds: list[TeRound] = []
+        self.pins_moved = 0          # pins whose port a later round changed (a flow moved)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def apply(self, rnd: TeRound) -> None:
+        self.overrides.replace(pins_of(rnd))
+        self.pins_moved += len(rnd.modify)
+        self.rounds.append(rnd)
+        if rnd.changed:
+            log.info("TE round %d: %d elephants, %d placed, %d unplaced; pins +%d ~%d -%d", rnd.number,
+                     len(rnd.elephants), len(rnd.placement.placed), len(rnd.unplaced),
+                     len(rnd.install), len(rnd.modify), len(rnd.remove))
+
+    def start(self) -> "TeLoop":
+        """Start sampling and a round every period, from nothing installed (a loop can be
+        stopped and started again: each start is a fresh engineer)."""
+        if self._thread is not None:
+            return self
+        self.engineer = TrafficEngineer(self.controller.model, self.sampler, self.config)
+        self.rounds, self.pins_moved = [], 0
+        self.sampler.start()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="te-loop", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        # The first round waits a whole period: it needs a period's samples.
+        while not self._stop.wait(self.period_s):
+            try:
+                self.engineer.run_round(self.apply)
+            except Exception:  # noqa: BLE001 - logged; the next round tries again
+                log.exception("TE round failed")
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        self.sampler.stop()
+        self.overrides.replace([])
+
+    def __enter__(self) -> "TeLoop":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
