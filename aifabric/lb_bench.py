@@ -84,6 +84,7 @@ class ModeRun:
     cpu_busy: float = 0.0
     pins: int = 0                    # te: pins installed at most at once
     pins_moved: int = 0              # te: pins a later round moved to another port
+    te_rounds: list = field(default_factory=list)   # te: (s from start, elephants, placed, unplaced) per round
     ce_marks: int = 0                # packets the switches marked CE
     agents: dict = field(default_factory=dict)   # plb modes: the agents' totals, summed over hosts
 
@@ -100,7 +101,7 @@ class ModeRun:
                 "fct_p99_s": round(_pct(fcts, 99), 2) if fcts else None,
                 "out_of_order": sum(f["out_of_order"] or 0 for f in self.flows),
                 "lost": sum(f["lost"] for f in self.flows), "complete": sum(f["complete"] for f in self.flows),
-                "flows": len(self.flows), "pins": self.pins, "pins_moved": self.pins_moved, "ce_marks": self.ce_marks,
+                "flows": len(self.flows), "pins": self.pins, "pins_moved": self.pins_moved, "te_rounds": self.te_rounds, "ce_marks": self.ce_marks,
                 "repaths": self.agents.get("repaths"), "cnps": self.agents.get("cnps_sent"), "cpu_busy": round(self.cpu_busy, 2),
                 "per_flow": [{k: f[k] for k in ("src", "dst", "sport", "complete", "lost", "fct_s", "out_of_order",
                                                 "sender_late_s", "error")} for f in self.flows]}
@@ -169,6 +170,8 @@ def run_mode(lab: Lab, modes: LbModes, te: TeLoop, mode: str, pattern: str, seed
             te.stop()
             run.pins = max((len(r.desired) for r in te.rounds), default=0)
             run.pins_moved = te.pins_moved
+            run.te_rounds = [(round(t, 2), len(r.elephants), len(r.placement.placed), len(r.unplaced))
+                             for t, r in zip(te.round_times, te.rounds)]
         if agents is not None:
             run.agents = _agent_totals(agents)
             agents.stop()

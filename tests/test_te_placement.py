@@ -207,6 +207,24 @@ def test_restarts_place_a_full_permutation_one_greedy_pass_strands() -> None:
     assert {f: p.links for f, p in again.placed.items()} == {f: p.links for f, p in full.placed.items()}
 
 
+def test_kept_paths_that_strand_a_flow_give_way_to_a_placement_from_scratch() -> None:
+    fab = fat_tree(4)
+    space = PathSpace.from_model(TopologyModel(fab))
+    old = [_flow(fab, a, b) for a, b in [("p0e0h1", "p3e0h1"), ("p1e1h1", "p2e0h1"), ("p3e0h1", "p1e1h1"),
+                                         ("p1e0h0", "p2e0h0")]]
+    new = _flow(fab, "p1e1h0", "p3e0h0")
+    earlier = global_first_fit({f: 1.0 for f in old}, space)
+    keep = {f: p.links for f, p in earlier.placed.items()}
+    assert len(keep) == 4
+    used = {link for links in keep.values() for link in links}
+    src, dst = space.index.hosts[new.src_host], space.index.hosts[new.dst_host]
+    assert all(used & set(middle) for middle in space.paths(src.switch, dst.switch)), \
+        "the kept paths should leave the new flow no free path"
+    result = global_first_fit({**{f: 1.0 for f in old}, new: 1.0}, space, keep=keep)
+    assert result.unplaced == [] and len(result.placed) == 5
+    assert min(result.residual) >= -1e-9
+
+
 def test_leaf_spine_spreads_flows_over_spines() -> None:
     fab = leaf_spine(2, 2, 3)
     space = PathSpace.from_model(TopologyModel(fab))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from controller.lb.overrides import Pin, TeOverrides
 from controller.te.engine import TeConfig, TeRound, TrafficEngineer
@@ -44,6 +45,8 @@ class TeLoop:
         self.overrides = overrides if overrides is not None else TeOverrides(controller)
         self.engineer = TrafficEngineer(controller.model, self.sampler, config)
         self.rounds: list[TeRound] = []
+        self.round_times: list[float] = []   # seconds from `start` to each round's apply
+        self._started = 0.0
         self.pins_moved = 0          # pins whose port a later round changed (a flow moved)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -52,6 +55,7 @@ class TeLoop:
         self.overrides.replace(pins_of(rnd))
         self.pins_moved += len(rnd.modify)
         self.rounds.append(rnd)
+        self.round_times.append(time.monotonic() - self._started)
         if rnd.changed:
             log.info("TE round %d: %d elephants, %d placed, %d unplaced; pins +%d ~%d -%d", rnd.number,
                      len(rnd.elephants), len(rnd.placement.placed), len(rnd.unplaced),
@@ -63,7 +67,8 @@ class TeLoop:
         if self._thread is not None:
             return self
         self.engineer = TrafficEngineer(self.controller.model, self.sampler, self.config)
-        self.rounds, self.pins_moved = [], 0
+        self.rounds, self.round_times, self.pins_moved = [], [], 0
+        self._started = time.monotonic()
         self.sampler.start()
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="te-loop", daemon=True)

@@ -17,7 +17,9 @@ permutation at full demand leaves 1-3 of 16 on ECMP in about half the seeds, whe
 with placed flows). While some flow is stranded, first fit runs again over the flows to place
 in shuffled orders (largest demand first still; `random.Random(attempt)`, so results are
 reproducible), at most `RESTARTS` times and `RESTART_WORK` flow placements in all, and the
-result with the fewest stranded flows wins. Flows kept from the previous round are never moved.
+result with the fewest stranded flows wins. Kept flows are never moved by a restart; when
+keeping them strands a flow, a placement from scratch is tried too and wins if it strands fewer
+(the flows that change path then see some reordering once).
 """
 from __future__ import annotations
 
@@ -89,6 +91,11 @@ def global_first_fit(demands: Mapping[Flow, float], space: PathSpace,
         result.restarts = attempt
         if len(result.unplaced) < len(best.unplaced):
             best = result
+    if kept and best.unplaced:
+        # Kept paths stranded a flow: a placement from scratch may fit them all (moving some).
+        fresh = global_first_fit(demands, space, capacity=capacity, restarts=restarts)
+        if len(fresh.unplaced) < len(best.unplaced):
+            best = fresh
     return best
 
 
