@@ -6,6 +6,8 @@
                                                                         TCP/UDP flow, Prometheus
     aifabric up --hostagent plb|dcqcn|plb+dcqcn [--int]                 ... with a host agent in
                                                                         every host (eBPF PLB/DCQCN)
+    aifabric up --controller none --describe fabric.json                ... switches with no pipeline,
+                                                                        for your own controller
     aifabric demo [--k 4] [--target ...] [--json PATH]                  the fat-tree demo
     aifabric demo int [--k 4] [--target ...] [--json PATH] [--png PATH]  ECN + INT under congestion
     aifabric demo allreduce [--workers 8] [--size N] [--json PATH]      in-network AllReduce vs ring vs PS
@@ -27,6 +29,7 @@ from softswitch.cli import OneLineErrors
 from topologies.p4switch import TARGETS
 
 TOPOLOGIES = ("fattree", "leafspine")
+CONTROLLERS = ("aifabric", "none")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,6 +49,13 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--metrics", metavar="HOST:PORT",
                     help="with --int or --hostagent: serve Prometheus metrics (INT, ECN marks, link utilisation, "
                          "host agents' counters) there")
+    up.add_argument("--controller", choices=CONTROLLERS, default="aifabric",
+                    help="aifabric: ours pushes the pipeline and routes; none: the switches come up with no "
+                         "pipeline and no controller, for yours (see --describe)")
+    up.add_argument("--describe", metavar="FILE",
+                    help="write the fabric description (switches' P4Runtime addresses and device ids, ports, "
+                         "links, hosts, pipeline files; JSON, schema aifabric/fabric-description.schema.json) "
+                         "there once the fabric is up")
     up.add_argument("--hostagent", choices=AGENT_MODES,
                     help="run a host agent in every host: PLB repathing on ECN marks, DCQCN (CNPs and the "
                          "senders' reaction point), or both (hostagent.agent; defaults as `hostagent MODE`)")
@@ -157,8 +167,12 @@ def main(argv: list[str] | None = None) -> int:
                     hostagent = AgentConfig(args.hostagent)
                     telemetry = telemetry or TelemetryConfig(int_enabled=False)   # the agents feed on ECN marks
                 with Lab(fabric, target=args.target, pipeline=pipeline, progress=progress,
-                         telemetry=telemetry, hostagent=hostagent) as lab:
+                         telemetry=telemetry, hostagent=hostagent,
+                         run_controller=args.controller == "aifabric") as lab:
                     from mininet.cli import CLI
+                    if args.describe:
+                        lab.description().write(args.describe)
+                        progress(f"fabric description written to {args.describe}")
                     exporter = _start_metrics(lab, args.metrics) if args.metrics else None
                     try:
                         print(fabric.describe())

@@ -16,6 +16,9 @@ With ``telemetry=TelemetryConfig(...)`` the lab also builds the telemetry networ
 switch's telemetry port on one bridge in the root namespace), installs ECN and INT through
 the controller, and runs an INT collector bound to the bridge's address (``lab.collector``).
 
+With ``run_controller=False`` the switches come up with no pipeline and no controller: a user's
+controller owns them from the start (``lab.description()`` says where they are).
+
 With ``hostagent=AgentConfig(...)`` (`hostagent.agent.config`) every host runs a host agent
 (PLB and/or DCQCN, eBPF on its interface) once the fabric is programmed (``lab.agents``, an
 `hostagent.agent.launch.AgentSet`; their stats files are in ``lab.agent_dir``); teardown stops
@@ -28,7 +31,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from mininet.log import setLogLevel
 
@@ -42,6 +45,9 @@ from topologies.fabric import Fabric
 from topologies.addressing import TELEMETRY_BRIDGE
 from topologies.mininet_topo import make_net, stop_net
 from topologies.p4switch import RUN_DIR, THRIFT_PORT_BASE, Leftovers, cleanup, leftovers
+
+if TYPE_CHECKING:
+    from aifabric.description import FabricDescription
 
 log = logging.getLogger("aifabric.lab")
 Progress = Callable[[str], None]
@@ -75,7 +81,10 @@ class Lab:
     def __init__(self, fabric: Fabric, *, target: str = "auto", pipeline: Pipeline | None = None,
                  log_dir: Path | None = None, progress: Progress | None = None,
                  telemetry: TelemetryConfig | None = None, ecmp_seeds: bool = True,
-                 hostagent: AgentConfig | None = None):
+                 hostagent: AgentConfig | None = None, run_controller: bool = True):
+        if not run_controller and telemetry is not None:
+            raise ValueError("telemetry needs our controller (it installs ECN and INT): "
+                             "run_controller=False takes no telemetry=")
         self.fabric = fabric
         self.target = target
         self.pipeline = pipeline or Pipeline.from_build_dir()
@@ -84,6 +93,7 @@ class Lab:
         self.telemetry = telemetry
         self.ecmp_seeds = ecmp_seeds
         self.hostagent = hostagent
+        self.run_controller = run_controller
         self.agents: AgentSet | None = None
         self.net = None
         self.controller: FabricController | None = None
@@ -120,6 +130,15 @@ class Lab:
             self.collector = IntCollector(self.telemetry.collector_ip, self.telemetry.collector_port).start()
             host, port = self.collector.address
             self.progress(f"INT collector listening on {host}:{port} (telemetry bridge)")
+        if not self.run_controller:
+            self.progress(f"targets ready in {self.bring_up.targets_s:.1f} s; no controller: the switches "
+                          f"have no pipeline")
+        else:
+            self._start_controller()
+        if self.hostagent is not None:
+            self._start_hostagents()
+
+    def _start_controller(self) -> None:
         self.progress(f"targets ready in {self.bring_up.targets_s:.1f} s; pushing the pipeline and routes")
         t1 = time.monotonic()
         self.controller = FabricController(self.fabric, self.pipeline, telemetry=self.telemetry,
@@ -135,13 +154,15 @@ class Lab:
         self.controller.start_reconcile_loop()
         self.bring_up.program_s = time.monotonic() - t1
         self.progress(f"fabric programmed in {self.bring_up.program_s:.1f} s")
-        if self.hostagent is not None:
-            t2 = time.monotonic()
-            self.progress(f"starting host agents ({self.hostagent.mode}) on {len(self.fabric.hosts)} hosts")
-            self.agents = start_agents({h.name: self.net.get(h.name) for h in self.fabric.hosts}, self.hostagent,
-                                       self.agent_dir)
-            self.bring_up.stages["host agents"] = time.monotonic() - t2
-            self.progress(f"host agents ready in {self.bring_up.stages['host agents']:.1f} s")
+
+    def _start_hostagents(self) -> None:
+        assert self.hostagent is not None
+        t2 = time.monotonic()
+        self.progress(f"starting host agents ({self.hostagent.mode}) on {len(self.fabric.hosts)} hosts")
+        self.agents = start_agents({h.name: self.net.get(h.name) for h in self.fabric.hosts}, self.hostagent,
+                                   self.agent_dir)
+        self.bring_up.stages["host agents"] = time.monotonic() - t2
+        self.progress(f"host agents ready in {self.bring_up.stages['host agents']:.1f} s")
 
     def stop(self) -> list[int]:
         """Tear everything down (see the module docstring); idempotent. Returns the signals that
@@ -236,6 +257,11 @@ class Lab:
         """What is left, when the sweep could not say."""
         if report.left is None:
             report.left = leftovers(nodes=self._nodes(), ports=self._ports())
+
+    def description(self) -> "FabricDescription":
+        """The fabric description (`aifabric.description.FabricDescription`) of this running lab."""
+        from aifabric.description import from_lab
+        return from_lab(self)
 
     def host(self, name: str):
         return self.net.get(name)

@@ -133,6 +133,11 @@ def validate(args: argparse.Namespace) -> None:
         if args.metrics and not (args.int or args.hostagent):
             raise ValueError("--metrics needs --int or --hostagent (the metrics come from INT, the ECN counters "
                              "and the host agents)")
+        if args.controller == "none" and (args.int or args.hostagent):
+            raise ValueError(f"--controller none: --{'int' if args.int else 'hostagent'} needs our controller "
+                             f"(it installs ECN marking and INT)")
+        if args.describe:
+            prepare_output("--describe", args.describe)
         if args.hostagent:
             check_hostagent(args.hostagent)
         if args.metrics:

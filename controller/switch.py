@@ -114,19 +114,7 @@ class SwitchConnection:
 
         Raises SwitchConnectionError when no server answers within ``timeout`` seconds or the
         stream fails, NotPrimaryError when another client is primary."""
-        if self._channel is not None:
-            raise SwitchConnectionError(self.name, self.device_id, "already connected", self.address)
-        self._closing = False
-        self._broken = None
-        self._channel = grpc.insecure_channel(self.address, options=_CHANNEL_OPTIONS)
-        try:
-            grpc.channel_ready_future(self._channel).result(timeout=timeout)
-        except grpc.FutureTimeoutError:
-            self.close()
-            raise SwitchConnectionError(
-                self.name, self.device_id, f"no P4Runtime server answered within {timeout:g} s", self.address
-            ) from None
-        self._stub = p4runtime_pb2_grpc.P4RuntimeStub(self._channel)
+        self._open_channel(timeout)
         self._requests = queue.Queue()
         self._stream = self._stub.StreamChannel(iter(self._requests.get, None))
         self._reader = threading.Thread(target=self._read_stream, name=f"p4rt-stream-{self.name}", daemon=True)
@@ -159,6 +147,27 @@ class SwitchConnection:
                 self.address,
             )
         log.info("%s: connected, primary with election id %s", self.label, self.election_id)
+
+    def _open_channel(self, timeout: float) -> None:
+        if self._channel is not None:
+            raise SwitchConnectionError(self.name, self.device_id, "already connected", self.address)
+        self._closing = False
+        self._broken = None
+        self._channel = grpc.insecure_channel(self.address, options=_CHANNEL_OPTIONS)
+        try:
+            grpc.channel_ready_future(self._channel).result(timeout=timeout)
+        except grpc.FutureTimeoutError:
+            self.close()
+            raise SwitchConnectionError(
+                self.name, self.device_id, f"no P4Runtime server answered within {timeout:g} s", self.address
+            ) from None
+        self._stub = p4runtime_pb2_grpc.P4RuntimeStub(self._channel)
+
+    def connect_for_reads(self, timeout: float = 10.0) -> None:
+        """Open the channel only: no stream, no arbitration. P4Runtime serves Reads (and
+        GetForwardingPipelineConfig) to any client, so an observer (a test reading counters)
+        need not disturb who is primary; writes from such a connection are refused."""
+        self._open_channel(timeout)
 
     @property
     def connected(self) -> bool:

@@ -72,6 +72,8 @@ def _processes_naming(text: str) -> list[str]:
     (["demo", "--json", "{tmp}/a-file/figures.json"], ["--json {tmp}/a-file/figures.json", "not a directory"]),
     (["demo", "--json", "/proc/no-such-dir/figures.json"], ["--json /proc/no-such-dir/figures.json", "cannot create"]),
     (["demo", "int", "--png", "{tmp}"], ["--png {tmp}", "is a directory"]),
+    (["up", "--controller", "none", "--int"], ["--controller none", "--int needs our controller"]),
+    (["up", "--describe", "{tmp}"], ["--describe {tmp}", "is a directory"]),
 ])
 def test_bad_input_is_one_line_and_starts_nothing(args, words, tmp_path):
     """Refused before bring-up: one line and nothing else on stderr (no progress line: the lab

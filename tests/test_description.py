@@ -16,7 +16,7 @@ def _desc(fabric=None) -> D.FabricDescription:
     return D.FabricDescription.from_fabric(
         fabric or fat_tree(4), target="softswitch",
         pipeline=D.PipelineFiles("/x/fabric.p4info.txtpb", "/x/fabric.json"),
-        controller=D.ControllerInfo("aifabric", (0, 1), "", ("FabricIngress.routing.routing_v4",)),
+        controller=D.ControllerInfo("aifabric", (0, 1), "", ("FabricIngress.forwarding.routing_v4",)),
         switch_pids={"p0e0": 1234}, host_pids={"p0e0h0": 4321})
 
 
@@ -41,7 +41,7 @@ def test_what_a_controller_needs_is_in_the_file(tmp_path):
                     "mac": "00:00:0a:00:00:02", "gateway4": "10.0.0.1", "gateway6": "fd00::1", "switch": "p0e0",
                     "port": 1, "interface": "p0e0h0-eth0", "pid": 4321}
     assert data["controller"] == {"kind": "aifabric", "election_id": [0, 1], "role": "",
-                                  "owned_tables": ["FabricIngress.routing.routing_v4"]}
+                                  "owned_tables": ["FabricIngress.forwarding.routing_v4"]}
     assert len(data["links"]) == 16 + 16 + 16
 
 

@@ -15,10 +15,12 @@ of fabrics, so `aifabric clean` and a fabric's teardown never touch a running te
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import select
 import socket
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +43,39 @@ def _disable_ipv6(path_prefix: str, iface: str) -> None:
         pass
 
 
+CLONE_NEWNET = 0x40000000
+
+
+def socket_in_netns(path: str, family: int, kind: int, proto: int = 0) -> socket.socket:
+    """A socket made in the network namespace at ``path`` (``/proc/PID/ns/net``).
+
+    Made by a short-lived thread that enters the namespace (setns changes only the calling
+    thread's), not by a forked child as pyroute2 does: forking a process that runs gRPC
+    threads can abort the child."""
+    result: list[socket.socket | BaseException] = []
+
+    def make() -> None:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                if libc.setns(fd, CLONE_NEWNET) != 0:
+                    err = ctypes.get_errno()
+                    raise OSError(err, f"setns into {path}: {os.strerror(err)}")
+            finally:
+                os.close(fd)
+            result.append(socket.socket(family, kind, proto))
+        except BaseException as err:    # handed to the caller
+            result.append(err)
+
+    thread = threading.Thread(target=make, name="netns-socket")
+    thread.start()
+    thread.join()
+    if isinstance(result[0], BaseException):
+        raise result[0]
+    return result[0]
+
+
 @dataclass
 class HostPort:
     """The host end of one switch port: a namespace, an interface and a raw socket."""
@@ -52,7 +87,11 @@ class HostPort:
     sock: socket.socket | None = None
 
     def open(self) -> None:
-        s = netns.create_socket(self.ns, socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        """``ns``: a namespace's name, or the path of one (``/proc/PID/ns/net``, a Mininet host's)."""
+        if self.ns.startswith("/"):
+            s = socket_in_netns(self.ns, socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        else:
+            s = netns.create_socket(self.ns, socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
         s.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
         s.bind((self.host_iface, 0))
         s.setblocking(False)
