@@ -179,8 +179,14 @@ def run(opts: ServiceOptions, stop: threading.Event) -> int:
 
 def main(args: argparse.Namespace) -> int:
     """The ``aifabric controller`` command."""
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
+    # A handler of its own: Mininet (imported with the aifabric command) changes the root logger's.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s"))
+    for name in ("aifabric", "controller"):
+        logger = logging.getLogger(name)
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO if args.verbose else logging.WARNING)
+        logger.propagate = False
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: stop.set())

@@ -1,0 +1,283 @@
+"""The Docker stack (docker-compose.yml) run for real: build, up, a live fabric, Prometheus and
+every Grafana panel's query, the controller killed and back, then down with nothing left.
+
+Needs a Docker engine and docker-compose: where they are installed (scripts/bootstrap.sh installs
+them) the test starts dockerd when it is not running and makes the debian:bookworm base image
+when it is absent (`scripts/docker_engine.sh`); elsewhere it is skipped, saying why. The fabric
+is a small leaf-spine (2 leaves, 2 spines, 2 hosts each) to keep the run short; Grafana itself
+is started only where its image is present (no registry is reachable on the development
+machines): its dashboards are checked by sending every panel's PromQL to the stack's Prometheus.
+Where the engine cannot start privileged containers, the fabric runs with
+docker/compose.unprivileged.yml (every capability the engine has, system paths writable).
+On machines behind a TLS-inspecting proxy, the CA certificates in
+/usr/local/share/ca-certificates are given to the image build for pip (AIFABRIC_PIP_CERT_PEM).
+
+The stack runs Mininet in a privileged container: like every fabric, take the machine's fabric
+lock around it (`flock /tmp/aifabric-fabric.lock pytest tests/test_docker_stack.py`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from aifabric import traffic
+from aifabric.description import FabricDescription, load
+from topologies.testbed import free_tcp_port
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parent.parent
+ENGINE = REPO / "scripts" / "docker_engine.sh"
+DASHBOARDS = REPO / "docker" / "grafana" / "dashboards"
+PROJECT = "aifabricstacktest"
+TOPOLOGY = "--topo leafspine --leaves 2 --spines 2 --hosts-per-leaf 2"
+GRAFANA_IMAGE = "grafana/grafana:10.4.2"
+UP_TIMEOUT_S = 300          # first build of all images included
+DATA_TIMEOUT_S = 90
+HEALTHY_TIMEOUT_S = 120
+
+
+def _skip_reason() -> str | None:
+    for tool in ("docker", "docker-compose"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (scripts/bootstrap.sh installs Debian's docker.io and docker-compose)"
+    if os.geteuid() != 0 and subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
+        return "no Docker engine answers and only root may start one"
+    ready = subprocess.run(["bash", str(ENGINE), "start"], capture_output=True, text=True)
+    if ready.returncode != 0:
+        return f"no Docker engine: {ready.stderr.strip().splitlines()[-1] if ready.stderr.strip() else 'dockerd did not start'}"
+    base = subprocess.run(["bash", str(ENGINE), "base-image"], capture_output=True, text=True)
+    if base.returncode != 0:
+        return f"no debian:bookworm base image and none could be made: {base.stderr.strip()[-300:]}"
+    return None
+
+
+def _run(*argv: str, env: dict[str, str] | None = None, timeout: float = 120, check: bool = True) -> str:
+    result = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout, cwd=REPO)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{' '.join(argv)} failed ({result.returncode}): {result.stderr[-3000:]}")
+    return result.stdout
+
+
+@dataclass
+class Stack:
+    env: dict[str, str]
+    services: list[str]
+    prometheus: str             # base URL
+    run_dir: Path
+    timings: dict[str, float]
+
+    def compose(self, *args: str, timeout: float = 120, check: bool = True) -> str:
+        return _run("docker-compose", "-p", PROJECT, *args, env=self.env, timeout=timeout, check=check)
+
+    def container(self, service: str) -> str:
+        return self.compose("ps", "-q", service).strip()
+
+    def health(self, service: str) -> str:
+        cid = self.container(service)
+        if not cid:
+            return "absent"
+        state = json.loads(_run("docker", "inspect", cid))[0]["State"]
+        return state.get("Health", {}).get("Status", state["Status"])
+
+    def description(self) -> FabricDescription:
+        return load(self.run_dir / "fabric.json")
+
+    def query(self, expr: str) -> list[dict]:
+        url = f"{self.prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+        with urllib.request.urlopen(url, timeout=10) as answer:  # noqa: S310 - 127.0.0.1 only
+            data = json.loads(answer.read())
+        assert data["status"] == "success", data
+        return data["data"]["result"]
+
+
+class FabricHost:
+    """A host of the fabric in the container, entered by the process id the description gives:
+    what `aifabric.traffic` needs of a Mininet host (``name``, ``popen``, ``cmd``)."""
+
+    def __init__(self, stack: Stack, name: str, pid: int) -> None:
+        self.name, self._argv = name, ["docker", "exec", stack.container("fabric"), "nsenter", "-t", str(pid), "-n"]
+
+    def popen(self, argv: list[str], **kwargs) -> subprocess.Popen:
+        return subprocess.Popen([*self._argv, *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **kwargs)
+
+    def cmd(self, command: str) -> str:
+        out, _ = self.popen(["bash", "-c", command]).communicate(timeout=120)
+        return out.decode()
+
+
+def hosts(stack: Stack) -> list[FabricHost]:
+    return [FabricHost(stack, h.name, h.pid) for h in stack.description().hosts]
+
+
+def all_pairs(stack: Stack) -> traffic.Reachability:
+    desc = stack.description()
+    addr = {h.name: h.ipv4.split("/")[0] for h in desc.hosts}
+    return traffic.all_pairs_ping(hosts(stack), lambda h: addr[h.name], "ipv4")
+
+
+def wait_until(what: str, check, timeout: float, interval: float = 1.0):
+    deadline, last = time.monotonic() + timeout, None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+        except (OSError, AssertionError, subprocess.SubprocessError) as err:
+            last = err
+        else:
+            if last:
+                return last
+        time.sleep(interval)
+    raise AssertionError(f"{what}: not within {timeout:g} s (last: {last!r})")
+
+
+def _compose_env(run_dir: Path, prometheus_port: int) -> dict[str, str]:
+    env = dict(os.environ, AIFABRIC_TOPOLOGY=TOPOLOGY, AIFABRIC_TARGET="softswitch",
+               AIFABRIC_RUN_DIR=str(run_dir), AIFABRIC_PROMETHEUS_PORT=str(prometheus_port),
+               AIFABRIC_GRAFANA_PORT=str(free_tcp_port()))
+    if subprocess.run(["docker", "run", "--rm", "--privileged", "debian:bookworm", "true"],
+                      capture_output=True).returncode != 0:
+        # an engine that cannot grant every capability (a sandbox, some VMs)
+        env["COMPOSE_FILE"] = "docker-compose.yml:docker/compose.unprivileged.yml"
+    local_cas = sorted(Path("/usr/local/share/ca-certificates").glob("*.crt"))
+    if local_cas and "AIFABRIC_PIP_CERT_PEM" not in env:
+        env["AIFABRIC_PIP_CERT_PEM"] = "\n".join(p.read_text().strip() for p in local_cas)
+    return env
+
+
+def leftovers(env: dict[str, str]) -> dict[str, list[str]]:
+    label = f"label=com.docker.compose.project={PROJECT}"
+    return {kind: _run("docker", *cmd, "--filter", label, "-q", env=env).split()
+            for kind, cmd in (("containers", ["ps", "-a"]), ("networks", ["network", "ls"]),
+                              ("volumes", ["volume", "ls"]))}
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    run_dir = tmp_path_factory.mktemp("stack-run")
+    port = free_tcp_port()
+    env = _compose_env(run_dir, port)
+    services = ["fabric", "controller", "prometheus"]
+    if subprocess.run(["docker", "image", "inspect", GRAFANA_IMAGE], capture_output=True).returncode == 0:
+        services.append("grafana")
+    st = Stack(env, services, f"http://127.0.0.1:{port}", run_dir, {})
+    st.compose("down", "--remove-orphans", check=False)      # an earlier run's leftovers
+    try:
+        t0 = time.monotonic()
+        st.compose("build", *[s for s in services if s != "grafana"], timeout=UP_TIMEOUT_S)
+        st.timings["build_s"] = time.monotonic() - t0
+        t1 = time.monotonic()
+        st.compose("up", "-d", *services, timeout=UP_TIMEOUT_S)
+        wait_until("fabric, controller and prometheus healthy",
+                   lambda: all(st.health(s) == "healthy" for s in ("fabric", "controller", "prometheus")),
+                   HEALTHY_TIMEOUT_S)
+        wait_until("every switch in sync (the controller's metrics, through Prometheus)",
+                   lambda: (r := st.query("min(aifabric_controller_switch_in_sync)")) and r[0]["value"][1] == "1",
+                   DATA_TIMEOUT_S)
+        st.timings["healthy_s"] = time.monotonic() - t1
+        yield st
+    except AssertionError:
+        print(st.compose("logs", "--tail", "30", check=False))     # what the services said
+        raise
+    finally:
+        t2 = time.monotonic()
+        st.compose("down", "--remove-orphans", timeout=180, check=False)
+        st.timings["down_s"] = time.monotonic() - t2
+        print(f"\ndocker stack timings: {st.timings}")
+        left = leftovers(env)
+        assert not any(left.values()), f"docker-compose down left {left}"
+
+
+def dashboard_expressions() -> list[tuple[str, str, str]]:
+    """(dashboard, panel, PromQL) of every panel target of every dashboard."""
+    found = []
+    for path in sorted(DASHBOARDS.glob("*.json")):
+        board = json.loads(path.read_text())
+        for panel in board["panels"]:
+            for target in panel.get("targets", []):
+                found.append((board["title"], panel["title"], target["expr"]))
+    return found
+
+
+def test_stack_fabric_prometheus_and_every_dashboard_query(stack: Stack) -> None:
+    desc = stack.description()
+    assert [s.name for s in desc.switches] == ["l0", "l1", "s0", "s1"]
+    reach = all_pairs(stack)
+    assert reach.pairs == 12 and not reach.failures(), reach.failures()
+
+    # UDP flows (INT watches every TCP/UDP flow) from each leaf's host to the other leaf
+    h = {x.name: x for x in hosts(stack)}
+    addr = {x.name: x.ipv4.split("/")[0] for x in desc.hosts}
+    traffic.udp_flows(h["l0h0"], addr["l1h1"], flows=8, count=20)
+    traffic.udp_flows(h["l1h0"], addr["l0h1"], flows=8, count=20)
+
+    targets = wait_until("every Prometheus target up", lambda: (t := _targets(stack)) and all(
+        x["health"] == "up" for x in t) and t, DATA_TIMEOUT_S)
+    assert {x["labels"]["job"] for x in targets} == {"controller", "int-collector"}
+
+    expressions = dashboard_expressions()
+    assert len(expressions) >= 12
+    empty = {}
+    for board, panel, expr in expressions:
+        try:
+            wait_until(f"{board} / {panel}", lambda: stack.query(expr), DATA_TIMEOUT_S if not empty else 5)
+        except AssertionError:
+            empty[f"{board} / {panel}"] = expr
+    assert not empty, f"dashboard queries with no data: {empty}"
+    print(f"\n{len(expressions)} dashboard PromQL expressions returned data")
+
+
+def _targets(stack: Stack) -> list[dict]:
+    with urllib.request.urlopen(f"{stack.prometheus}/api/v1/targets", timeout=10) as answer:  # noqa: S310
+        return json.loads(answer.read())["data"]["activeTargets"]
+
+
+# Run in the fabric container: stop a switch target and start it again, empty, with the same
+# command line and environment (so the fabric's teardown still finds it).
+RESTART_SWITCH = """
+import os, subprocess, sys, time
+pid = int(sys.argv[1])
+argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")[:-1]
+env = dict(e.split(b"=", 1) for e in open(f"/proc/{pid}/environ", "rb").read().split(b"\\0") if b"=" in e)
+os.kill(pid, 15)
+while os.path.exists(f"/proc/{pid}") and open(f"/proc/{pid}/stat").read().split()[2] != "Z":
+    time.sleep(0.05)
+subprocess.Popen(argv, env=env, start_new_session=True, stdin=subprocess.DEVNULL,
+                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+"""
+
+
+def test_killed_controller_reconciles_a_restarted_switch_when_it_returns(stack: Stack) -> None:
+    desc = stack.description()
+    leaf = desc.switch("l1")
+    pushes_before = float(stack.query('aifabric_controller_pipeline_pushes_total{switch="l1"}')[0]["value"][1])
+    stack.compose("kill", "controller")
+    assert stack.health("controller") != "healthy"
+
+    # while no controller runs, switch l1 restarts empty (same command line and environment)
+    _run("docker", "exec", stack.container("fabric"), "python3", "-c", RESTART_SWITCH, str(leaf.pid))
+    broken = all_pairs(stack)
+    assert broken.failures(), "hosts behind a switch with no pipeline were still reached"
+
+    stack.compose("start", "controller")
+    wait_until("the controller back and healthy", lambda: stack.health("controller") == "healthy", 120)
+    # the new controller process pushed the pipeline to l1 alone: the others kept theirs
+    wait_until("l1 programmed again by the returned controller",
+               lambda: stack.query('aifabric_controller_pipeline_pushes_total{switch="l1"} == 1')
+               and stack.query('aifabric_controller_pipeline_pushes_total{switch="l0"} == 0')
+               and stack.query("min(aifabric_controller_switch_in_sync) == 1"), DATA_TIMEOUT_S)
+    assert pushes_before == 1
+    reach = all_pairs(stack)
+    assert not reach.failures(), reach.failures()
