@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -34,6 +35,7 @@ DROP = "FabricIngress.acl.drop"
 ROLE = "firewall"
 PROTOCOLS = {"icmp": 1, "tcp": 6, "udp": 17}
 PRIORITY = 100
+SETUP_ATTEMPTS = 3
 ELECTION_ID = (0, 2)        # unique per device: BMv2 (PI) refuses an election id another stream uses, whatever its role
 
 
@@ -51,8 +53,16 @@ def session(description: dict, switch: dict, push_pipeline: bool = False) -> Ite
     if owner == "none" and push_pipeline:
         pipeline = description["pipeline"]
         config = sh.FwdPipeConfig(pipeline["p4info"], pipeline["device_config"])
-    sh.setup(device_id=switch["device_id"], grpc_addr=switch["p4runtime_address"], election_id=ELECTION_ID,
-             role_name=ROLE if owner != "none" else None, config=config, verbose=False)
+    for attempt in range(SETUP_ATTEMPTS):
+        try:
+            sh.setup(device_id=switch["device_id"], grpc_addr=switch["p4runtime_address"], election_id=ELECTION_ID,
+                     role_name=ROLE if owner != "none" else None, config=config, verbose=False)
+            break
+        except SystemExit:      # p4runtime-shell exits when arbitration fails
+            # BMv2 may still hold our previous session's stream (same election id) for a moment
+            if attempt == SETUP_ATTEMPTS - 1:
+                raise RuntimeError(f"{switch['name']}: no P4Runtime session at {switch['p4runtime_address']}") from None
+            time.sleep(0.5)
     try:
         yield
     finally:
