@@ -6,6 +6,7 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+source scripts/apt.sh
 VENV=${VENV:-.venv}
 
 APT_PACKAGES=(
@@ -22,14 +23,8 @@ need_root() {
 }
 
 install_debian_packages() {
-  local missing=()
-  for pkg in "${APT_PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' || missing+=("$pkg")
-  done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  echo "bootstrap: installing Debian packages: ${missing[*]}"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  apt_install_missing bootstrap "${APT_PACKAGES[@]}"
+  [ "$APT_INSTALLED" = 1 ] || return 0
   # Debian's prometheus package starts a system service; the tests start their own.
   if systemctl is-active --quiet prometheus 2>/dev/null; then systemctl stop prometheus || true; fi
 }

@@ -11,6 +11,7 @@
 # Each step only does what is missing; where an engine already runs (systemd, Docker Desktop),
 # `start` leaves it alone.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/apt.sh"
 
 BASE_IMAGE=${AIFABRIC_BASE_IMAGE:-debian:bookworm}
 DEBIAN_MIRROR=${AIFABRIC_DEBIAN_MIRROR:-http://deb.debian.org/debian}
@@ -21,14 +22,7 @@ PACKAGES=(docker.io docker-compose debootstrap)
 say() { echo "docker_engine: $*" >&2; }
 
 install_packages() {
-  local missing=()
-  for pkg in "${PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' || missing+=("$pkg")
-  done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  say "installing Debian packages: ${missing[*]}"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  apt_install_missing docker_engine "${PACKAGES[@]}"
 }
 
 engine_answers() { docker info >/dev/null 2>&1; }
