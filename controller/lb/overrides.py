@@ -64,10 +64,12 @@ class TeOverrides:
         for p in pins:
             if p.port not in self.controller.fabric.ports_of(p.switch):
                 raise ValueError(f"pin {p}: switch {p.switch} has no port {p.port}")
+        new = {_key(p): p for p in pins}
         with self._lock:
-            before = {p.switch for p in self._pins.values()}
-            self._pins = {_key(p): p for p in pins}
-            touched = sorted(before | {p.switch for p in pins})
+            old, self._pins = self._pins, new
+        # only switches whose pins changed are reconciled (a TE round that keeps its paths writes nothing)
+        touched = sorted({p.switch for k, p in old.items() if new.get(k) != p}
+                         | {p.switch for k, p in new.items() if old.get(k) != p})
         if touched:
             self.controller.apply_now(touched)
 
