@@ -105,7 +105,9 @@ class FlowSampler:
         return self
 
     def stop(self) -> None:
-        """Remove the sampling entries and stop reading."""
+        """Remove the sampling entries and stop reading (nothing to do when not started)."""
+        if not self._enabled and not self._readers:
+            return
         self._enabled = False
         self.controller.apply_now(sorted(self.host_ports))
         self._stop.set()
