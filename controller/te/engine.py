@@ -19,6 +19,7 @@ as installed only when ``apply`` returns, so a failed write is retried by the ne
 """
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
@@ -32,6 +33,8 @@ from controller.te.index import FabricIndex
 from controller.te.nexthops import PathSpace
 from controller.te.placement import PlacementResult, global_first_fit
 from controller.topology import TopologyModel
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -149,11 +152,15 @@ class TrafficEngineer:
         return rnd
 
     def run(self, apply: Apply, period_s: float, stop: threading.Event, rounds: int | None = None) -> None:
-        """A round every ``period_s`` seconds until ``stop`` is set (or ``rounds`` ran)."""
+        """A round every ``period_s`` seconds until ``stop`` is set (or ``rounds`` ran). A round
+        that fails (a write the switches refused) is logged and not committed: the next retries."""
         done = 0
         while not stop.is_set() and (rounds is None or done < rounds):
             started = time.monotonic()
-            self.run_round(apply)
+            try:
+                self.run_round(apply)
+            except Exception:  # noqa: BLE001 - logged; the next round tries again
+                log.exception("TE round failed")
             done += 1
             stop.wait(max(0.0, period_s - (time.monotonic() - started)))
 

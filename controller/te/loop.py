@@ -77,11 +77,8 @@ class TeLoop:
 
     def _run(self) -> None:
         # The first round waits a whole period: it needs a period's samples.
-        while not self._stop.wait(self.period_s):
-            try:
-                self.engineer.run_round(self.apply)
-            except Exception:  # noqa: BLE001 - logged; the next round tries again
-                log.exception("TE round failed")
+        if not self._stop.wait(self.period_s):
+            self.engineer.run(self.apply, self.period_s, self._stop)
 
     def stop(self) -> None:
         self._stop.set()
