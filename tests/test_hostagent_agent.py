@@ -28,6 +28,7 @@ ROUND_S = 0.05
 N = 12
 LINE_BPS = 1.2e6                 # a bit above the UDP flows' 400 pps of 318-byte frames
 TCP_PORT = 5001
+QUEUE_BYTES = 2_000_000        # > the 1.2 MB TCP flow and both UDP flows (600 x 318 bytes each)
 
 
 def config(stats_dir) -> AgentConfig:
@@ -50,7 +51,11 @@ def lab(tmp_path_factory):
         marker.mark(0, 3, 4)                          # flow 0: 75% CE, above K = 50%
         marker.mark(1, 1, 4)                          # flow 1: 25%, below
         marker.mark(tcp_selector(TCP_PORT), 1, 1)     # the TCP flow: every ECT segment
-        a.sh("tc", "qdisc", "add", "dev", a.iface, "root", "tbf", "rate", "6mbit", "burst", "16kb", "latency", "200ms")
+        # A's line: 6 Mbit/s keeps the TCP flow going for more than N rounds; its queue holds more
+        # than all three flows together, so no packet is ever dropped there (a UDP loss there
+        # would be the line's, not the agents')
+        a.sh("tc", "qdisc", "add", "dev", a.iface, "root", "tbf", "rate", "6mbit", "burst", "16kb",
+             "limit", str(QUEUE_BYTES))
         ecn_before = a.sh("sysctl", "-n", "net.ipv4.tcp_ecn").strip()
         b.sh("sysctl", "-qw", "net.ipv4.tcp_ecn=1")
         stats_dir = tmp_path_factory.mktemp("agents")
@@ -94,7 +99,8 @@ def test_plb_repaths_above_k_never_below_and_dcqcn_slows_the_sender(lab) -> None
         f"udp [{pair.a.ip6}] -> [{pair.b.ip6}]:4791 qp 0", f"udp [{pair.a.ip6}] -> [{pair.b.ip6}]:4791 qp 1",
         f"tcp [{pair.a.ip6}]:50102 -> [{pair.b.ip6}]:{TCP_PORT}"))
     # every flow arrived whole: the receiver keys RoCE flows by queue pair, a new port does not split them
-    assert all(r.complete for r in results), [r.summary() for r in results]
+    assert all(r.complete for r in results), [(r.id, r.lost, r.sent.error if r.sent else "no sender record")
+                                              for r in results if not r.complete]
     # above K: congested rounds, repaths every N of them (one more may come when the flow goes idle)
     assert hot.rounds >= N and hot.congested_rounds == hot.rounds
     assert 1 <= hot.repaths <= hot.congested_rounds // N + 1
