@@ -11,9 +11,10 @@ from topologies.fabric import Role
 Progress = Callable[[str], None]
 
 
-def all_pairs(lab: Lab, family: str, progress: Progress | None = None) -> traffic.Reachability:
-    """Every host pings every other host over ``ipv4`` or ``ipv6``."""
-    plan = {h.name: h for h in lab.fabric.hosts}
+def all_pairs(lab: Lab, family: str, progress: Progress | None = None, nic: int = 0) -> traffic.Reachability:
+    """Every host pings every other host over ``ipv4`` or ``ipv6``, at the address of its NIC
+    number ``nic`` (1: a dual-plane host's NIC on the second plane)."""
+    plan = {h.name: h.nics()[nic] for h in lab.fabric.hosts}
     hosts = [lab.host(h.name) for h in lab.fabric.hosts]
     attr = "ip4" if family == "ipv4" else "ip6"
     return traffic.all_pairs_ping(hosts, lambda h: str(getattr(plan[h.name], attr).ip), family, progress)

@@ -2,6 +2,9 @@
 
     aifabric up --topo fattree --k 4 [--target auto|bmv2|softswitch]     fabric + Mininet CLI
     aifabric up --topo leafspine --leaves 4 --spines 2 --hosts-per-leaf 2
+    aifabric up --topo rail --servers 2 --gpus 2 --spines 2              GPU g of every server on rail g
+    aifabric up --topo dualplane --leaves 2 --spines 1 --hosts-per-leaf 2   two planes, a NIC on each
+    aifabric up --topo dragonfly --groups 4 --routers 2 --hosts-per-router 1 [--global-links 1]
     aifabric up --int [--metrics 127.0.0.1:9100]                       ... with ECN, INT on every
                                                                         TCP/UDP flow, Prometheus
     aifabric up --hostagent plb|dcqcn|plb+dcqcn [--int]                 ... with a host agent in
@@ -22,13 +25,13 @@ import argparse
 import os
 import sys
 
+from aifabric import topo_args
 from aifabric.validate import validate
 from hostagent.agent.config import MODES as AGENT_MODES
 from softswitch.addr import parse_host_port
 from softswitch.cli import OneLineErrors
 from topologies.p4switch import TARGETS
 
-TOPOLOGIES = ("fattree", "leafspine")
 CONTROLLERS = ("aifabric", "none")
 
 
@@ -37,11 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     up = sub.add_parser("up", help="bring a fabric up and open the Mininet CLI")
-    up.add_argument("--topo", choices=TOPOLOGIES, default="fattree")
-    up.add_argument("--k", type=int, default=4, help="fat-tree arity (even, >= 2)")
-    up.add_argument("--leaves", type=int, default=4)
-    up.add_argument("--spines", type=int, default=2)
-    up.add_argument("--hosts-per-leaf", type=int, default=2)
+    topo_args.add_arguments(up)
     up.add_argument("--target", choices=TARGETS, default="auto")
     up.add_argument("--p4-build", metavar="DIR", help="where fabric.json and fabric.p4info.txtpb are (default: the committed build)")
     up.add_argument("--int", action="store_true",
@@ -88,13 +87,6 @@ def build_parser() -> argparse.ArgumentParser:
     from aifabric.controller_service import add_arguments as controller_arguments
     controller_arguments(sub.add_parser("controller", help="keep the switches of a fabric description at their desired state (a long-running service)"))
     return p
-
-
-def _fabric(args: argparse.Namespace):
-    from topologies.fabric import fat_tree, leaf_spine
-    if args.topo == "fattree":
-        return fat_tree(args.k)
-    return leaf_spine(args.leaves, args.spines, args.hosts_per_leaf)
 
 
 def _start_metrics(lab, where: str):
@@ -155,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         with gate.installed():
             pipeline = Pipeline.from_build_dir(args.p4_build) if args.p4_build else Pipeline.from_build_dir()
             if args.command == "up":
-                fabric = _fabric(args)
+                fabric = topo_args.fabric_of(args)
                 telemetry = None
                 if args.int:
                     from controller.telemetry_entries import TelemetryConfig, WatchRule

@@ -14,6 +14,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
+from aifabric import topo_args
 from softswitch.addr import parse_host_port
 from topologies import addressing as ap
 from topologies.p4switch import P4SwitchError, resolve_target
@@ -42,11 +43,11 @@ class FabricSize:
 def fabric_size(args: argparse.Namespace) -> FabricSize:
     """The switch and host counts of the fabric ``args`` describe; ValueError naming the
     parameter when the shape does not fit the address plan."""
-    if args.command == "up" and args.topo == "leafspine":
-        ap.check_leaf_spine(args.leaves, args.spines, args.hosts_per_leaf)
-        return FabricSize(args.leaves + args.spines, args.leaves * args.hosts_per_leaf)
-    ap.check_fat_tree_k(args.k)
-    return FabricSize(5 * args.k * args.k // 4, args.k ** 3 // 4)
+    if args.command != "up" or args.topo == "fattree":     # sized without building a k=110 tree
+        ap.check_fat_tree_k(args.k)
+        return FabricSize(5 * args.k * args.k // 4, args.k ** 3 // 4)
+    fabric = topo_args.fabric_of(args)
+    return FabricSize(len(fabric.switches), len(fabric.hosts))
 
 
 def mem_available_mib() -> int:
@@ -122,8 +123,7 @@ def validate(args: argparse.Namespace) -> None:
         prepare_output("--png", args.png)
         return
     size = fabric_size(args)
-    what = f"--k {args.k}" if args.command == "demo" or args.topo == "fattree" else (
-        f"--leaves {args.leaves} --spines {args.spines} --hosts-per-leaf {args.hosts_per_leaf}")
+    what = topo_args.options(args)
     check_memory(what, size, mem_available_mib())
     try:
         resolve_target(args.target)

@@ -1,10 +1,13 @@
 """Route computation: the forwarding state every switch should have, as pure data.
 
 For every switch and every host subnet, the next hops are the neighbours that lie on a shortest
-path to the switch the subnet is attached to (in a fat-tree that is exactly up-down ECMP: an edge
-switch spreads over its k/2 aggregations, an aggregation over its k/2 cores, a core has one way
-down). The switch a host is attached to routes the host's /32 and /128 to the host's port with
-the host's MAC as destination. Sets of next hops are deduplicated per switch: the same set gets
+path (by link weight, `topologies.fabric.Link.weight`) to the switch the subnet is attached to: in
+a fat-tree that is exactly up-down ECMP (an edge switch spreads over its k/2 aggregations, an
+aggregation over its k/2 cores, a core has one way down); in a dragonfly, whose global links
+weigh more than two local hops, it is minimal routing with ECMP over the equal minimal paths.
+The switch a host NIC is attached to routes the NIC's /32 and /128 to its port with the NIC's MAC
+as destination (a host with two NICs is routed as two hosts). Sets of next hops are deduplicated
+per switch: the same set gets
 the same next id, whether IPv4 or IPv6 uses it.
 
 `compute_forwarding(model)` returns ``{switch name: SwitchForwarding}``; `controller.entries` turns
@@ -79,7 +82,8 @@ class SwitchForwarding:
 
 
 def shortest_path_next_hops(model: TopologyModel, dist: dict[str, int], switch: str) -> NextHopSet:
-    """Next hops of ``switch`` towards the target of ``dist`` (hop counts to the target)."""
+    """Next hops of ``switch`` towards the target of ``dist`` (path costs to the target): the
+    neighbours through which a shortest path goes."""
     here = dist.get(switch)
     if here is None or here == 0:
         return ()
@@ -87,7 +91,7 @@ def shortest_path_next_hops(model: TopologyModel, dist: dict[str, int], switch: 
     hops = [
         NextHop(adj.port, smac, model.switch(adj.neighbor).mac, adj.neighbor)
         for adj in model.adjacencies(switch)
-        if dist.get(adj.neighbor) == here - 1
+        if adj.neighbor in dist and dist[adj.neighbor] + model.link_weight(switch, adj.neighbor) == here
     ]
     return tuple(sorted(hops))
 
@@ -99,7 +103,7 @@ def compute_forwarding(model: TopologyModel) -> dict[str, SwitchForwarding]:
     wanted: dict[str, list[tuple[IPNetwork, NextHopSet]]] = {sw.name: [] for sw in model.switches}
 
     for target, (nets4, nets6) in subnets.items():
-        dist = nx.single_source_shortest_path_length(graph, target)
+        dist = nx.single_source_dijkstra_path_length(graph, target, weight="weight")
         for sw in model.switches:
             if sw.name == target:
                 continue
@@ -110,10 +114,11 @@ def compute_forwarding(model: TopologyModel) -> dict[str, SwitchForwarding]:
                 wanted[sw.name].append((net, hops))
 
     for host in model.hosts:
-        sw = model.switch(host.switch)
-        hop = (NextHop(host.port, sw.mac, host.mac, host.name),)
-        wanted[sw.name].append((ipaddress.ip_network(f"{host.ip4.ip}/32"), hop))
-        wanted[sw.name].append((ipaddress.ip_network(f"{host.ip6.ip}/128"), hop))
+        for nic in host.nics():
+            sw = model.switch(nic.switch)
+            hop = (NextHop(nic.switch_port, sw.mac, nic.mac, host.name),)
+            wanted[sw.name].append((ipaddress.ip_network(f"{nic.ip4.ip}/32"), hop))
+            wanted[sw.name].append((ipaddress.ip_network(f"{nic.ip6.ip}/128"), hop))
 
     result: dict[str, SwitchForwarding] = {}
     for sw in model.switches:

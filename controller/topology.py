@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from topologies.fabric import Fabric, Host, Switch
+from topologies.fabric import Fabric, Host, Nic, Switch
 
 
 @dataclass(frozen=True)
@@ -63,15 +63,23 @@ class TopologyModel:
         return sorted(result, key=lambda a: a.port)
 
     def subnets(self) -> dict[str, tuple[list[ipaddress.IPv4Network], list[ipaddress.IPv6Network]]]:
-        """switch name -> (IPv4 subnets, IPv6 subnets) of the hosts attached to it."""
+        """switch name -> (IPv4 subnets, IPv6 subnets) of the host NICs attached to it."""
         result: dict[str, tuple[list[ipaddress.IPv4Network], list[ipaddress.IPv6Network]]] = {}
-        for h in self.fabric.hosts:
-            v4, v6 = result.setdefault(h.switch, ([], []))
-            if h.ip4.network not in v4:
-                v4.append(h.ip4.network)
-            if h.ip6.network not in v6:
-                v6.append(h.ip6.network)
+        for nic in self.nics():
+            v4, v6 = result.setdefault(nic.switch, ([], []))
+            if nic.ip4.network not in v4:
+                v4.append(nic.ip4.network)
+            if nic.ip6.network not in v6:
+                v6.append(nic.ip6.network)
         return result
+
+    def nics(self) -> list[Nic]:
+        """Every NIC of every host (a host's first NIC is the host's own fields)."""
+        return [nic for h in self.fabric.hosts for nic in h.nics()]
+
+    def link_weight(self, a: str, b: str) -> int:
+        """Routing cost of the link a-b."""
+        return self.graph.edges[a, b]["weight"]
 
     # --- link state ------------------------------------------------------------------------
 

@@ -96,7 +96,7 @@ BAD = [
     ("switches[3].device_id", 1, "switches[3].device_id: 1 is also switches[0]"),
     ("switches[2].p4runtime_address", "localhost", "switches[2].p4runtime_address"),
     ("switches[1].p4runtime_address", "127.0.0.1:50001", "switches[1].p4runtime_address"),
-    ("switches[0].role", "router", "switches[0].role"),
+    ("switches[0].role", "superspine", "switches[0].role"),
     ("switches[0].mac", "02:00:00:00:01", "switches[0].mac"),
     ("switches[0].name", ..., "switches[0].name: missing"),
     ("switches[0].ports[1].port", 600, "switches[0].ports[1].port"),

@@ -13,6 +13,13 @@ Contract with the controller:
   prefix, so ``Host.ip4.network`` is the subnet its switch routes.
 * ``Link.a_port``/``Link.b_port`` are P4 port numbers (Mininet names the interfaces
   ``<switch>-eth<port>``). Host-switch links are links too, with the host's port 0.
+* ``Link.weight`` is the link's routing cost (1 unless a topology says otherwise: a dragonfly's
+  global links cost more, so routes take at most one of them).
+* A host may have more NICs than its first (``Host.extra_nics``, e.g. a dual-plane host's NIC on
+  its second plane): each is attached to its own switch port, has its own addresses and is routed
+  like a host of its own; ``Host.nics()`` lists them all, the first built from the host's fields.
+
+The AI-cluster shapes (rail-optimised, dual-plane, dragonfly) are built in `topologies.ai_fabrics`.
 """
 
 from __future__ import annotations
@@ -33,6 +40,8 @@ class Role(str, Enum):
     CORE = "core"
     LEAF = "leaf"
     SPINE = "spine"
+    RAIL = "rail"
+    ROUTER = "router"
 
 
 @dataclass(frozen=True)
@@ -51,6 +60,24 @@ class Switch:
 
 
 @dataclass(frozen=True)
+class Nic:
+    """One interface of a host (``<host>-eth<port>``) and the switch port it is attached to;
+    ``routes4``/``routes6`` are the networks the host reaches through it (besides its own subnet;
+    the first NIC has the default routes instead)."""
+
+    port: int
+    ip4: ipaddress.IPv4Interface
+    ip6: ipaddress.IPv6Interface
+    mac: str
+    gateway4: ipaddress.IPv4Address
+    gateway6: ipaddress.IPv6Address
+    switch: str
+    switch_port: int
+    routes4: tuple[ipaddress.IPv4Network, ...] = ()
+    routes6: tuple[ipaddress.IPv6Network, ...] = ()
+
+
+@dataclass(frozen=True)
 class Host:
     name: str
     ip4: ipaddress.IPv4Interface
@@ -60,6 +87,12 @@ class Host:
     gateway6: ipaddress.IPv6Address
     switch: str
     port: int
+    extra_nics: tuple[Nic, ...] = ()
+
+    def nics(self) -> tuple[Nic, ...]:
+        """Every NIC of the host, its first (port 0, the fields above) first."""
+        first = Nic(HOST_PORT, self.ip4, self.ip6, self.mac, self.gateway4, self.gateway6, self.switch, self.port)
+        return (first, *self.extra_nics)
 
 
 @dataclass(frozen=True)
@@ -68,6 +101,7 @@ class Link:
     a_port: int
     b: str
     b_port: int
+    weight: int = 1
 
     def port_of(self, node: str) -> int:
         if node == self.a:
@@ -133,7 +167,7 @@ class Fabric:
     def to_graph(self) -> nx.Graph:
         """An undirected graph: nodes are switch and host names with attribute ``kind``
         ("switch"/"host") and ``obj`` (the Switch/Host); each edge has ``ports``, a dict
-        node name -> port number on that node, and ``link`` (the Link)."""
+        node name -> port number on that node, ``link`` (the Link) and ``weight`` (its cost)."""
         g = nx.Graph(fabric=self.describe())
         for sw in self.switches:
             g.add_node(sw.name, kind="switch", obj=sw)
@@ -142,7 +176,7 @@ class Fabric:
         for ln in self.links:
             if g.has_edge(ln.a, ln.b):
                 raise ValueError(f"parallel links between {ln.a} and {ln.b} are not supported")
-            g.add_edge(ln.a, ln.b, ports={ln.a: ln.a_port, ln.b: ln.b_port}, link=ln)
+            g.add_edge(ln.a, ln.b, ports={ln.a: ln.a_port, ln.b: ln.b_port}, link=ln, weight=ln.weight)
         return g
 
 
@@ -230,10 +264,16 @@ def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int) -> Fabric:
 
 
 def build(kind: str, **params: int) -> Fabric:
-    """``build("fat_tree", k=4)`` / ``build("leaf_spine", leaves=4, spines=2, hosts_per_leaf=2)``."""
-    builders = {"fat_tree": fat_tree, "fattree": fat_tree, "leaf_spine": leaf_spine, "leafspine": leaf_spine}
+    """``build("fat_tree", k=4)`` / ``build("leaf_spine", leaves=4, spines=2, hosts_per_leaf=2)`` /
+    ``build("rail", ...)``, ``build("dual_plane", ...)``, ``build("dragonfly", ...)``
+    (`topologies.ai_fabrics`)."""
+    from topologies import ai_fabrics
+
+    builders = {"fat_tree": fat_tree, "fattree": fat_tree, "leaf_spine": leaf_spine, "leafspine": leaf_spine,
+                **ai_fabrics.BUILDERS}
     try:
         builder = builders[kind.replace("-", "_")]
     except KeyError:
-        raise ValueError(f"unknown topology kind {kind!r}; known: fat_tree, leaf_spine") from None
+        known = ", ".join(["fat_tree", "leaf_spine", *ai_fabrics.BUILDERS])
+        raise ValueError(f"unknown topology kind {kind!r}; known: {known}") from None
     return builder(**params)

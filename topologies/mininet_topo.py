@@ -2,8 +2,9 @@
 
 `FabricTopo(fabric)` adds every switch (with its ``device_id`` and ``grpc_port`` for
 `topologies.p4switch.P4Switch`), every host (`FabricHost`, with the address plan's MAC, IPv4 and
-IPv6 addresses and default routes via the gateways) and every link with the plan's port numbers,
-so interfaces are named ``<node>-eth<port>``. `FatTreeTopo(k)` and `LeafSpineTopo(...)` are
+IPv6 addresses and default routes via the gateways; a host's further NICs get their addresses
+and the routes of their plane) and every link with the plan's port numbers, so interfaces are
+named ``<node>-eth<port>``. `FatTreeTopo(k)` and `LeafSpineTopo(...)` are
 shorthands. `make_net(fabric, target=...)` returns a ready-to-start ``Mininet`` using P4Switch.
 
 With ``telemetry=True`` every switch also gets ``TELEMETRY_PORT`` linked to the telemetry bridge
@@ -25,7 +26,7 @@ from mininet.node import Host
 from mininet.topo import Topo
 
 from topologies import addressing as ap
-from topologies.fabric import Fabric, fat_tree, leaf_spine
+from topologies.fabric import Fabric, Nic, fat_tree, leaf_spine
 from topologies.p4switch import MarkedNode, P4Switch
 from topologies.procs import stop_processes
 from topologies.telemetry_net import TelemetryBridge
@@ -38,18 +39,31 @@ class FabricHost(MarkedNode, Host):
     and with offloads off on its interface (P4 targets see raw frames; checksums must be real).
     Its shell and everything it starts carry the lab markers (`MarkedNode`)."""
 
-    def config(self, ip6: str | None = None, gateway6: str | None = None, **params: object) -> dict:  # type: ignore[override]
+    def config(self, ip6: str | None = None, gateway6: str | None = None,  # type: ignore[override]
+               extra_nics: tuple[Nic, ...] = (), **params: object) -> dict:
         result = super().config(**params)
         intf = self.defaultIntf()
         self.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=0 net.ipv6.conf.default.disable_ipv6=0")
-        self.cmd(f"sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0 net.ipv6.conf.{intf}.accept_dad=0")
-        self.cmd(f"sysctl -qw net.ipv6.conf.{intf}.disable_ipv6=0 net.ipv6.conf.{intf}.accept_ra=0")
+        self.cmd("sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0")
+        self._prepare(str(intf), ip6)
+        if gateway6:
+            self.cmd(f"ip -6 route replace default via {gateway6} dev {intf}")
+        for nic in extra_nics:      # IPv4 address and MAC were set with the link (FabricTopo)
+            name = f"{self.name}-eth{nic.port}"
+            self._prepare(name, str(nic.ip6))
+            for net in nic.routes4:
+                self.cmd(f"ip route replace {net} via {nic.gateway4} dev {name}")
+            for net in nic.routes6:
+                self.cmd(f"ip -6 route replace {net} via {nic.gateway6} dev {name}")
+        return result
+
+    def _prepare(self, intf: str, ip6: str | None) -> None:
+        """IPv6 on without DAD or RA, offloads off, the IPv6 address."""
+        self.cmd(f"sysctl -qw net.ipv6.conf.{intf}.accept_dad=0 net.ipv6.conf.{intf}.disable_ipv6=0 "
+                 f"net.ipv6.conf.{intf}.accept_ra=0")
         self.cmd(f"ethtool -K {intf} " + " ".join(f"{o} off" for o in OFFLOADS) + " >/dev/null 2>&1")
         if ip6:
             self.cmd(f"ip -6 addr add {ip6} dev {intf} nodad")
-        if gateway6:
-            self.cmd(f"ip -6 route replace default via {gateway6} dev {intf}")
-        return result
 
 
 class FabricTopo(Topo):
@@ -68,9 +82,13 @@ class FabricTopo(Topo):
                 defaultRoute=f"via {h.gateway4}",
                 ip6=str(h.ip6),
                 gateway6=str(h.gateway6),
+                extra_nics=h.extra_nics,
             )
+        extra = {(h.name, nic.port): nic for h in fabric.hosts for nic in h.extra_nics}
         for ln in fabric.links:
-            self.addLink(ln.a, ln.b, port1=ln.a_port, port2=ln.b_port)
+            nic = extra.get((ln.a, ln.a_port))
+            opts = {"params1": {"ip": str(nic.ip4), "mac": nic.mac}} if nic else {}
+            self.addLink(ln.a, ln.b, port1=ln.a_port, port2=ln.b_port, **opts)
         if telemetry:
             self.add_telemetry_network(fabric)
 
