@@ -79,6 +79,7 @@ class LinkDescription:
     a_port: int
     b: str
     b_port: int
+    weight: int = 1                 # routing cost (a dragonfly's global links weigh more)
 
 
 @dataclass(frozen=True)
@@ -172,7 +173,7 @@ class FabricDescription:
             fab.hosts.append(Host(h.name, ipaddress.IPv4Interface(h.ipv4), ipaddress.IPv6Interface(h.ipv6), h.mac,
                                   ipaddress.IPv4Address(h.gateway4), ipaddress.IPv6Address(h.gateway6), h.switch,
                                   h.port))
-        fab.links = [Link(ln.a, ln.a_port, ln.b, ln.b_port) for ln in self.links]
+        fab.links = [Link(ln.a, ln.a_port, ln.b, ln.b_port, ln.weight) for ln in self.links]
         return fab
 
     @classmethod
@@ -191,7 +192,7 @@ class FabricDescription:
                                               pid=switch_pids.get(sw.name)))
         hosts = [HostDescription(h.name, str(h.ip4), str(h.ip6), h.mac, str(h.gateway4), str(h.gateway6), h.switch,
                                  h.port, f"{h.name}-eth0", host_pids.get(h.name)) for h in fabric.hosts]
-        links = [LinkDescription(ln.a, ln.a_port, ln.b, ln.b_port) for ln in fabric.links]
+        links = [LinkDescription(ln.a, ln.a_port, ln.b, ln.b_port, ln.weight) for ln in fabric.links]
         return cls(fabric.kind, dict(fabric.params), switches, links, hosts, target, pipeline,
                    controller or ControllerInfo())
 
@@ -347,8 +348,10 @@ def _host(f: _Fields, raw: Any, where: str) -> HostDescription:
 
 def _link(f: _Fields, raw: Any, where: str) -> LinkDescription:
     obj = f.obj(raw, where)
+    weight = f.get(obj, "weight", where, int, required=False, default=1)
+    f.check(weight >= 1, f"{where}.weight", f"{_show(weight)} is not a routing cost >= 1")
     return LinkDescription(_name(f, obj, "a", where), _port(f, obj, "a_port", where), _name(f, obj, "b", where),
-                           _port(f, obj, "b_port", where))
+                           _port(f, obj, "b_port", where), weight)
 
 
 def from_dict(data: Any, source: str = "<description>") -> FabricDescription:

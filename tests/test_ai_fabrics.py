@@ -152,3 +152,13 @@ def test_built_by_kind_and_mirrored_in_mininet() -> None:
     link = topo.linkInfo("t1h0", "p1l1")
     assert (link["port1"], link["params1"]) == (1, {"ip": "10.211.1.2/24", "mac": "00:00:0a:d3:01:02"})
     assert topo.nodeInfo("t1h0")["extra_nics"] == fab.host("t1h0").extra_nics
+
+
+def test_a_dragonfly_description_file_gives_the_controller_the_same_routes(tmp_path) -> None:
+    """`aifabric controller --fabric FILE` routes from the description: the link weights travel."""
+    from aifabric import description
+
+    fab = af.dragonfly(groups=4, routers=2, hosts_per_router=1)
+    path = description.FabricDescription.from_fabric(fab).write(tmp_path / "fabric.json")
+    again = description.load(path).to_fabric()
+    assert compute_forwarding(TopologyModel(again)) == compute_forwarding(TopologyModel(fab))

@@ -107,6 +107,7 @@ BAD = [
     ("hosts[0].name", "p0e1", "hosts[0].name"),
     ("links[20].b", "c99", "links[20].b"),
     ("links[0].a_port", True, "links[0].a_port: expected an integer"),
+    ("links[20].weight", 0, "links[20].weight: 0 is not a routing cost"),
     ("controller.kind", "onos", "controller.kind"),
     ("controller.election_id", [1], "controller.election_id"),
     ("params.k", "4", "params.k"),
