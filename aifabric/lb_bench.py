@@ -21,27 +21,29 @@ PLB rounds of ``plb_round_s``) and ``plb+dcqcn`` (the same, and DCQCN setting th
 rates from CNPs). ECN marks every ECN-capable packet above ``ecn_threshold`` packets of queue
 (step marking, as DCTCP's K); only the agents make packets ECN-capable, so the other modes are
 never marked. Per run also: CE marks (the switches' ``ecn_marked`` counters), PLB repaths and
-CNPs (the agents' counters).
+CNPs (the agents' counters). With ``int_queues`` the switches also add INT metadata to every
+flow's packets, and the collector's reports give the egress queue depth at every hop: per run
+the hot port (the egress port with the deepest mean queue) and the deepest queue seen.
 """
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-
 from pathlib import Path
 
 from aifabric.allreduce_lab import FRAME_BYTES, LinkPlan, cpu_times, limit_links
 from aifabric.lab import Lab
 from controller.entries import ECN_MARKED
+from controller.int_collector import CollectorSnapshot
 from controller.lb import LbModes
 from controller.te.engine import TeConfig
 from controller.te.loop import TeLoop
-from controller.telemetry_entries import EcnThresholds, TelemetryConfig
+from controller.telemetry_entries import EcnThresholds, TelemetryConfig, WatchRule
 from hostagent.agent.config import AgentConfig
 from hostagent.agent.launch import AgentSet, start_agents
 from hostagent.traffic import patterns
 from hostagent.traffic.drive import run_traffic
-from hostagent.traffic.flows import FlowSpec
+from hostagent.traffic.flows import ROCEV2_PORT, FlowSpec
 from hostagent.traffic.ratecontrol import RATE_CONTROL_PORT
 from topologies.fabric import Role
 
@@ -49,6 +51,7 @@ MODES = ("ecmp", "spray", "flowlet", "te", "plb", "plb+dcqcn")
 AGENT_MODES = ("plb", "plb+dcqcn")
 PATTERNS = ("permutation", "collective", "incast")
 PAYLOAD = FRAME_BYTES - 42          # UDP payload of a full-size frame (Ethernet 14 + IPv4 20 + UDP 8)
+UDP = 17
 
 
 @dataclass(frozen=True)
@@ -60,15 +63,18 @@ class LbPlan:
     te_one_in: int = 8               # edge switches sample one packet in this many for TE
     plb_round_s: float = 0.1         # PLB round: about one RTT with a few packets queued at 100 packets/s
     ecn_threshold: int = 10          # packets of queue above which ECN-capable packets are marked
+    int_queues: bool = False         # INT on the flows: queue depth per hop from the collector
 
     @property
     def link_bps(self) -> float:
         return self.rate_pps * FRAME_BYTES * 8
 
     def telemetry(self) -> TelemetryConfig:
-        """ECN step marking at ``ecn_threshold``, no INT: what the lab of this plan needs."""
+        """ECN step marking at ``ecn_threshold``; INT on the flows' UDP port if ``int_queues``."""
         k = self.ecn_threshold
-        return TelemetryConfig(ecn=EcnThresholds(kmin=k, kmax=k, pmax=1.0), int_enabled=False)
+        watch = (WatchRule(protocol=UDP, dst_ports=(ROCEV2_PORT, ROCEV2_PORT)),) if self.int_queues else ()
+        return TelemetryConfig(ecn=EcnThresholds(kmin=k, kmax=k, pmax=1.0), int_enabled=self.int_queues,
+                               watchlist=watch)
 
     def agent_config(self, mode: str, seed: int) -> AgentConfig:
         return AgentConfig(mode, round_s=self.plb_round_s, line_rate_bps=self.link_bps, seed=seed)
@@ -87,6 +93,7 @@ class ModeRun:
     te_rounds: list = field(default_factory=list)   # te: (s from start, elephants, placed, unplaced) per round
     ce_marks: int = 0                # packets the switches marked CE
     agents: dict = field(default_factory=dict)   # plb modes: the agents' totals, summed over hosts
+    queues: dict = field(default_factory=dict)   # int_queues: hot port, its mean queue, deepest queue
 
     def figures(self, plan: LbPlan, ideal_rate: dict[int, float]) -> dict:
         fcts = sorted(f["fct_s"] for f in self.flows if f["fct_s"])
@@ -103,6 +110,8 @@ class ModeRun:
                 "lost": sum(f["lost"] for f in self.flows), "complete": sum(f["complete"] for f in self.flows),
                 "flows": len(self.flows), "pins": self.pins, "pins_moved": self.pins_moved, "te_rounds": self.te_rounds, "ce_marks": self.ce_marks,
                 "repaths": self.agents.get("repaths"), "cnps": self.agents.get("cnps_sent"), "cpu_busy": round(self.cpu_busy, 2),
+                "hot_port": self.queues.get("hot_port"), "hot_queue_mean": self.queues.get("hot_queue_mean"),
+                "queue_max": self.queues.get("queue_max"),
                 "per_flow": [{k: f[k] for k in ("src", "dst", "sport", "complete", "lost", "fct_s", "out_of_order",
                                                 "sender_late_s", "error")} for f in self.flows]}
 
@@ -159,6 +168,8 @@ def run_mode(lab: Lab, modes: LbModes, te: TeLoop, mode: str, pattern: str, seed
     agents = None
     if mode in AGENT_MODES:      # started first: compiling their programs costs a second of CPU each
         agents = start_agents(hosts, plan.agent_config(mode, seed), Path(lab.log_dir) / "lb-agents")
+    if lab.collector is not None:
+        lab.collector.reset_flows()
     before, marks0, cpu0 = core_links(lab), ce_marks(lab), cpu_times()
     if mode == "te":
         te.start()
@@ -181,8 +192,32 @@ def run_mode(lab: Lab, modes: LbModes, te: TeLoop, mode: str, pattern: str, seed
     run.core_links = {k: after[k] - before[k] for k in after}
     run.cpu_busy = 1 - (cpu1[1] - cpu0[1]) / max(1e-9, cpu1[0] - cpu0[0])
     run.flows = [r.summary() for r in results]
+    if plan.int_queues and lab.collector is not None:
+        lab.collector.wait_quiet()
+        run.queues = hot_port(lab.collector.snapshot(), {s.device_id: s.name for s in lab.fabric.switches})
     modes.set("ecmp")
     return run
+
+
+def hot_port(snap: CollectorSnapshot, names: dict[int, str]) -> dict:
+    """From the INT reports of a run: the egress port whose packets met the deepest mean queue
+    (over every report of every flow through it), that mean, and the deepest queue any report saw."""
+    n: dict[tuple, int] = {}
+    total: dict[tuple, float] = {}
+    deepest = 0
+    for flow in snap.flows.values():
+        for hop in flow.hops:
+            if hop.queue_mean is None:
+                continue
+            key = (hop.switch_id, hop.egress_port)
+            n[key] = n.get(key, 0) + hop.samples
+            total[key] = total.get(key, 0.0) + hop.queue_mean * hop.samples
+            deepest = max(deepest, hop.queue_max or 0)
+    if not n:
+        return {}
+    hot = max(n, key=lambda k: total[k] / n[k])
+    return {"hot_port": f"{names.get(hot[0], hot[0])}:{hot[1]}", "hot_queue_mean": round(total[hot] / n[hot], 2),
+            "queue_max": deepest, "reports": sum(f.reports for f in snap.flows.values())}
 
 
 def ce_marks(lab: Lab) -> int:
@@ -209,7 +244,7 @@ def setup(lab: Lab, plan: LbPlan) -> tuple[LbModes, TeLoop]:
 def summarise(runs: list[dict]) -> list[dict]:
     """Medians over seeds, per (pattern, mode)."""
     keys = ("throughput_vs_ideal", "core_imbalance", "fct_p50_s", "fct_p99_s", "out_of_order", "lost",
-            "pins_moved", "repaths", "cnps", "ce_marks", "cpu_busy")
+            "pins_moved", "repaths", "cnps", "ce_marks", "cpu_busy", "hot_queue_mean", "queue_max")
     out = []
     for pattern in dict.fromkeys(r["pattern"] for r in runs):
         for mode in dict.fromkeys(r["mode"] for r in runs):

@@ -5,8 +5,18 @@ import argparse
 from pathlib import Path
 
 from aifabric import report
+from aifabric.lb_bench import (
+    AGENT_MODES,
+    MODES,
+    PATTERNS,
+    LbPlan,
+    ideal_rates,
+    make_flows,
+    run_mode,
+    setup,
+    summarise,
+)
 from hostagent.agent.requirements import bcc_missing
-from aifabric.lb_bench import AGENT_MODES, MODES, PATTERNS, LbPlan, ideal_rates, make_flows, run_mode, setup, summarise
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -16,6 +26,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rate", type=int, default=100, help="link rate, packets/s per direction")
     p.add_argument("--packets", type=int, default=400, help="packets per flow")
     p.add_argument("--target", default="softswitch")
+    p.add_argument("--int", dest="int_queues", action="store_true",
+                   help="INT on every flow: report the queue depth at the hot port per mode")
     p.add_argument("--json", default="out/load_balance.json")
     p.add_argument("--png", default="out/load_balance.png")
 
@@ -24,7 +36,7 @@ def run(args: argparse.Namespace, pipeline=None) -> int:
     from aifabric.lab import Lab
     from topologies.fabric import fat_tree
 
-    plan = LbPlan(rate_pps=args.rate, packets=args.packets)
+    plan = LbPlan(rate_pps=args.rate, packets=args.packets, int_queues=args.int_queues)
     runs, heat = [], {}
     agents_wanted = [m for m in args.modes if m in AGENT_MODES]
     if agents_wanted and bcc_missing() is not None:
@@ -42,12 +54,14 @@ def run(args: argparse.Namespace, pipeline=None) -> int:
                     runs.append(r.figures(plan, ideal))
                     heat.setdefault((pattern, mode), []).append(r.core_links)
     rows = summarise(runs)
+    queues = ["hot queue (mean)", "deepest queue"] if plan.int_queues else []
     print(report.table(["pattern", "mode", "runs", "throughput/ideal", "core imbalance", "FCT p50 (s)",
-                        "FCT p99 (s)", "out of order", "lost", "path changes", "CE marks", "CNPs", "CPU busy"],
+                        "FCT p99 (s)", "out of order", "lost", "path changes", "CE marks", "CNPs", "CPU busy"]
+                       + queues,
                        [(r["pattern"], r["mode"], r["runs"], r["throughput_vs_ideal"], r["core_imbalance"],
                          r["fct_p50_s"], r["fct_p99_s"], r["out_of_order"], r["lost"],
                          r["repaths"] if r["repaths"] is not None else r["pins_moved"], r["ce_marks"], r["cnps"],
-                         r["cpu_busy"])
+                         r["cpu_busy"]) + ((r["hot_queue_mean"], r["queue_max"]) if plan.int_queues else ())
                         for r in rows],
                        title=f"\nLoad balancing on a k=4 fat-tree ({args.target}), links {args.rate} packets/s, "
                              f"{args.packets} packets per flow, medians over seeds {args.seeds}"))

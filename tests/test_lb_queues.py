@@ -1,0 +1,31 @@
+"""The load-balancing benchmark's hot port: from INT hop aggregates, the egress port whose
+packets met the deepest mean queue, weighted by how many reports each flow had through it."""
+from __future__ import annotations
+
+from aifabric.lb_bench import hot_port
+from controller.int_collector import CollectorCounters, CollectorSnapshot, FlowSummary, HopStats
+from controller.int_report import FlowKey
+
+
+def _flow(sport: int, hops: list[tuple[int, int, int, float, int]]) -> FlowSummary:
+    stats = tuple(HopStats(sw, 1, port, n, None, None, mean, peak, None) for sw, port, n, mean, peak in hops)
+    key = FlowKey("10.0.0.2", "10.2.1.3", 17, sport, 4791)
+    return FlowSummary(key, sum(n for _, _, n, _, _ in hops), 0.0, 1.0, (), 1, stats)
+
+
+def test_the_hot_port_is_the_deepest_mean_over_all_reports_through_it():
+    # port (1, 3): flow A 10 reports at mean 2, flow B 30 reports at mean 6 -> 5.0
+    # port (5, 2): flow A 10 reports at mean 4.5 (deeper than (1, 3) for A alone, not over all)
+    snap = CollectorSnapshot(CollectorCounters(), {
+        "a": _flow(50000, [(1, 3, 10, 2.0, 4), (5, 2, 10, 4.5, 9)]),
+        "b": _flow(50001, [(1, 3, 30, 6.0, 12)]),
+    }, {}, 0.0)
+    got = hot_port(snap, {1: "p0e0", 5: "c0"})
+    assert got["hot_port"] == "p0e0:3"
+    assert got["hot_queue_mean"] == 5.0
+    assert got["queue_max"] == 12
+    assert got["reports"] == 50
+
+
+def test_no_reports_no_hot_port():
+    assert hot_port(CollectorSnapshot(CollectorCounters(), {}, {}, 0.0), {}) == {}
