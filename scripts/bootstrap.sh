@@ -13,6 +13,7 @@ APT_PACKAGES=(
   mininet python3-bpfcc bpfcc-tools linux-headers-amd64
   iproute2 iputils-ping tcpdump iperf3 ethtool procps psmisc
   python3-venv python3-dev python3-pip prometheus
+  python3-crcmod  # C CRCs for softswitch's hashes (checked against its Python ones; optional)
 )
 
 need_root() {

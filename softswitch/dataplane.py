@@ -222,6 +222,8 @@ class Dataplane:
         for _ in range(DRAIN_ROUNDS):   # bounded: a program that recirculates forever must not wedge the loop
             progress = False
             for q in list(self.queues.values()):
+                if not q.items:         # most queues are empty most of the time: no call for them
+                    continue
                 item = q.pop_ready(now)
                 if item is not None:
                     progress = True

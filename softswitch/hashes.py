@@ -184,7 +184,52 @@ class CrcConfig(NamedTuple):
     reflect_out: bool = False
 
 
+# Inputs a C-accelerated CRC must agree with the Python one on before it is used: a CRC is
+# affine over GF(2), so wrong parameters show on a few short inputs of different lengths.
+_CRC_CHECK_INPUTS = (b"", b"\x00", b"\x01", b"\x80", b"\xff", b"123456789", b"\x00" * 13,
+                     bytes(range(256)), bytes(range(255, 0, -3)))
+
+
+# The reference's byte-by-byte table loops (the functions _make_crc_py returns besides zlib's
+# and binascii's).
+_TABLE_LOOPS = ("crc_lsb", "crc_lsb_noref", "crc_msb_ref", "crc_msb")
+
+
 def _make_crc(cfg: CrcConfig) -> HashFn:
+    """BMv2's ``crc_custom<T>`` for these parameters: crcmod's C code (Debian's python3-crcmod)
+    where it gives the same bits as the Python reference on the check inputs, else the
+    reference itself."""
+    ref = _make_crc_py(cfg)
+    if ref.__name__ not in _TABLE_LOOPS:     # zlib or binascii already
+        return ref
+    for fast in _crcmod_candidates(cfg):
+        if all(fast(d) == ref(d) for d in _CRC_CHECK_INPUTS):
+            return fast
+    return ref
+
+
+def _crcmod_candidates(cfg: CrcConfig) -> list[HashFn]:
+    """crcmod functions that may compute this CRC (none without crcmod or its C extension).
+    crcmod reflects input and output together and takes the initial register XOR the final
+    value; which way it reads a reflected init is left to the check against the reference."""
+    try:
+        import crcmod
+        from crcmod import _crcfunext  # noqa: F401  (the C code; pure-Python crcmod is slower than ours)
+    except ImportError:
+        return []
+    width, poly, init, xor_out, refin, refout = cfg
+    if refin != refout or width not in (8, 16, 24, 32, 64):
+        return []
+    out = []
+    for start in {init, _reflect(init, width)} if refin else {init}:
+        try:
+            out.append(crcmod.mkCrcFun((1 << width) | poly, initCrc=start ^ xor_out, rev=refin, xorOut=xor_out))
+        except ValueError:       # a polynomial crcmod does not take
+            pass
+    return out
+
+
+def _make_crc_py(cfg: CrcConfig) -> HashFn:
     """A function computing exactly what BMv2's ``crc_custom<T>`` computes.
 
     BMv2 keeps the remainder MSB first and reflects each data byte when

@@ -41,12 +41,12 @@ def check_depth(depth: int) -> None:
 
 
 class EgressQueue:
-    __slots__ = ("port", "depth", "rate_pps", "_delay_us", "_last_departure", "_items", "drops")
+    __slots__ = ("port", "depth", "rate_pps", "_delay_us", "_last_departure", "items", "drops")
 
     def __init__(self, port: int, depth: int = DEFAULT_DEPTH, rate_pps: int = DEFAULT_RATE):
         self.port = port
         self.depth = depth
-        self._items: deque = deque()
+        self.items: deque = deque()       # (departure time, packet), oldest first; the loop peeks at it
         self._last_departure = 0.0
         self.drops = 0
         self.set_rate(rate_pps)
@@ -61,27 +61,27 @@ class EgressQueue:
         self.depth = depth
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self.items)
 
     def push(self, item, now_us: float) -> bool:
         """Queue ``item``; False (and a drop counted) when the queue is full."""
-        if len(self._items) >= self.depth:
+        if len(self.items) >= self.depth:
             self.drops += 1
             return False
         departure = max(now_us, self._last_departure + self._delay_us)
         self._last_departure = departure
-        self._items.append((departure, item))
+        self.items.append((departure, item))
         return True
 
     def next_departure(self) -> float | None:
-        return self._items[0][0] if self._items else None
+        return self.items[0][0] if self.items else None
 
     def pop_ready(self, now_us: float):
         """The next item whose time has come, or None."""
-        items = self._items
+        items = self.items
         if items and items[0][0] <= now_us:
             return items.popleft()[1]
         return None
 
     def clear(self) -> None:
-        self._items.clear()
+        self.items.clear()

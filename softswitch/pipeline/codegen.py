@@ -16,8 +16,10 @@ from .errors import ProgramError
 from .expressions import ExpressionCompiler, parse_hexstr
 from .helpers import BASE_NAMESPACE
 from .expressions import RUNTIME_HELPERS
+from .controlflow import Block, Structurer, post_dominators
 from .layout import HeaderInstance, HeaderType, Layout
 from .primitives import PrimitiveCompiler, is_jump, jump_target
+from ..runtime.tables import EXACT
 from .untrusted import comment, json_int, json_width
 
 CORE_ERRORS = ("NoError", "PacketTooShort", "NoMatch", "StackOutOfBounds", "HeaderTooShort",
@@ -54,8 +56,9 @@ def _mask(width: int) -> str:
 
 
 class CodeGenerator:
-    def __init__(self, js: dict, layout: Layout, objects: Any):
+    def __init__(self, js: dict, layout: Layout, objects: Any, fuse: bool = True):
         self.js = js
+        self.fuse = fuse                               # pipelines as structured functions
         self.layout = layout
         self.obj = objects
         self.ns: dict[str, Any] = dict(BASE_NAMESPACE)
@@ -68,6 +71,7 @@ class CodeGenerator:
         self._deferred_next: list[tuple[str, dict]] = []
         self._serial: dict[str, int] = {}
         self._action_fns: dict[int, str] = {}          # action id -> function
+        self._action_bodies: dict[int, list[str]] = {}  # action id -> its lines, when they inline
         self._state_fns: dict[str, str] = {}           # parser state name -> function
         self.calculation_inputs: dict[str, str] = {}   # calculation name -> input function
         self.pipeline_fns: dict[str, str] = {}         # pipeline name -> function
@@ -132,20 +136,22 @@ class CodeGenerator:
         for a in self.js.get("actions", []):
             aid = json_int(a["id"], f"id of action '{a['name']}'")
             self._action_fns[aid] = self._ident("_a")
-            self._action(a, self._action_fns[aid])
+            self._action(a, aid, self._action_fns[aid])
 
-    def _action(self, a: dict, fn: str) -> None:
+    def _action(self, a: dict, aid: int, fn: str) -> None:
         o = self.out
         prims = a.get("primitives", [])
         o(f"def {fn}(F, D):  # {comment(a['name'])}")
         o.indent()
         if not prims:
             o("pass")
+            self._action_bodies[aid] = []
         elif any(is_jump(p) for p in prims):
             self._action_with_jumps(prims)
         else:
-            for p in prims:
-                o.block(self.pc.compile(p))
+            body = [ln for p in prims for ln in self.pc.compile(p)]
+            o.block(body)
+            self._action_bodies[aid] = body
         o.dedent()
         o()
 
@@ -538,6 +544,8 @@ class CodeGenerator:
 
     # -- control flow --------------------------------------------------------------------
     def _pipeline(self, pipe: dict) -> None:
+        """Each node becomes a function (the node loop, the reference path); the pipeline
+        itself runs the nodes as one structured function where the graph allows it."""
         names: dict[str, str] = {}      # node name -> its function
         for t in pipe.get("tables", []):
             names[t["name"]] = self._ident("_t")
@@ -553,110 +561,130 @@ class CodeGenerator:
                 raise ProgramError(f"pipeline '{pipe['name']}' refers to unknown node '{n}'")
             return names[n]
 
+        blocks: dict[str, Block] = {}
+        comments: dict[str, str] = {}
         for t in pipe.get("tables", []):
-            self._table_node(t, names[t["name"]], node)
+            blocks[t["name"]] = self._table_block(t)
+            comments[t["name"]] = f"table {comment(t['name'])}"
         for c in pipe.get("conditionals", []):
-            o = self.out
-            o(f"def {names[c['name']]}(F):  # {comment(c['name'])}")
-            o(f"    return {node(c.get('true_next'))} if {self.ec.boolean(c['expression'])} "
-              f"else {node(c.get('false_next'))}")
-            o()
+            blocks[c["name"]] = Block([], [c.get("true_next"), c.get("false_next")],
+                                      cond=self.ec.boolean(c["expression"]))
+            comments[c["name"]] = comment(c["name"])
         for a in pipe.get("action_calls", []):
-            o = self.out
-            o(f"def {names[a['name']]}(F):  # {comment(a['name'])}")
-            o(f"    {self.action_name(a['action_id'])}(F, ())")
-            o(f"    return {node(a.get('next_node'))}")
-            o()
+            blocks[a["name"]] = Block(self._action_lines(a["action_id"], ()), [a.get("next_node")])
+            comments[a["name"]] = comment(a["name"])
+        for name, b in blocks.items():
+            for s in b.succs:
+                node(s)              # every successor must exist
+            self._node_function(names[name], comments[name], b, node)
+
         o = self.out
+        init = pipe.get("init_table")
+        node(init)
         fn = self.pipeline_fns[pipe["name"]] = self._ident("_pipe")
+        body = None
+        if self.fuse:
+            ipdom = post_dominators(init, blocks)
+            if ipdom is not None:
+                body = Structurer(blocks, ipdom, lambda n: f"_run_nodes(F, {node(n)})",
+                                  budget=4 * len(blocks) + 64).emit(init)
         o(f"def {fn}(F):  # pipeline {comment(pipe['name'])}")
         o.indent()
-        o(f"n = {node(pipe.get('init_table'))}")
         o("try:")
-        o("    while n is not None:")
-        o("        n = n(F)")
+        if body is not None:
+            o.indent()
+            o.block(body)
+            o.dedent()
+        else:
+            o(f"    _run_nodes(F, {node(init)})")
         o("except _Exit:")
         o("    pass")
         o.dedent()
         o()
 
-    def _table_node(self, t: dict, fn: str, node) -> None:
+    def _node_function(self, fn: str, what: str, b: Block, node) -> None:
+        """The node as a function of the node loop: its lines, then its successor's function."""
         o = self.out
+        if b.selector is not None:
+            nx = self._ident("_nx")
+            o(f"{nx} = {{}}  # filled below, once every node exists")
+            self._deferred_next.append((nx, {v: node(s) for vs, s in zip(b.cases, b.succs) for v in vs}))
+        o(f"def {fn}(F):  # {what}")
+        o.indent()
+        o.block(b.lines)
+        if b.cond is not None:
+            o(f"return {node(b.succs[0])} if {b.cond} else {node(b.succs[1])}")
+        elif b.selector is not None:
+            o(f"return {nx}.get({b.selector}, {node(b.succs[-1])})")
+        else:
+            o(f"return {node(b.succs[0])}")
+        o.dedent()
+        o()
+
+    def _action_lines(self, action_id: int, data: tuple) -> list[str]:
+        """An action run with constant data: its body inline, or (with jumps) a call."""
+        fn = self.action_name(action_id)
+        body = self._action_bodies.get(action_id)
+        if body is None:
+            return [f"{fn}(F, {tuple(data)!r})"]
+        return ([f"D = {tuple(data)!r}"] if data else []) + body
+
+    def _table_block(self, t: dict) -> Block:
+        """A table apply: lookup, counters and meter, the action; then its successor, by hit
+        or miss, or by the action that ran (``_i``: its id, -1 when none ran)."""
         table = self.obj.tables[t["name"]]
         tb = self.bind(table)
-        lookup = self.bind(table.lookup)
         next_tables = t.get("next_tables", {})
         hit_miss = "__HIT__" in next_tables or "__MISS__" in next_tables
-        default_next = node(t.get("base_default_next"))
-        il = self.layout.hidden["ingress_length"]
-
-        # next node per action id (action-run based), or per hit / miss
-        action_next = {}
+        default_next = t.get("base_default_next")
+        action_next: dict[int, str | None] = {}
         for aid, aname in zip(t.get("action_ids", []), t.get("actions", [])):
             aid = json_int(aid, f"table '{t['name']}': action id")
-            action_next[aid] = node(next_tables[aname]) if aname in next_tables else default_next
-        nx = self._ident("_nx")
-        o(f"{nx} = {{}}  # filled below, once every node exists")
-        hit_next = node(next_tables.get("__HIT__")) if hit_miss else None
-        miss_next = node(next_tables.get("__MISS__")) if hit_miss else None
-
+            action_next[aid] = next_tables[aname] if aname in next_tables else default_next
         key_parts = [self._key_source(k) for k in t.get("key", [])]
         if not key_parts:        # p4c wraps every action called in a control in such a table
-            self._keyless_table_node(t, fn, table, miss_next if hit_miss else None, nx, action_next,
-                                     default_next)
-            return
+            a = table.default_action
+            if table.default_const and a is not None:    # always the same action: inline
+                nxt = next_tables.get("__MISS__") if hit_miss else action_next.get(a.id, default_next)
+                return Block(self._action_lines(a.id, tuple(table.default_data)), [nxt])
+            lines = [f"a = {tb}.default_action",
+                     "if a is not None:",
+                     f"    a.fn(F, {tb}.default_data)"]
+            if hit_miss:
+                return Block(lines, [next_tables.get("__MISS__")])
+            return _by_action(lines, action_next, default_next)
         key = "(" + "".join(p + ", " for p in key_parts) + ")"
-        o(f"def {fn}(F):  # table {comment(t['name'])}")
-        o.indent()
-        o(f"e = {lookup}({key})")
-        o("if e is None:")
-        o(f"    a = {tb}.default_action")
-        o("    if a is None:")
-        o(f"        return {miss_next if hit_miss else default_next}")
-        o(f"    a.fn(F, {tb}.default_data)")
-        o(f"    return {miss_next if hit_miss else f'{nx}.get(a.id, {default_next})'}")
+        il = self.layout.hidden["ingress_length"]
+        if table.kind == EXACT:       # the entry dict itself, keyed by (values,)
+            find = f"{self.bind(table.exact_get())}(({key},))"
+        else:
+            find = f"{self.bind(table.lookup)}({key})"
+        lines = [f"e = {find}",
+                 "if e is None:",
+                 f"    a = {tb}.default_action",
+                 "    if a is not None:",
+                 f"        a.fn(F, {tb}.default_data)",
+                 "else:"]
+        hit = []
         if t.get("with_counters"):
-            o("e.packets += 1")
-            o(f"e.bytes += F[{il}]")
+            hit += ["e.packets += 1", f"e.bytes += F[{il}]"]
         if t.get("direct_meters"):
             meter = self.obj.meters[t["direct_meters"]]
             target = self.pc.lvalue({"type": "field", "value": meter.result_target})
-            o(target.store(f"e.meter.execute(F[{il}])"))
+            hit.append(target.store(f"e.meter.execute(F[{il}])"))
         if t.get("type", "simple") == "simple":
-            o("a = e.action")
-            o("a.fn(F, e.data)")
-        else:
-            o(f"r = {self.bind(table.profile)}.resolve(e.member, e.group, F)")
-            o("if r is None:")
-            o(f"    return {hit_next if hit_miss else default_next}")
-            o("a, d = r")
-            o("a.fn(F, d)")
-        o(f"return {hit_next if hit_miss else f'{nx}.get(a.id, {default_next})'}")
-        o.dedent()
-        o()
-        self._deferred_next.append((nx, action_next))
-
-    def _keyless_table_node(self, t: dict, fn: str, table, miss_next: str | None, nx: str,
-                            action_next: dict, default_next: str) -> None:
-        """A table without a key always misses: it runs its default action, with no lookup.
-        A const default is called directly; otherwise the control plane may change it."""
-        o = self.out
-        o(f"def {fn}(F):  # table {comment(t['name'])} (no key: its default action)")
-        o.indent()
-        a = table.default_action
-        if table.default_const and a is not None:
-            o(f"{self.action_name(a.id)}(F, {tuple(table.default_data)!r})")
-            o(f"return {miss_next or action_next.get(a.id, default_next)}")
-        else:
-            tb = self.bind(table)
-            o(f"a = {tb}.default_action")
-            o("if a is None:")
-            o(f"    return {miss_next or default_next}")
-            o(f"a.fn(F, {tb}.default_data)")
-            o(f"return {miss_next or f'{nx}.get(a.id, {default_next})'}")
-        o.dedent()
-        o()
-        self._deferred_next.append((nx, action_next))
+            hit += ["a = e.action", "a.fn(F, e.data)"]
+        else:                    # a selector may find no member: the entry hit, no action ran
+            hit += [f"r = {self.bind(table.profile)}.resolve(e.member, e.group, F)",
+                    "if r is None:",
+                    "    a = None",
+                    "else:",
+                    "    a, d = r",
+                    "    a.fn(F, d)"]
+        lines += ["    " + ln for ln in hit]
+        if hit_miss:
+            return Block(lines, [next_tables.get("__HIT__"), next_tables.get("__MISS__")], cond="e is not None")
+        return _by_action(lines, action_next, default_next)
 
     def _key_source(self, k: dict) -> str:
         mt, target = k.get("match_type"), k.get("target")
@@ -676,6 +704,18 @@ class CodeGenerator:
         for nx, mapping in self._deferred_next:
             items = ", ".join(f"{aid}: {fn}" for aid, fn in mapping.items())
             o(f"{nx}.update({{{items}}})")
+
+
+def _by_action(lines: list[str], action_next: dict[int, str | None], default_next: str | None) -> Block:
+    """A block that goes on by the action that ran; actions going to the same node share an arm."""
+    arms: dict[str | None, list[int]] = {}
+    for aid, nxt in action_next.items():
+        if nxt != default_next:
+            arms.setdefault(nxt, []).append(aid)
+    if not arms:
+        return Block(lines, [default_next])
+    return Block(lines, [*arms, default_next], selector="-1 if a is None else a.id",
+                 cases=[tuple(ids) for ids in arms.values()])
 
 
 def _lookahead_args(v: list) -> tuple[int, int]:

@@ -77,6 +77,12 @@ def log_msg(fmt: str, values: tuple) -> None:
     log.info("%s", "".join(out).replace("\\{", "{").replace("\\}", "}"))
 
 
+def run_nodes(F: list, node) -> None:
+    """Run a control node by node from ``node``: each node function returns the next."""
+    while node is not None:
+        node = node(F)
+
+
 BASE_NAMESPACE = {
     "_Exit": Exit,
     "_Abort": Abort,
@@ -87,4 +93,5 @@ BASE_NAMESPACE = {
     "_stack_pop": stack_pop,
     "_log_msg": log_msg,
     "_randint": random.randint,
+    "_run_nodes": run_nodes,
 }

@@ -87,7 +87,9 @@ class ParseValueSet:
 class Program:
     """Everything one pipeline needs: layout, tables and externs, and the compiled code."""
 
-    def __init__(self, json_text: str | bytes):
+    def __init__(self, json_text: str | bytes, fuse: bool = True):
+        """``fuse=False`` runs controls node by node (the reference the fused code must match)."""
+        self.fuse = fuse
         try:
             js = json.loads(json_text)
         except (ValueError, UnicodeDecodeError) as e:
@@ -164,7 +166,7 @@ class Program:
                 self.tables[t["name"]] = self._table(t)
                 self.table_pipeline[t["name"]] = pipe["name"]
 
-        gen = CodeGenerator(js, self.layout, self)
+        gen = CodeGenerator(js, self.layout, self, fuse=self.fuse)
         self.source, ns = gen.generate()
         self.error_codes = gen.errors
         for name, fn_name in gen.calculation_inputs.items():

@@ -89,6 +89,15 @@ class MatchTable:
         self._plens: list[int] = []
         self._ordered: list[Entry] = []
         self._cache: dict[tuple, Entry | None] = {}
+        # the lookup for this match kind, chosen once (a packet pays no dispatch on the kind)
+        self.lookup: Callable[[tuple], Entry | None] = (
+            self._lookup_exact if kind == EXACT else self._lookup_lpm if kind == LPM else self._lookup_ordered)
+
+    def exact_get(self) -> Callable[[tuple], Entry | None]:
+        """For exact tables: the entry dict's own ``get``, keyed by ``(values,)``; generated
+        code calls it directly. Valid for the table's life: the dict is only ever changed
+        in place, never replaced."""
+        return self._entries.get
 
     # -- control plane -------------------------------------------------------------------
     def identity(self, match: tuple, priority: int) -> tuple:
@@ -191,21 +200,22 @@ class MatchTable:
         return tuple((m[0] >> shift) if i == li else m for i, m in enumerate(match))
 
     # -- data plane ----------------------------------------------------------------------
-    def lookup(self, values: tuple) -> Entry | None:
+    def _lookup_exact(self, values: tuple) -> Entry | None:
         """The entry a packet with these key values hits, or None for a miss."""
-        kind = self.kind
-        if kind == EXACT:
-            return self._entries.get((values,))
-        if kind == LPM:
-            li = self._lpm_index
-            v = values[li]
-            w = self.key[li].width
-            for plen in self._plens:
-                k = values[:li] + (v >> (w - plen),) + values[li + 1:]
-                e = self._by_plen[plen].get(k)
-                if e is not None:
-                    return e
-            return None
+        return self._entries.get((values,))
+
+    def _lookup_lpm(self, values: tuple) -> Entry | None:
+        li = self._lpm_index
+        v = values[li]
+        w = self.key[li].width
+        for plen in self._plens:
+            k = values[:li] + (v >> (w - plen),) + values[li + 1:]
+            e = self._by_plen[plen].get(k)
+            if e is not None:
+                return e
+        return None
+
+    def _lookup_ordered(self, values: tuple) -> Entry | None:
         try:
             return self._cache[values]
         except KeyError:
