@@ -187,7 +187,7 @@ def telemetry_entities(p4info: P4Info, fabric: Fabric, switch: str, config: Tele
     """ECN and INT entities of one switch of ``fabric``."""
     sw = fabric.switch(switch)
     data_ports = sorted(fabric.ports_of(switch))
-    host_ports = sorted(h.port for h in fabric.hosts_of(switch))
+    host_ports = fabric.host_ports(switch)
     tables: list[p4runtime_pb2.Entity] = []
     defaults: list[p4runtime_pb2.Entity] = []
     pre: list[p4runtime_pb2.Entity] = []

@@ -95,6 +95,7 @@ def test_dual_plane_hosts_have_a_nic_on_each_plane_and_the_planes_never_meet() -
     assert (second.port, second.switch, second.switch_port, str(second.ip4), str(second.ip6)) == (
         1, "p1l2", 2, "10.211.2.3/24", "fd00:4:2::3/64")
     assert second.routes4 == (ipaddress.IPv4Network("10.211.0.0/16"),)
+    assert fab.host_ports("p1l2") == fab.host_ports("p0l2") == [1, 2]    # INT/ECN edge ports on both planes
     model = TopologyModel(fab)
     graph = model.switch_graph()
     planes = [{sw.name for sw in fab.switches if sw.pod == p} for p in (0, 1)]
@@ -150,7 +151,7 @@ def test_built_by_kind_and_mirrored_in_mininet() -> None:
     topo = FabricTopo(fab)
     assert sorted(topo.hosts()) == ["t0h0", "t1h0"] and len(topo.links()) == len(fab.links)
     link = topo.linkInfo("t1h0", "p1l1")
-    assert (link["port1"], link["params1"]) == (1, {"ip": "10.211.1.2/24", "mac": "00:00:0a:d3:01:02"})
+    assert (link["port1"], link["addr1"], link["params1"]) == (1, "00:00:0a:d3:01:02", {"ip": "10.211.1.2/24"})
     assert topo.nodeInfo("t1h0")["extra_nics"] == fab.host("t1h0").extra_nics
 
 

@@ -147,6 +147,10 @@ class Fabric:
     def hosts_of(self, switch: str) -> list[Host]:
         return [h for h in self.hosts if h.switch == switch]
 
+    def host_ports(self, switch: str) -> list[int]:
+        """Ports of ``switch`` with a host NIC at the other end (any NIC, not only first ones)."""
+        return sorted(nic.switch_port for h in self.hosts for nic in h.nics() if nic.switch == switch)
+
     def switch_links(self) -> Iterator[Link]:
         """Links whose both ends are switches."""
         names = {sw.name for sw in self.switches}

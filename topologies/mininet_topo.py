@@ -87,7 +87,7 @@ class FabricTopo(Topo):
         extra = {(h.name, nic.port): nic for h in fabric.hosts for nic in h.extra_nics}
         for ln in fabric.links:
             nic = extra.get((ln.a, ln.a_port))
-            opts = {"params1": {"ip": str(nic.ip4), "mac": nic.mac}} if nic else {}
+            opts = {"addr1": nic.mac, "params1": {"ip": str(nic.ip4)}} if nic else {}
             self.addLink(ln.a, ln.b, port1=ln.a_port, port2=ln.b_port, **opts)
         if telemetry:
             self.add_telemetry_network(fabric)
