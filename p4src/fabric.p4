@@ -20,6 +20,7 @@
 #include "include/control/aggregation.p4"
 #include "include/control/loss.p4"
 #include "include/control/load_balance.p4"
+#include "include/control/liveness.p4"
 #include "include/control/sampling.p4"
 
 control FabricIngress(inout headers_t hdr,
@@ -36,6 +37,7 @@ control FabricIngress(inout headers_t hdr,
     Aggregation() aggregation;
     LoadBalance() load_balance;
     TeOverride() te_override;
+    PortLiveness() port_liveness;
     FlowSampling() flow_sampling;
 
     apply {
@@ -53,6 +55,7 @@ control FabricIngress(inout headers_t hdr,
                 load_balance.apply(hdr, meta, standard_metadata);
                 next.apply(hdr, meta, standard_metadata);
                 te_override.apply(hdr, meta, standard_metadata);
+                port_liveness.apply(hdr, meta, standard_metadata);   // a dead port's backup member
             }
         }
         if (!meta.agg.handled) {

@@ -24,6 +24,9 @@ const bit<32> CPU_CLONE_SESSION_ID = 511;
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
 const bit<16> ETHERTYPE_ARP  = 0x0806;
 const bit<16> ETHERTYPE_IPV6 = 0x86dd;
+// Heartbeats between neighbouring switches (IEEE local experimental ether type);
+// see include/control/liveness.p4 and controller/failover/.
+const bit<16> ETHERTYPE_HEARTBEAT = 0x88b5;
 
 // IP protocol numbers / IPv6 next headers.
 const bit<8> PROTO_ICMP   = 1;
@@ -146,6 +149,10 @@ const bit<2>  LB_MODE_FLOWLET = 2;
 const bit<32> FLOWLET_SLOTS   = 4096;          // flowlet state entries (a hash of the 5-tuple)
 const bit<32> FLOWLET_ID_SCRAMBLE = 0x85EBCA6B; // odd: consecutive flowlet ids -> far-apart entropies
 #define TE_OVERRIDE_TABLE_SIZE     4096
+
+// Port liveness and failover (include/control/liveness.p4).
+#define PORT_STATUS_TABLE_SIZE     512    // one entry per dead port
+#define FAILOVER_TABLE_SIZE        4096   // one entry per (next id, member port)
 
 // Table and counter sizes.
 const bit<32> PORT_COUNTER_SIZE  = 512;   // indexed by 9-bit port numbers

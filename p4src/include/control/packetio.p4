@@ -16,6 +16,12 @@ control PacketIoIngress(inout headers_t hdr,
             hdr.packet_out.setInvalid();
             exit;
         }
+        // A neighbour's heartbeat (controller/failover/) goes to the
+        // controller as it is, tagged with the port it came in on.
+        if (hdr.ethernet.isValid() && hdr.ethernet.ether_type == ETHERTYPE_HEARTBEAT) {
+            standard_metadata.egress_spec = CPU_PORT;
+            exit;
+        }
     }
 }
 
