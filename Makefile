@@ -29,6 +29,7 @@ bench: setup
 	$(PY) benchmarks/allreduce.py
 	$(PY) benchmarks/load_balance.py
 	$(PY) benchmarks/te_placement.py
+	$(PY) benchmarks/scale.py
 
 clean:
 	-$(VENV)/bin/aifabric clean 2>/dev/null

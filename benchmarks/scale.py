@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""How a fat-tree's cost grows with k on one machine, and what that means for a Swarm.
+
+For each k (default 4, 6, 8), in a child process with a deadline: bring-up time (switch targets
+answering P4Runtime, then the controller programming every switch), memory per switch process
+(RSS, and PSS: shared pages split among the processes sharing them, so PSS sums to what the
+switches really take), CPU per switch (CPU seconds each switch process used during bring-up, and
+its share of a core while the programmed fabric idles), the machine's MemAvailable drop (switches,
+host namespaces, controller) and a ping from the first host to the last. A k that misses its
+deadline is interrupted (the lab tears down) and reported as such.
+
+From the largest k measured it estimates, for a per-container Swarm deployment (one container per
+switch and per host), what one node needs per switch and how many nodes a k=16 fat-tree (320
+switches, 1024 hosts) needs with ``--node-cores``/``--node-mem-gib`` per node; a container's own
+cost (its runtime shim) is measured on one idle container where a Docker engine runs.
+
+Run under the fabric lock (it brings fabrics up):
+
+    flock /tmp/aifabric-fabric.lock .venv/bin/python benchmarks/scale.py [--k 4 6 8] [--timeout 240]
+        [--target softswitch] [--json out/scale.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from aifabric import report
+
+IDLE_WINDOW_S = 5.0
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+MEM_HEADROOM = 0.75        # share of a node's memory the fabric may take
+CPU_IDLE_BUDGET = 0.5      # share of a node's cores the idle fabric may take (the rest forwards)
+K16_SWITCHES, K16_HOSTS = 5 * 16 * 16 // 4, 16 ** 3 // 4
+
+
+def _stat(pid: int) -> list[str]:
+    """/proc/PID/stat after the command name: item 0 is field 3 of stat(5) (the state)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (all its threads), in seconds; 0 when it is gone."""
+    try:
+        fields = _stat(pid)
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK      # fields 14 and 15 of stat(5)
+
+
+def container_overhead_mib(image: str = "debian:bookworm") -> float | None:
+    """What one more container costs besides its own processes: the RSS of the runtime's shim
+    (containerd-shim, the parent of the container's first process) of an idle container; None
+    without a Docker engine or the image."""
+    from aifabric.lab import rss_mib
+
+    def docker(*args: str) -> str:
+        return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+
+    try:
+        cid = docker("run", "-d", "--rm", "--network", "none", image, "sleep", "60")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    try:
+        time.sleep(1.0)
+        return round(rss_mib(int(_stat(int(docker("inspect", "-f", "{{.State.Pid}}", cid)))[1])), 1)
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+    finally:
+        subprocess.run(["docker", "rm", "-f", cid], capture_output=True, timeout=60, check=False)
+
+
+def pss_mib(pid: int) -> float:
+    """Proportional set size of a process, in MiB (0 when it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def measure(k: int, target: str) -> dict:
+    """One fabric, measured (runs in the child)."""
+    from aifabric.lab import Lab, rss_mib
+    from aifabric.validate import mem_available_mib
+    from topologies.fabric import fat_tree
+
+    fabric = fat_tree(k)
+    before_mib = mem_available_mib()
+    with Lab(fabric, target=target, progress=report.progress) as lab:
+        pids = list(lab.switch_pids().values())
+        bringup_cpu = [cpu_seconds(p) for p in pids]
+        t0, idle0 = time.monotonic(), [cpu_seconds(p) for p in pids]
+        time.sleep(IDLE_WINDOW_S)
+        idle_share = [(cpu_seconds(p) - c) / (time.monotonic() - t0) for p, c in zip(pids, idle0)]
+        rss, pss = [rss_mib(p) for p in pids], [pss_mib(p) for p in pids]
+        host_rss = [rss_mib(h.pid) for h in lab.net.hosts]
+        used_mib = before_mib - mem_available_mib()
+        a, b = fabric.hosts[0], fabric.hosts[-1]
+        forwards = " 0% packet loss" in lab.host(a.name).cmd(f"ping -c 3 -i 0.2 -W 2 {b.ip4.ip}")
+        n = len(pids)
+        return {"k": k, "target": target, "switches": len(fabric.switches), "hosts": len(fabric.hosts),
+                "status": "ok" if forwards else "no forwarding",
+                "targets_s": round(lab.bring_up.targets_s, 1), "program_s": round(lab.bring_up.program_s, 1),
+                "total_s": round(lab.bring_up.total_s, 1),
+                "rss_mean_mib": round(sum(rss) / n, 1), "pss_mean_mib": round(sum(pss) / n, 1),
+                "pss_total_mib": round(sum(pss)), "mem_drop_mib": used_mib,
+                "host_rss_mean_mib": round(sum(host_rss) / len(host_rss), 1),
+                "bringup_cpu_s_per_switch": round(sum(bringup_cpu) / n, 2),
+                "idle_cpu_pct_per_switch": round(100 * sum(idle_share) / n, 2)}
+
+
+def run_child(k: int, target: str, timeout: float) -> dict:
+    """``measure`` in a child process; interrupted (SIGINT: the lab tears down) at the deadline."""
+    started = time.monotonic()
+    proc = subprocess.Popen([sys.executable, __file__, "--child", str(k), "--target", target],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.communicate(timeout=90)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+        from topologies.p4switch import cleanup
+        left = cleanup()
+        return {"k": k, "target": target, "status": f"not up within {timeout:.0f} s (interrupted; "
+                f"cleanup: {left.describe() if left else 'nothing left'})",
+                "elapsed_s": round(time.monotonic() - started)}
+    lines = out.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        return {"k": k, "target": target, "status": f"failed (exit {proc.returncode}; see stderr)"}
+    return json.loads(lines[-1])
+
+
+def swarm_estimate(r: dict, node_cores: int, node_mem_gib: float, container_mib: float | None) -> dict:
+    """Per-node needs of a per-container deployment, and nodes for a k=16 fat-tree, from one
+    measured k. A switch container = a switch process's RSS (a container shares no heap; RSS also
+    counts the libraries a node's containers share, so this errs high) + its shim
+    (``container_mib``; 0 when unknown); a host container = a host shell's RSS + its shim. CPU: the
+    idle share of a core per switch, kept under `CPU_IDLE_BUDGET` of a node's cores; memory under
+    `MEM_HEADROOM` of a node's. The machine's MemAvailable drop is not used: other work on the
+    machine moves it."""
+    shim = container_mib or 0.0
+    switch_mib, host_mib = r["rss_mean_mib"] + shim, r["host_rss_mean_mib"] + shim
+    k16_mib = K16_SWITCHES * switch_mib + K16_HOSTS * host_mib
+    node_mib = node_mem_gib * 1024 * MEM_HEADROOM
+    idle = r["idle_cpu_pct_per_switch"] / 100
+    nodes_by_cpu = math.ceil(K16_SWITCHES * idle / (node_cores * CPU_IDLE_BUDGET))
+    return {"from_k": r["k"], "container_mib": container_mib, "switch_container_mib": round(switch_mib, 1),
+            "host_container_mib": round(host_mib, 1), "idle_cpu_pct_per_switch": r["idle_cpu_pct_per_switch"],
+            "bringup_cpu_s_per_switch": r["bringup_cpu_s_per_switch"],
+            "node_cores": node_cores, "node_mem_gib": node_mem_gib,
+            "k16_switches": K16_SWITCHES, "k16_hosts": K16_HOSTS, "k16_mem_gib": round(k16_mib / 1024, 1),
+            "k16_nodes_by_mem": math.ceil(k16_mib / node_mib), "k16_nodes_by_idle_cpu": nodes_by_cpu,
+            "k16_nodes": max(1, math.ceil(k16_mib / node_mib), nodes_by_cpu),
+            "k16_bringup_cpu_s": round(K16_SWITCHES * r["bringup_cpu_s_per_switch"])}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--k", type=int, nargs="+", default=[4, 6, 8])
+    ap.add_argument("--target", default="softswitch")
+    ap.add_argument("--timeout", type=float, default=240.0, help="seconds a k may take, bring-up to teardown")
+    ap.add_argument("--node-cores", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--node-mem-gib", type=float, default=None, help="default: this machine's MemTotal")
+    ap.add_argument("--json", default=str(REPO / "out/scale.json"))
+    ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child is not None:
+        print(json.dumps(measure(args.child, args.target)), flush=True)
+        return 0
+    results = [run_child(k, args.target, args.timeout) for k in args.k]
+    print(report.table(
+        ["k", "switches", "status", "targets up (s)", "program (s)", "RSS/sw (MiB)", "PSS/sw (MiB)",
+         "mem drop (MiB)", "bring-up CPU/sw (s)", "idle CPU/sw (%)"],
+        [(r["k"], r.get("switches", 5 * r["k"] ** 2 // 4), r["status"], r.get("targets_s", "-"),
+          r.get("program_s", "-"), r.get("rss_mean_mib", "-"), r.get("pss_mean_mib", "-"),
+          r.get("mem_drop_mib", "-"), r.get("bringup_cpu_s_per_switch", "-"), r.get("idle_cpu_pct_per_switch", "-"))
+         for r in results],
+        title=f"Fat-tree scale on one machine ({args.target}, {os.cpu_count()} cores)"))
+    measured = [r for r in results if r["status"] == "ok"]
+    estimate = None
+    if measured:
+        mem_gib = args.node_mem_gib or round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+        estimate = swarm_estimate(max(measured, key=lambda r: r["k"]), args.node_cores, mem_gib,
+                                  container_overhead_mib())
+        e = estimate
+        print(report.table(
+            ["from k", "shim (MiB)", "switch container (MiB)", "host container (MiB)", "idle CPU/sw (%)", "node",
+             "k=16 memory (GiB)", "k=16 nodes (mem, cpu)", "k=16 bring-up CPU (s)"],
+            [(e["from_k"], e["container_mib"] or "?", e["switch_container_mib"], e["host_container_mib"],
+              e["idle_cpu_pct_per_switch"], f"{e['node_cores']} cores, {e['node_mem_gib']} GiB", e["k16_mem_gib"],
+              f"{e['k16_nodes']} ({e['k16_nodes_by_mem']}, {e['k16_nodes_by_idle_cpu']})", e["k16_bringup_cpu_s"])],
+            title="Swarm per node, and a k=16 fat-tree (320 switches, 1024 hosts)"))
+    report.write_json(args.json, {"results": results, "swarm_estimate": estimate})
+    print(f"JSON: {args.json}")
+    return 0 if measured else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
