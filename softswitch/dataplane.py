@@ -355,10 +355,11 @@ class Dataplane:
             log.error("priority %d out of range, dropping packet", prio)
             return
         q = self.queue(port)
+        now = self.now_us()
         if prog.with_queueing_metadata:
-            F[s["enq_timestamp"]] = self.now_us()
+            F[s["enq_timestamp"]] = now
             F[s["enq_qdepth"]] = len(q)
-        if not q.push(F, self.now_us()):
+        if not q.push(F, now):
             self.counters.queue_drops += 1
 
     # -- egress --------------------------------------------------------------------------

@@ -12,7 +12,12 @@ import random
 
 import pytest
 
-from softswitch.pipeline.controlflow import MAX_NESTING, Block, Structurer, post_dominators
+from softswitch.pipeline.controlflow import (
+    MAX_NESTING,
+    Block,
+    Structurer,
+    post_dominators,
+)
 from softswitch.pipeline.helpers import run_nodes
 
 

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import ProgramError
-from .expressions import ExpressionCompiler, parse_hexstr
-from .helpers import BASE_NAMESPACE
-from .expressions import RUNTIME_HELPERS
+from ..hashes import csum16
+from ..runtime.tables import EXACT
 from .controlflow import Block, Structurer, post_dominators
+from .errors import ProgramError
+from .expressions import RUNTIME_HELPERS, ExpressionCompiler, parse_hexstr
+from .helpers import BASE_NAMESPACE
 from .layout import HeaderInstance, HeaderType, Layout
 from .primitives import PrimitiveCompiler, is_jump, jump_target
-from ..runtime.tables import EXACT
 from .untrusted import comment, json_int, json_width
 
 CORE_ERRORS = ("NoError", "PacketTooShort", "NoMatch", "StackOutOfBounds", "HeaderTooShort",
@@ -74,6 +74,7 @@ class CodeGenerator:
         self._action_bodies: dict[int, list[str]] = {}  # action id -> its lines, when they inline
         self._state_fns: dict[str, str] = {}           # parser state name -> function
         self.calculation_inputs: dict[str, str] = {}   # calculation name -> input function
+        self.calculation_direct: dict[str, str] = {}   # calculation name -> value function (csum16)
         self.pipeline_fns: dict[str, str] = {}         # pipeline name -> function
 
     # -- namespace -----------------------------------------------------------------------
@@ -446,34 +447,65 @@ class CodeGenerator:
             else:
                 runs.append((guard, [part]))
         tail = f" + F[{self.layout.hidden['payload']}]" if payload else ""
-        o = self.out
-        o(f"def {name}(F):  # {comment(calc['name'])}")
-        o.indent()
         if all(g is None for g, _ in runs):
             total = sum(w for _, parts in runs for _, w in parts)
-            expr = _concat([p for _, parts in runs for p in parts]) if total else "0"
-            pad = -total % 8
-            o(f"return ({expr} << {pad}).to_bytes({(total + pad) // 8}, 'big'){tail}")
+            body = [f"_x = {_concat([p for _, parts in runs for p in parts]) if total else '0'}"]
+            nbits = str(total)
         else:
             whole = dict(headers)
-            o("_x = 0")
-            o("_n = 0")
+            body = ["_x = 0", "_n = 0"]
             for i, (guard, parts) in enumerate(runs):
                 if guard == -1:
                     hdr = whole[i]
                     self.ns["_pack_header"] = pack_header
-                    o(f"if F[{hdr.base}]:")
-                    o(f"    _h = _pack_header(F, {hdr.base}, {self.bind(hdr.type)})")
-                    o("    _x = (_x << (8 * len(_h))) | int.from_bytes(_h, 'big'); _n += 8 * len(_h)")
+                    body += [f"if F[{hdr.base}]:",
+                             f"    _h = _pack_header(F, {hdr.base}, {self.bind(hdr.type)})",
+                             "    _x = (_x << (8 * len(_h))) | int.from_bytes(_h, 'big'); _n += 8 * len(_h)"]
                     continue
                 total = sum(w for _, w in parts)
                 line = f"_x = (_x << {total}) | {_concat(parts)}; _n += {total}"
-                o(f"if F[{guard}]: {line}" if guard is not None else line)
-            o("_pad = -_n % 8")
-            o(f"return (_x << _pad).to_bytes((_n + _pad) // 8, 'big'){tail}")
+                body.append(f"if F[{guard}]: {line}" if guard is not None else line)
+            nbits = "_n"
+        o = self.out
+        o(f"def {name}(F):  # {comment(calc['name'])}")
+        o.indent()
+        o.block(body)
+        if nbits.isdigit():      # no header validity in the input: the size is known now
+            pad = -int(nbits) % 8
+            o(f"return (_x << {pad}).to_bytes({(int(nbits) + pad) // 8}, 'big'){tail}")
+        else:
+            o(f"_pad = -{nbits} % 8")
+            o(f"return (_x << _pad).to_bytes(({nbits} + _pad) // 8, 'big'){tail}")
+        o.dedent()
+        o()
+        if not payload and self.obj.calculations[calc["name"]].algorithm is csum16:
+            self.calculation_direct[calc["name"]] = self._csum16_direct(calc["name"], body, nbits)
+        return name
+
+    def _csum16_direct(self, calc_name: str, body: list[str], nbits: str) -> str:
+        """csum16 of a calculation straight from the packed fields, with no bytes in between:
+        the bytes read as one big-endian number (an odd byte count padded with a zero byte,
+        so the bits padded to a multiple of 16), as hashes.csum16 reads them."""
+        name = self._ident("_ck")
+        o = self.out
+        o(f"def {name}(F):  # {comment(calc_name)}, csum16")
+        o.indent()
+        o.block(body)
+        o(f"_x <<= {-int(nbits) % 16 if nbits.isdigit() else f'-{nbits} % 16'}")
+        o("if not _x:")
+        o("    return 0xFFFF")
+        o("_s = _x % 0xFFFF")
+        o("return 0xFFFF - _s if _s else 0")
         o.dedent()
         o()
         return name
+
+    def calculation_output(self, calc_name: str) -> str:
+        """Source of a calculation's value for the packet in ``F``."""
+        direct = self.calculation_direct.get(calc_name)
+        if direct is not None:
+            return f"{direct}(F)"
+        return f"{self.bind(self.obj.calculations[calc_name])}.output(F)"
 
     def _checksums(self) -> None:
         o = self.out
@@ -486,7 +518,7 @@ class CodeGenerator:
                 raise ProgramError(f"checksum '{ck['name']}' uses unknown calculation '{ck['calculation']}'")
             slot, info, hdr = self.layout.field_ref(ck["target"])
             cond = self.ec.boolean(ck["if_cond"]) if ck.get("if_cond") else "True"
-            entry = (self.bind(calc), slot, info.width, hdr.base, cond)
+            entry = (self.calculation_output(ck["calculation"]), slot, info.width, hdr.base, cond)
             if ck.get("verify", True):
                 verify.append(entry)
             if ck.get("update", True):
@@ -496,7 +528,7 @@ class CodeGenerator:
         o('"""True when every checksum to verify is correct."""')
         o("ok = True")
         for calc, slot, _w, base, cond in verify:
-            o(f"if F[{base}] and {cond} and {calc}.output(F) != F[{slot}]: ok = False")
+            o(f"if F[{base}] and {cond} and {calc} != F[{slot}]: ok = False")
         o("return ok")
         o.dedent()
         o()
@@ -504,7 +536,7 @@ class CodeGenerator:
         o.indent()
         o("pass")
         for calc, slot, w, _b, cond in update:
-            o(f"if {cond}: F[{slot}] = {calc}.output(F) & {_mask(w)}")
+            o(f"if {cond}: F[{slot}] = {calc} & {_mask(w)}")
         o.dedent()
         o()
 
@@ -640,7 +672,7 @@ class CodeGenerator:
         action_next: dict[int, str | None] = {}
         for aid, aname in zip(t.get("action_ids", []), t.get("actions", [])):
             aid = json_int(aid, f"table '{t['name']}': action id")
-            action_next[aid] = next_tables[aname] if aname in next_tables else default_next
+            action_next[aid] = next_tables.get(aname, default_next)
         key_parts = [self._key_source(k) for k in t.get("key", [])]
         if not key_parts:        # p4c wraps every action called in a control in such a table
             a = table.default_action

@@ -51,8 +51,11 @@ class Calculation:
     name: str
     algorithm: Callable[[bytes], int]
     input_fn: Callable[[list], bytes] | None = None
+    direct: Callable[[list], int] | None = None    # generated: the value with no input bytes built
 
     def output(self, F: list) -> int:
+        if self.direct is not None:
+            return self.direct(F)
         return self.algorithm(self.input_fn(F))
 
 
@@ -171,6 +174,8 @@ class Program:
         self.error_codes = gen.errors
         for name, fn_name in gen.calculation_inputs.items():
             self.calculations[name].input_fn = ns[fn_name]
+        for name, fn_name in gen.calculation_direct.items():
+            self.calculations[name].direct = ns[fn_name]
         for spec in self.actions.values():
             spec.fn = ns[gen.action_name(spec.id)]
         self.parse = ns["parse"]
