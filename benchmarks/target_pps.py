@@ -1,16 +1,28 @@
 #!/usr/bin/env python3
-"""Packets per second through a P4 target: softswitch, and BMv2 side by side where installed.
+"""Packets per second and CPU per packet through a P4 target: softswitch and BMv2 side by side.
 
-For each target and program, one switch sits between veth pairs (host ends in namespaces); a
-generator process blasts frames into port 1 for a few seconds and the frames leaving port 2
-are counted. The figure is the delivered rate under overload (what the target sustains),
-with the offered rate and loss next to it, and its inverse, the target's time per packet.
+Saturation (always): for each program, target and round, one switch sits between veth pairs
+(host ends in namespaces); a generator process blasts frames into port 1 for a few seconds
+and the frames leaving port 2 are counted. Reported per program and target, as medians over
+the rounds (targets alternate within a round, their order reversed every other round, so a
+slow spell of the shared machine falls on all of them): the delivered rate under overload,
+the offered rate, and the switch's CPU time per delivered packet (user + system time of the
+switch process and its children, from /proc, over the traffic window), with the ratio of
+softswitch's delivered rate to each BMv2 build's.
 Programs: a plain IPv4 router (tests/p4/basic_router.p4), the fabric (p4src/fabric.p4: routing
 plus an ECMP selector) and the fabric's in-network aggregation (314-byte aggregation packets
 of a job whose root is this switch with one child, so every packet completes its slot: 64
 register reads and writes, and one result out of port 2).
+BMv2 runs with --log-level off (its best case; the fabric runs it with logging) from the build
+on PATH and from an optimised build at /opt/bmv2-opt where present.
 
-    .venv/bin/python benchmarks/target_pps.py [--seconds 5] [--json out/target_pps.json]
+Fabric (--fabric): a running k=4 fat-tree per target, one UDP flow between pods at a stated
+offered load (--fabric-pps). Every switch's CPU time is read over an idle window and over the
+traffic; the flow crosses five switches, the five whose CPU grew most, and their cost per
+packet is (CPU during traffic - idle CPU over the same time) / packets received.
+
+    .venv/bin/python benchmarks/target_pps.py [--seconds 5] [--rounds 3] [--json out/target_pps.json]
+    .venv/bin/python benchmarks/target_pps.py --fabric [--fabric-pps 2000] [--fabric-seconds 10]
 """
 from __future__ import annotations
 
@@ -18,6 +30,7 @@ import argparse
 import multiprocessing as mp
 import os
 import shutil
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -113,14 +126,57 @@ def blast(port: HostPort, payloads: list[bytes], seconds: float, sent: mp.Value)
 # BMv2 builds to compare with: the one on PATH, and an optimised one (built with BMv2's
 # recommended `CXXFLAGS=-O3 --disable-logging-macros --disable-elogger`) where present.
 BMV2_OPTIMISED = Path("/opt/bmv2-opt/bin/simple_switch_grpc")
+BMV2_QUIET = ("--log-level", "off")      # no per-packet log lines (BMv2 logs at trace by default)
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PATH_SWITCHES = 5                         # switches a flow between pods of a fat-tree crosses
 
 
-def measure(target: str, program: str, seconds: float) -> dict:
+def cpu_seconds(pids: list[int]) -> dict[int, float]:
+    """User + system CPU time of each process with all its (live) descendants, in seconds;
+    /proc is read once for all of them."""
+    children: dict[int, list[int]] = {}
+    times: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()     # after "pid (comm) "
+        children.setdefault(int(fields[1]), []).append(int(entry))
+        times[int(entry)] = (int(fields[11]) + int(fields[12])) / CLK_TCK
+    out = {}
+    for pid in pids:
+        total, todo = 0.0, [pid]
+        while todo:
+            p = todo.pop()
+            total += times.get(p, 0.0)
+            todo += children.get(p, [])
+        out[pid] = total
+    return out
+
+
+class GeneratorFailed(RuntimeError):
+    """The forked load generator died (a child forked while gRPC threads run may abort): the
+    run says nothing about the target and is made again."""
+
+
+def measure(target: str, program: str, seconds: float, attempts: int = 3) -> dict:
+    for _ in range(attempts - 1):
+        try:
+            return measure_once(target, program, seconds)
+        except GeneratorFailed as e:
+            report.progress(f"{e}; again")
+    return measure_once(target, program, seconds)
+
+
+def measure_once(target: str, program: str, seconds: float) -> dict:
     build_dir, json_name, setup, make_frames = PROGRAMS[program]
     pipe = Pipeline.from_build_dir(build_dir, json_name)
     kind, exe = ("bmv2", str(BMV2_OPTIMISED)) if target == "bmv2-opt" else (target, None)
     with Testbed(nports=2, prefix=f"bp{target[0]}") as tb:
-        t = tb.start_target(kind, device_id=1, executable=exe)
+        t = tb.start_target(kind, device_id=1, executable=exe, extra_args=BMV2_QUIET if kind == "bmv2" else ())
         conn = SwitchConnection(f"{target}", t.grpc_addr, device_id=1)
         conn.connect()
         try:
@@ -134,6 +190,8 @@ def measure(target: str, program: str, seconds: float) -> dict:
             tb.drain()
             sent = mp.Value("q", 0)
             gen = mp.get_context("fork").Process(target=blast, args=(tb.ports[1], payloads, seconds, sent))
+            pid = t.proc.pid
+            cpu0 = cpu_seconds([pid])[pid]
             t0 = time.monotonic()
             gen.start()
             received = 0
@@ -141,6 +199,9 @@ def measure(target: str, program: str, seconds: float) -> dict:
             while time.monotonic() - t0 < seconds + 1.0:
                 received += len(rx.receive(timeout=0.2, quiet=0.05))
             gen.join()
+            cpu = cpu_seconds([pid])[pid] - cpu0
+            if gen.exitcode != 0 or not sent.value:
+                raise GeneratorFailed(f"{target}/{program}: the load generator died (exit code {gen.exitcode})")
         finally:
             conn.close()
     offered = sent.value / seconds
@@ -148,35 +209,122 @@ def measure(target: str, program: str, seconds: float) -> dict:
     return {"target": target, "program": program, "seconds": seconds, "sent": sent.value,
             "received": received, "offered_pps": round(offered), "delivered_pps": round(delivered),
             "loss_pct": round(100.0 * (1 - received / sent.value), 1) if sent.value else 0.0,
-            "us_per_packet": round(1e6 / delivered, 1) if delivered else None}
+            "cpu_s": round(cpu, 2), "cpu_us_per_packet": round(1e6 * cpu / received, 1) if received else None}
+
+
+def summarise(results: list[dict], programs: list[str], targets: list[str]) -> list[dict]:
+    """Median delivered rate and CPU per packet per (program, target) over the rounds."""
+    out = []
+    for program in programs:
+        for target in targets:
+            runs = [r for r in results if r["program"] == program and r["target"] == target]
+            cpu = [r["cpu_us_per_packet"] for r in runs if r["cpu_us_per_packet"] is not None]
+            out.append({"program": program, "target": target, "rounds": len(runs),
+                        "offered_pps": round(statistics.median(r["offered_pps"] for r in runs)),
+                        "delivered_pps": round(statistics.median(r["delivered_pps"] for r in runs)),
+                        "delivered_min": min(r["delivered_pps"] for r in runs),
+                        "delivered_max": max(r["delivered_pps"] for r in runs),
+                        "cpu_us_per_packet": round(statistics.median(cpu), 1) if cpu else None})
+    return out
+
+
+def saturation(programs: list[str], targets: list[str], seconds: float, rounds: int) -> tuple[list, list]:
+    results = []
+    for rnd in range(rounds):
+        order = targets if rnd % 2 == 0 else targets[::-1]
+        for program in programs:
+            for target in order:
+                report.progress(f"round {rnd + 1}/{rounds}: {target} / {program}: {seconds:g} s of traffic")
+                results.append(dict(measure(target, program, seconds), round=rnd + 1))
+    summary = summarise(results, programs, targets)
+    rows = [(s["program"], s["target"], s["offered_pps"], s["delivered_pps"],
+             f"{s['delivered_min']}..{s['delivered_max']}", s["cpu_us_per_packet"]) for s in summary]
+    print(report.table(["program", "target", "offered pps", "delivered pps (median)", "range", "CPU us / packet"],
+                       rows, title=f"Saturation through one switch, medians of {rounds} rounds (106-byte frames; "
+                                   "aggregation: 314; port 1 -> port 2)"))
+    by = {(s["program"], s["target"]): s for s in summary}
+    for program in programs:
+        soft = by.get((program, "softswitch"))
+        for bmv2 in ("bmv2", "bmv2-opt"):
+            other = by.get((program, bmv2))
+            if soft and other and other["delivered_pps"]:
+                line = f"{program}: softswitch / {bmv2} = {soft['delivered_pps'] / other['delivered_pps']:.2f} (rate)"
+                if soft["cpu_us_per_packet"] and other["cpu_us_per_packet"]:
+                    line += f", {other['cpu_us_per_packet'] / soft['cpu_us_per_packet']:.2f} (CPU per packet)"
+                print(line)
+    return results, summary
+
+
+def fabric_cost(target: str, pps: int, seconds: float, idle_seconds: float = 4.0) -> dict:
+    """Per-switch CPU in a running k=4 fat-tree carrying one flow between pods at ``pps``."""
+    from aifabric.lab import Lab
+    from aifabric.traffic import receiver_result, sender_result, start_paced_sender, start_receiver
+    from topologies.fabric import fat_tree
+
+    fabric = fat_tree(4)
+    with Lab(fabric, target=target, progress=report.progress) as lab:
+        pids = lab.switch_pids()
+
+        def sample() -> dict[str, float]:
+            by_pid = cpu_seconds(list(pids.values()))
+            return {n: by_pid[p] for n, p in pids.items()}
+
+        a, b = fabric.hosts[0], fabric.hosts[-1]
+        c0 = sample()
+        time.sleep(idle_seconds)
+        c1 = sample()
+        rx = start_receiver(lab.host(b.name), 5001, quiet=2.0, limit=seconds + 30)
+        t0 = time.monotonic()
+        tx = start_paced_sender(lab.host(a.name), str(b.ip4.ip), 40000, 5001, pps, int(pps * seconds), size=64)
+        sent = sender_result(tx)
+        window = time.monotonic() - t0
+        c2 = sample()
+        got = sum(f.packets for f in receiver_result(rx).values())
+    idle = {n: (c1[n] - c0[n]) / idle_seconds for n in pids}               # CPU seconds per second
+    busy = {n: (c2[n] - c1[n]) - idle[n] * window for n in pids}           # CPU the traffic added
+    path = sorted(pids, key=lambda n: busy[n], reverse=True)[:PATH_SWITCHES]
+    per_packet = [1e6 * busy[n] / got for n in path] if got else []
+    return {"target": target, "k": 4, "switches": len(pids), "offered_pps": pps, "seconds": round(window, 1),
+            "sent": sent.sent, "received": got,
+            "idle_cpu_pct_mean": round(100 * sum(idle.values()) / len(idle), 1),
+            "path": path, "path_cpu_pct": [round(100 * (c2[n] - c1[n]) / window, 1) for n in path],
+            "path_us_per_packet": [round(x, 1) for x in per_packet],
+            "path_us_per_packet_mean": round(sum(per_packet) / len(per_packet), 1) if per_packet else None}
+
+
+def fabric_table(rows: list[dict]) -> None:
+    print(report.table(
+        ["target", "offered pps", "received", "idle CPU % / switch", "path switches' CPU %", "us / packet / switch"],
+        [(r["target"], r["offered_pps"], r["received"], r["idle_cpu_pct_mean"],
+          " ".join(map(str, r["path_cpu_pct"])), r["path_us_per_packet_mean"]) for r in rows],
+        title="Cost per switch in a running k=4 fat-tree (one 106-byte UDP flow between pods, 5 switches)"))
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", default=str(REPO / "out/target_pps.json"))
     ap.add_argument("--targets", nargs="*", default=None,
                     help="softswitch, bmv2, bmv2-opt (default: those installed)")
     ap.add_argument("--programs", nargs="*", default=list(PROGRAMS), choices=list(PROGRAMS))
+    ap.add_argument("--fabric", action="store_true", help="measure the per-switch cost in a k=4 fat-tree instead")
+    ap.add_argument("--fabric-pps", type=int, default=2000, help="offered load of the flow between pods")
+    ap.add_argument("--fabric-seconds", type=float, default=10.0)
     args = ap.parse_args(argv)
-    targets = args.targets or (["softswitch"] + (["bmv2"] if shutil.which("simple_switch_grpc") else [])
-                               + (["bmv2-opt"] if BMV2_OPTIMISED.exists() else []))
-    results = []
-    for program in args.programs:
+    if args.fabric:
+        targets = args.targets or (["softswitch"] + (["bmv2"] if shutil.which("simple_switch_grpc") else []))
+        rows = []
         for target in targets:
-            report.progress(f"{target} / {program}: {args.seconds:g} s of traffic")
-            results.append(measure(target, program, args.seconds))
-    rows = [(r["program"], r["target"], r["offered_pps"], r["delivered_pps"], r["loss_pct"], r["us_per_packet"])
-            for r in results]
-    print(report.table(["program", "target", "offered pps", "delivered pps", "loss %", "us / packet"], rows,
-                       title="Throughput through one switch (106-byte frames; aggregation: 314; port 1 -> port 2)"))
-    by = {(r["program"], r["target"]): r["delivered_pps"] for r in results}
-    for program in args.programs:
-        for bmv2 in ("bmv2", "bmv2-opt"):
-            if by.get((program, bmv2)) and (program, "softswitch") in by:
-                ratio = by[(program, "softswitch")] / by[(program, bmv2)]
-                print(f"{program}: softswitch / {bmv2} = {ratio:.2f}")
-    report.write_json(args.json, {"results": results})
+            report.progress(f"{target}: k=4 fat-tree, {args.fabric_pps} pps for {args.fabric_seconds:g} s")
+            rows.append(fabric_cost(target, args.fabric_pps, args.fabric_seconds))
+        fabric_table(rows)
+        report.write_json(args.json, {"fabric": rows})
+    else:
+        targets = args.targets or (["softswitch"] + (["bmv2"] if shutil.which("simple_switch_grpc") else [])
+                                   + (["bmv2-opt"] if BMV2_OPTIMISED.exists() else []))
+        results, summary = saturation(args.programs, targets, args.seconds, args.rounds)
+        report.write_json(args.json, {"results": results, "summary": summary})
     print(f"JSON: {args.json}")
     return 0
 
