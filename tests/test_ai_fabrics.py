@@ -163,3 +163,14 @@ def test_a_dragonfly_description_file_gives_the_controller_the_same_routes(tmp_p
     path = description.FabricDescription.from_fabric(fab).write(tmp_path / "fabric.json")
     again = description.load(path).to_fabric()
     assert compute_forwarding(TopologyModel(again)) == compute_forwarding(TopologyModel(fab))
+
+
+@pytest.mark.parametrize("fabric", SHAPES, ids=IDS)
+def test_cleanup_knows_every_interface_and_node_of_the_shape(fabric: Fabric) -> None:
+    """Teardown and `aifabric clean` find a lab's leftovers by name: every name must be theirs."""
+    from topologies.p4switch import _FABRIC_INTF, _is_fabric_host_shell
+
+    for ln in fabric.links:
+        for node, port in ((ln.a, ln.a_port), (ln.b, ln.b_port)):
+            assert _FABRIC_INTF.match(f"{node}-eth{port}"), f"{node}-eth{port}"
+            assert _is_fabric_host_shell(["bash", "--norc", "-is", f"mininet:{node}"]), node

@@ -270,7 +270,10 @@ def test_cleanup_recognises_only_aifabric_processes_and_interfaces() -> None:
     assert not _is_aifabric_target(["vim", "--device-id", "--log-file", "/tmp/aifabric/x"], run)
     assert _is_fabric_host_shell(["bash", "--norc", "-is", "mininet:p0e1h1"])
     assert not _is_fabric_host_shell(["bash", "--norc", "-is", "mininet:h1"])
-    for name in ("p0e0-eth1", "p12a3-eth8", "c15-eth4", "l3-eth2", "s1-eth9", "p0e0h1-eth0", "l2h3-eth0"):
+    for node in ("t0h1", "g2r1", "g2r1h0", "s1g0", "p1s0"):
+        assert _is_fabric_host_shell(["bash", "--norc", "-is", f"mininet:{node}"]), node
+    for name in ("p0e0-eth1", "p12a3-eth8", "c15-eth4", "l3-eth2", "s1-eth9", "p0e0h1-eth0", "l2h3-eth0",
+                 "r3-eth1", "s1g3-eth0", "p1l0-eth3", "p0s1-eth2", "t2h1-eth1", "g3r1-eth4", "g3r1h0-eth0"):
         assert _FABRIC_INTF.match(name), name
     for name in ("eth0", "veth1234", "h1-eth0", "p0e0x-eth1", "docker0"):
         assert not _FABRIC_INTF.match(name), name

@@ -409,9 +409,10 @@ def stop_process(pid: int, timeout: float = 5.0, proc: subprocess.Popen | None =
 
 # --- cleanup --------------------------------------------------------------------------------
 
-# Node names of aifabric's topologies (see topologies.addressing).
-SWITCH_NAME = rf"(?:p\d+[ea]\d+|c\d+|l\d+|s\d+|{ap.TELEMETRY_BRIDGE})"
-HOST_NAME = r"(?:p\d+e\d+h\d+|l\d+h\d+)"
+# Node names of aifabric's topologies (see topologies.addressing and topologies.ai_fabrics: rail
+# r{g}, s{s}g{g}; dual-plane p{p}l{i}, p{p}s{j}, t{i}h{h}; dragonfly g{x}r{r}, g{x}r{r}h{h}).
+SWITCH_NAME = rf"(?:p\d+[ea]\d+|c\d+|l\d+|s\d+|r\d+|p\d+[ls]\d+|g\d+r\d+|{ap.TELEMETRY_BRIDGE})"
+HOST_NAME = r"(?:p\d+e\d+h\d+|l\d+h\d+|s\d+g\d+|t\d+h\d+|g\d+r\d+h\d+)"
 _FABRIC_INTF = re.compile(rf"^{SWITCH_NAME}-eth\d+$|^{HOST_NAME}-eth\d+$")
 
 
