@@ -16,6 +16,8 @@
     aifabric demo allreduce [--workers 8] [--size N] [--json PATH]      in-network AllReduce vs ring vs PS
     aifabric bench lb [--modes ...] [--patterns ...] [--seeds ...]       load-balancing modes compared
     aifabric clean                                                      remove leftovers
+    aifabric fail link A B | fail switch S                              inject a failure into the fabric
+    aifabric restore link A B | restore switch S                        of a running `aifabric up`
     aifabric controller --fabric FILE [--metrics HOST:PORT] [--int]      the controller as a service
                                                                         for a fabric description
 """
@@ -84,6 +86,13 @@ def build_parser() -> argparse.ArgumentParser:
     lb.add_argument("--p4-build", metavar="DIR", help="where fabric.json and fabric.p4info.txtpb are (default: the committed build)")
 
     sub.add_parser("clean", help="remove switch processes, namespaces and veths left by a crash")
+    for verb, what in (("fail", "take a link down or kill a switch"), ("restore", "bring a link or switch back")):
+        inject = sub.add_parser(verb, help=f"{what} in the fabric of a running `aifabric up` (aifabric.failures)")
+        element = inject.add_subparsers(dest="element", required=True)
+        link = element.add_parser("link", help="both ends of the link between nodes A and B")
+        link.add_argument("a")
+        link.add_argument("b")
+        element.add_parser("switch", help="the switch's target process").add_argument("switch")
     from aifabric.controller_service import add_arguments as controller_arguments
     controller_arguments(sub.add_parser("controller", help="keep the switches of a fabric description at their desired state (a long-running service)"))
     return p
@@ -125,6 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "controller":     # no root, no bring-up checks: it only speaks P4Runtime
         from aifabric import controller_service
         return controller_service.main(args)
+    if args.command in ("fail", "restore"):     # a request to the fabric's control socket
+        from aifabric import control_socket
+        return control_socket.main(args)
     try:
         validate(args)          # before anything is brought up
     except ValueError as e:
@@ -166,11 +178,16 @@ def main(argv: list[str] | None = None) -> int:
                         lab.description().write(args.describe)
                         progress(f"fabric description written to {args.describe}")
                     exporter = _start_metrics(lab, args.metrics) if args.metrics else None
+                    from aifabric.control_socket import ControlServer
+                    from aifabric.failures import Failures
+                    control = ControlServer(Failures(lab)).start()
+                    progress(f"failure injection: `aifabric fail|restore ...` (socket {control.path})")
                     try:
                         print(fabric.describe())
                         with gate.sigint_passed_on():    # Ctrl-C in Mininet's CLI stops its command
                             CLI(lab.net)
                     finally:
+                        control.stop()
                         if exporter is not None:
                             exporter.stop()
                 return 0

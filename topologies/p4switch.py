@@ -186,6 +186,8 @@ class P4Switch(MarkedNode, Switch):
         self.thrift_port = thrift_port or THRIFT_PORT_BASE + self.device_id
         self.process: subprocess.Popen | None = None
         self._console: object | None = None
+        # queue settings applied so far, in order: a restarted target gets them again (`restart_target`)
+        self.queue_settings: list[str] = []
         params.setdefault("dpid", f"{self.device_id:x}")
         Switch.__init__(self, name, **params)
 
@@ -266,11 +268,27 @@ class P4Switch(MarkedNode, Switch):
 
     def set_queue_rate(self, rate_pps: int, port: int | None = None) -> None:
         """Egress queue rate in packets per second (0: unlimited) of ``port`` (all ports: None)."""
-        self.runtime_command(f"set_queue_rate {rate_pps}" + (f" {port}" if port is not None else ""))
+        self._queue_setting(f"set_queue_rate {rate_pps}" + (f" {port}" if port is not None else ""))
 
     def set_queue_depth(self, depth_pkts: int, port: int | None = None) -> None:
         """Egress queue depth in packets of ``port`` (all ports: None)."""
-        self.runtime_command(f"set_queue_depth {depth_pkts}" + (f" {port}" if port is not None else ""))
+        self._queue_setting(f"set_queue_depth {depth_pkts}" + (f" {port}" if port is not None else ""))
+
+    def _queue_setting(self, command: str) -> None:
+        self.runtime_command(command)
+        self.queue_settings.append(command)
+
+    def restart_target(self, timeout: float | None = None) -> None:
+        """Start a target that died (or was killed) again with the same command line, wait until
+        it is ready and apply the queue settings it had; its pipeline and tables are the
+        controller's to push again. P4SwitchError when it is still running or does not come up."""
+        if self.process is not None and self.process.poll() is None:
+            raise P4SwitchError(f"switch {self.name}: target pid {self.process.pid} is still running")
+        self.forget_target()
+        self.start()
+        self.wait_ready(timeout)
+        for command in self.queue_settings:
+            self.runtime_command(command)
 
     def start(self, controllers: Iterable[object] = ()) -> None:
         """Prepare the interfaces and launch the target (does not wait; see `wait_ready`)."""
