@@ -30,6 +30,7 @@ bench: setup
 	$(PY) benchmarks/load_balance.py
 	$(PY) benchmarks/te_placement.py
 	$(PY) benchmarks/scale.py
+	$(PY) benchmarks/failover.py
 
 clean:
 	-$(VENV)/bin/aifabric clean 2>/dev/null
