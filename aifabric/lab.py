@@ -16,6 +16,11 @@ With ``telemetry=TelemetryConfig(...)`` the lab also builds the telemetry networ
 switch's telemetry port on one bridge in the root namespace), installs ECN and INT through
 the controller, and runs an INT collector bound to the bridge's address (``lab.collector``).
 
+With ``failover=HeartbeatConfig(...)`` (`controller.failover`) the controller runs failure
+handling once the fabric is programmed (``lab.failure_handler``, a `controller.failover.FailureHandler`:
+heartbeats on every fabric port, data-plane failover, reroute, repair, localisation); off by
+default.
+
 With ``run_controller=False`` the switches come up with no pipeline and no controller: a user's
 controller owns them from the start (``lab.description()`` says where they are).
 
@@ -36,6 +41,7 @@ from typing import TYPE_CHECKING, Callable
 from mininet.log import setLogLevel
 
 from aifabric.interrupts import Terminated, exception_for, shielded
+from controller.failover import FailureHandler, HeartbeatConfig
 from controller.fabric_controller import FabricController, FabricError, Pipeline
 from controller.int_collector import IntCollector
 from controller.telemetry_entries import TelemetryConfig
@@ -81,10 +87,13 @@ class Lab:
     def __init__(self, fabric: Fabric, *, target: str = "auto", pipeline: Pipeline | None = None,
                  log_dir: Path | None = None, progress: Progress | None = None,
                  telemetry: TelemetryConfig | None = None, ecmp_seeds: bool = True,
-                 hostagent: AgentConfig | None = None, run_controller: bool = True):
+                 hostagent: AgentConfig | None = None, run_controller: bool = True,
+                 failover: HeartbeatConfig | None = None):
         if not run_controller and telemetry is not None:
             raise ValueError("telemetry needs our controller (it installs ECN and INT): "
                              "run_controller=False takes no telemetry=")
+        if not run_controller and failover is not None:
+            raise ValueError("failure handling needs our controller: run_controller=False takes no failover=")
         self.fabric = fabric
         self.target = target
         self.pipeline = pipeline or Pipeline.from_build_dir()
@@ -94,6 +103,8 @@ class Lab:
         self.ecmp_seeds = ecmp_seeds
         self.hostagent = hostagent
         self.run_controller = run_controller
+        self.failover = failover
+        self.failure_handler: FailureHandler | None = None
         self.agents: AgentSet | None = None
         self.net = None
         self.controller: FabricController | None = None
@@ -154,6 +165,10 @@ class Lab:
         self.controller.start_reconcile_loop()
         self.bring_up.program_s = time.monotonic() - t1
         self.progress(f"fabric programmed in {self.bring_up.program_s:.1f} s")
+        if self.failover is not None:
+            self.failure_handler = self.controller.start_failure_handling(self.failover)
+            self.progress(f"failure handling on: heartbeats every {self.failover.interval_ms:g} ms, "
+                          f"dead after {self.failover.multiplier} missed")
 
     def _start_hostagents(self) -> None:
         assert self.hostagent is not None
@@ -218,6 +233,7 @@ class Lab:
         """Close the controller in a thread, given a head start so that its sessions end before
         their switches do: a session stuck on a switch must not hold the rest of teardown up."""
         controller, self.controller = self.controller, None
+        self.failure_handler = None
         if controller is None:
             return []
         closing = threading.Thread(target=controller.close, name="lab-controller-close", daemon=True)

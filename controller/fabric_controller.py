@@ -22,6 +22,11 @@ thresholds, the INT watchlist, sink ports, int/report configuration and the repo
 (`controller.telemetry_entries`) to every switch's desired state. Every switch gets its own ECMP
 hash seed (``ecmp_seeds``, on by default: with one hash everywhere a fat-tree's tiers choose
 alike and half the cores stay idle); pass ``ecmp_seeds=False`` to watch that polarisation. `set_watchlist()` changes the monitored flows at run time.
+
+Failure handling is off unless started: `start_failure_handling(HeartbeatConfig(...))` runs a
+`controller.failover.FailureHandler` (heartbeats on every fabric port, data-plane failover, reroute,
+repair, localisation; ``self.failure_handler`` while it runs), `stop_failure_handling()` ends it;
+`close()` does too.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterable, Protocol
+from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 
 from p4.v1 import p4runtime_pb2
 
@@ -42,12 +47,15 @@ from controller.errors import ReadError, SwitchConnectionError, SwitchError, Wri
 from controller.p4info import P4Info
 from controller.reconcile import Plan, owner_key, plan
 from controller.routing import SwitchForwarding, compute_forwarding
-from controller.switch import DEFAULT_RPC_TIMEOUT, SwitchConnection
+from controller.switch import DEFAULT_RPC_TIMEOUT, PacketHandler, SwitchConnection
 from controller.telemetry_entries import TelemetryConfig, WatchRule, hash_seed_entity, owned_defaults
 from controller.telemetry_entries import owned_tables as telemetry_owned_tables
 from controller.telemetry_entries import telemetry_entities
 from controller.topology import TopologyModel
 from topologies.fabric import Fabric, Switch
+
+if TYPE_CHECKING:
+    from controller.failover import FailureHandler, HeartbeatConfig
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +159,8 @@ class SwitchAgent:
         self.connect_timeout = connect_timeout
         self._on_stream_broken = on_stream_broken
         self.conn: SwitchConnection | None = None
+        # Packet-in handlers of every session with this switch (see SwitchConnection).
+        self.packet_handlers: list[PacketHandler] = []
         self.status = SwitchStatus(switch.name, switch.device_id, switch.grpc_address)
         self.desired: list[p4runtime_pb2.Entity] = []
         self.owns: set[tuple] = set()
@@ -197,6 +207,7 @@ class SwitchAgent:
                 rpc_timeout=self.rpc_timeout,
                 p4info=self.pipeline.p4info,
                 on_stream_broken=self._stream_broken,
+                packet_handlers=self.packet_handlers,
             )
             conn.connect(timeout=self.connect_timeout)
             self.conn = conn
@@ -357,6 +368,7 @@ class FabricController:
         )
         self.forwarding: dict[str, SwitchForwarding] = {}
         self.state_sources: list[StateSource] = []
+        self.failure_handler: "FailureHandler | None" = None   # set by FailureHandler.start()
         # One recompute at a time: the last one to finish holds the newest state of every source.
         self._recompute_lock = threading.RLock()
         self.recompute()
@@ -408,6 +420,25 @@ class FabricController:
         """Make ``source``'s entities part of every switch's desired state from now on."""
         self.state_sources.append(source)
         self.recompute()
+
+    def remove_state_source(self, source: StateSource) -> None:
+        """Stop installing ``source``'s entities (they are deleted at the next reconcile)."""
+        if source in self.state_sources:
+            self.state_sources.remove(source)
+            self.recompute()
+
+    def start_failure_handling(self, config: "HeartbeatConfig | None" = None) -> "FailureHandler":
+        """Start heartbeats, data-plane failover, reroute and localisation (see
+        `controller.failover`); the running handler when there is one already."""
+        from controller.failover import FailureHandler
+
+        if self.failure_handler is not None:
+            return self.failure_handler
+        return FailureHandler(self, config).start()
+
+    def stop_failure_handling(self) -> None:
+        if self.failure_handler is not None:
+            self.failure_handler.stop()
 
     def apply_now(self, names: Iterable[str]) -> None:
         """Recompute, then reconcile the named switches at once (not waiting for the loop);
@@ -525,6 +556,7 @@ class FabricController:
         return {port: PortCounter(p, b) for port, (p, b) in sorted(cells.items()) if p or b}
 
     def close(self) -> None:
+        self.stop_failure_handling()
         self.stop_reconcile_loop()
         for agent in self.agents.values():
             agent.close()

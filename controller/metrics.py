@@ -41,6 +41,10 @@ aifabric_int_path_hop_latency_microseconds     gauge    per hop of the latest IN
                                                         ``egress_port``): the hop's latency in that report
 =============================================  =======  =============================================
 
+For a controller with failure handling (`controller.failover`), `fabric_metrics` also serves
+``aifabric_link_up``, ``aifabric_port_alive``, ``aifabric_failure`` (the localised failed links and
+switches) and the reroute figures (`controller.failover.metrics`).
+
 More sources can be served from the same registry (``collectors``): the host agents' counters
 (``aifabric_hostagent_*``, `hostagent.agent.metrics.AgentCollector`).
 """
@@ -338,11 +342,14 @@ def fabric_metrics(
         interval=interval,
         ecn_counter=ecn_counter,
     )
+    from controller.failover.metrics import FailureCollector
+
+    failures = FailureCollector(lambda: getattr(controller, "failure_handler", None))
     return FabricMetrics(
         int_collector=int_collector,
         poller=poller,
         switch_names={sw.device_id: sw.name for sw in fabric.switches},
         queue_rates_pps=queue_rates_pps,
-        collectors=collectors,
+        collectors=[*collectors, failures],
     )
 

@@ -64,6 +64,9 @@ def election_id_tuple(value: int | tuple[int, int]) -> tuple[int, int]:
     return (0, value) if isinstance(value, int) else (int(value[0]), int(value[1]))
 
 
+PacketHandler = Callable[[p4runtime_pb2.PacketIn], bool]
+
+
 class SwitchConnection:
     """P4Runtime session with one device: primary arbitration, pipeline, writes, reads, packet I/O."""
 
@@ -77,6 +80,7 @@ class SwitchConnection:
         rpc_timeout: float = DEFAULT_RPC_TIMEOUT,
         p4info: P4Info | None = None,
         on_stream_broken: Callable[["SwitchConnection", str], None] | None = None,
+        packet_handlers: list[PacketHandler] | None = None,
     ) -> None:
         self.name = name
         self.address = address
@@ -85,6 +89,10 @@ class SwitchConnection:
         self.rpc_timeout = rpc_timeout
         self.p4info = p4info
         self.on_stream_broken = on_stream_broken
+        # Called on the stream's reader thread for every packet-in, in order; the first that
+        # returns True takes the packet (it never reaches ``packets_in``). The list may be
+        # shared and changed while the stream runs (failure handling's heartbeats use this).
+        self.packet_handlers: list[PacketHandler] = packet_handlers if packet_handlers is not None else []
         self.packets_in: "queue.Queue[p4runtime_pb2.PacketIn]" = queue.Queue(maxsize=10000)
         self.stream_errors: "queue.Queue[p4runtime_pb2.StreamError]" = queue.Queue(maxsize=1000)
         self.digests: "queue.Queue[p4runtime_pb2.DigestList]" = queue.Queue(maxsize=1000)
@@ -215,7 +223,8 @@ class SwitchConnection:
                         self._arbitration_status = (msg.arbitration.status.code, msg.arbitration.status.message)
                         self._arbitration.notify_all()
                 elif kind == "packet":
-                    _put_latest(self.packets_in, msg.packet)
+                    if not self._handled(msg.packet):
+                        _put_latest(self.packets_in, msg.packet)
                 elif kind == "digest":
                     _put_latest(self.digests, msg.digest)
                 elif kind == "error":
@@ -237,6 +246,15 @@ class SwitchConnection:
                 self.on_stream_broken(self, reason)
             except Exception:  # noqa: BLE001
                 log.exception("%s: on_stream_broken callback failed", self.label)
+
+    def _handled(self, packet: p4runtime_pb2.PacketIn) -> bool:
+        for handler in list(self.packet_handlers):
+            try:
+                if handler(packet):
+                    return True
+            except Exception:  # noqa: BLE001 - a faulty handler must not end the stream
+                log.exception("%s: packet-in handler failed", self.label)
+        return False
 
     def _require_stub(self) -> p4runtime_pb2_grpc.P4RuntimeStub:
         if self._stub is None or self._broken is not None:

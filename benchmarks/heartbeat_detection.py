@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""How fast failure handling sees and routes around a core link going down (k=4 fat-tree).
+
+For each round both veth ends of one core link are set down; the figures are times from that
+moment (time.monotonic()): the port found dead (the monitor's verdict, worst of the two ends),
+``port_status`` written (from then on the switch's data plane avoids the port: data-plane
+failover), and the reroute finished (routes recomputed on the model and every switch
+reconciled), plus the reroute's own duration. The link is then brought up again and the time to
+the port alive again and the routes restored is reported too. Also the controller process's CPU
+share while only heartbeats run. Measures, asserts nothing.
+
+    .venv/bin/python benchmarks/heartbeat_detection.py [--target softswitch] [--rounds 5]
+        [--interval-ms 10] [--multiplier 3]
+
+Goals (issue): data-plane failover < 50 ms at the default heartbeat settings; reroute < 500 ms.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from aifabric.lab import Lab
+from controller.failover import HeartbeatConfig
+from topologies.fabric import fat_tree
+
+LINK = ("c0", "p0a0")
+
+
+def _wait(predicate, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError("timed out")
+        time.sleep(0.005)
+
+
+def _set(lab: Lab, up: bool) -> float:
+    link = lab.failure_handler.link(*LINK)
+    ifaces = [dict(lab.switch(sw).data_ports())[port] for sw, port in link.ends()]
+    t0 = time.monotonic()
+    for iface in ifaces:
+        subprocess.run(["ip", "link", "set", iface, "up" if up else "down"], check=True)
+    return t0
+
+
+def one_round(lab: Lab) -> dict[str, float]:
+    handler, model = lab.failure_handler, lab.controller.model
+    link = handler.link(*LINK)
+    n_events, n_reroutes = len(handler.events), len(handler.reroutes)
+    t0 = _set(lab, up=False)
+    _wait(lambda: set(link.ends()) <= handler.dead_ports())
+    _wait(lambda: len(handler.reroutes) > n_reroutes and model.down_links() == [tuple(sorted(LINK))])
+    dead = [e for e in handler.events[n_events:] if not e.alive and (e.switch, e.port) in link.ends()]
+    reroute = handler.reroutes[n_reroutes]
+    out = {
+        "dead_ms": 1000 * (max(e.decided for e in dead) - t0),
+        "failover_ms": 1000 * (max(e.written or float("inf") for e in dead) - t0),
+        "reroute_done_ms": 1000 * (reroute.finished - t0),
+        "reroute_ms": 1000 * reroute.seconds,
+    }
+    lab.controller.wait_in_sync(30)
+    n_events, n_reroutes = len(handler.events), len(handler.reroutes)
+    t1 = _set(lab, up=True)
+    _wait(lambda: handler.link_up(*LINK))
+    _wait(lambda: len(handler.reroutes) > n_reroutes and model.down_links() == [])
+    alive = [e for e in handler.events[n_events:] if e.alive]
+    out["alive_ms"] = 1000 * (max(e.written or float("inf") for e in alive) - t1)
+    out["restored_ms"] = 1000 * (handler.reroutes[n_reroutes].finished - t1)
+    lab.controller.wait_in_sync(30)
+    time.sleep(0.5)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--target", default="softswitch")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--interval-ms", type=float, default=HeartbeatConfig.interval_ms)
+    ap.add_argument("--multiplier", type=int, default=HeartbeatConfig.multiplier)
+    args = ap.parse_args()
+    cfg = HeartbeatConfig(interval_ms=args.interval_ms, multiplier=args.multiplier)
+    with Lab(fat_tree(4), target=args.target, failover=cfg) as lab:
+        time.sleep(2.0)
+        handler = lab.failure_handler
+        c0, w0, m0 = os.times(), time.monotonic(), cpu_times()
+        sent0, heard0, events0 = handler.heartbeats_sent, handler.heartbeats_heard, len(handler.events)
+        time.sleep(5.0)
+        c1, w1, m1 = os.times(), time.monotonic(), cpu_times()
+        cpu = (c1.user + c1.system - c0.user - c0.system) / (w1 - w0)
+        busy = 1 - (m1[1] - m0[1]) / max(1, m1[0] - m0[0])
+        print(f"{args.target}: heartbeats every {cfg.interval_ms:g} ms x {cfg.multiplier} on "
+              f"{len(handler.links) * 2} port ends; idle 5 s: {(handler.heartbeats_sent - sent0) / (w1 - w0):.0f} "
+              f"sent/s, {(handler.heartbeats_heard - heard0) / (w1 - w0):.0f} heard/s, controller process CPU "
+              f"{100 * cpu:.0f}% of one core, machine {100 * busy:.0f}% busy, "
+              f"{len(handler.events) - events0} ports wrongly found dead")
+        rows = [one_round(lab) for _ in range(args.rounds)]
+        false_deaths = [e for e in lab.failure_handler.events if (e.switch, e.port) not in lab.failure_handler.link(*LINK).ends()]
+    print(f"{'ms after link down/up':<28}{'median':>8}{'max':>8}")
+    for key in rows[0]:
+        values = [r[key] for r in rows]
+        print(f"{key:<28}{statistics.median(values):>8.1f}{max(values):>8.1f}")
+    print(f"ports of other links found dead meanwhile: {len(false_deaths)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,361 @@
+"""Failure handling for a running `controller.fabric_controller.FabricController`.
+
+`FailureHandler(controller, HeartbeatConfig(...)).start()` (or ``controller.start_failure_handling``):
+
+1. **Heartbeats.** Every ``interval_ms`` the ticker thread sends one heartbeat
+   (`controller.failover.heartbeat`) as a packet-out on every fabric port of every connected
+   switch, over the controller's own P4Runtime streams. The neighbour's pipeline punts it back
+   (``packetio.p4``); a packet-in handler on that switch's stream records it in the
+   `PortMonitor` under (receiving switch, ingress port).
+2. **Data-plane failover.** A port silent for ``multiplier`` intervals is dead: the ticker writes
+   ``port_status: port -> port_down`` to its switch at once, and from then on the switch sends
+   whatever ECMP, spray, flowlet or a TE pin chose for that port to the backup member of the same
+   group (``failover``, installed for every multi-member group beforehand). No route is
+   recomputed for this.
+3. **Reroute.** Then (a thread of its own) the links with a dead end are marked down in the
+   controller's topology model, routes are recomputed and every connected switch reconciled.
+   The dead port stays marked meanwhile, so nothing is ever sent into it (make-before-break:
+   each switch's updates go in dependency order, new members and groups before the routes that
+   use them, old ones deleted last).
+4. **Repair.** A dead port that hears ``recover_after`` heartbeats in a row is alive: its
+   ``port_status`` entry is deleted, the link marked up and the routes recomputed again.
+5. **Localisation.** `failures()` names failed switches (every link down) and failed links;
+   `controller.failover.metrics.FailureCollector` exports them (``controller.metrics``'s
+   `fabric_metrics` serves it for a controller with a handler).
+
+What a caller can read: `port_alive`, `link_up`, `dead_ports`, `failures`, `events` (every
+transition with the time the last heartbeat was heard, decided and written) and `reroutes`
+(each with its start and end). All times are ``time.monotonic()``.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from p4.v1 import p4runtime_pb2
+
+from controller.errors import SwitchError, WriteError
+from controller.failover import entries as FE
+from controller.failover.config import HeartbeatConfig
+from controller.failover.heartbeat import Heartbeat, decode, encode
+from controller.failover.localise import (
+    Failure,
+    Link,
+    down_links,
+    fabric_links,
+    localise,
+)
+from controller.failover.monitor import PortKey, PortMonitor, Transition
+
+if TYPE_CHECKING:
+    from controller.fabric_controller import FabricController
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PortEvent:
+    """A port found dead or alive again: ``last_heard`` (the last heartbeat before the
+    decision), ``decided`` (the monitor's verdict) and ``written`` (``port_status`` written to
+    the switch; None when the switch could not be reached)."""
+
+    switch: str
+    port: int
+    alive: bool
+    last_heard: float
+    decided: float
+    written: float | None
+
+
+@dataclass(frozen=True)
+class Reroute:
+    started: float
+    finished: float
+    down: tuple[str, ...]                  # links down in the model after it
+    errors: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def seconds(self) -> float:
+        return self.finished - self.started
+
+
+class FailureHandler:
+    """Heartbeats, data-plane failover, reroute and localisation for one fabric controller."""
+
+    def __init__(self, controller: FabricController, config: HeartbeatConfig | None = None) -> None:
+        self.controller = controller
+        self.config = config or HeartbeatConfig()
+        self.p4info = controller.pipeline.p4info
+        self.links: list[Link] = fabric_links(controller.model)
+        self._peer: dict[PortKey, PortKey] = {}
+        for link in self.links:
+            a, b = link.ends()
+            self._peer[a], self._peer[b] = b, a
+        self._names = {sw.device_id: sw.name for sw in controller.fabric.switches}
+        # packet-out metadata of each port, built once (the ticker sends len(_peer) per interval)
+        self._out_meta = {key: self.p4info.packet_out(b"", egress_port=key[1]).metadata for key in self._peer}
+        self._macs = {sw.name: sw.mac for sw in controller.fabric.switches}
+        self.monitor = PortMonitor(self._peer, self.config, time.monotonic())
+        self._lock = threading.Lock()
+        self._dead: set[PortKey] = set()
+        self.events: list[PortEvent] = []
+        self.reroutes: list[Reroute] = []
+        self.heartbeats_sent = 0
+        self.heartbeats_heard = 0
+        self._seq = 0
+        self._sessions: dict[str, int] = {}
+        self._resync: set[str] = set()
+        self._writes: queue.Queue[Transition | str | None] = queue.Queue()
+        self._stop = threading.Event()
+        self._reroute_wanted = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._handlers = {name: self._handler_for(name) for name in controller.agents}
+
+    # --- life cycle ------------------------------------------------------------------------
+
+    def start(self) -> FailureHandler:
+        """Install the failover entries, start heartbeats, monitoring and rerouting."""
+        if self._threads:
+            return self
+        self._stop.clear()
+        self.monitor = PortMonitor(self._peer, self.config, time.monotonic())
+        for name, handler in self._handlers.items():
+            self.controller.agents[name].packet_handlers.append(handler)
+        self.controller.add_state_source(self)
+        self.controller.failure_handler = self
+        self.controller.reconcile([n for n, a in self.controller.agents.items() if _connected(a)])
+        for target, name in ((self._tick_loop, "failover-ticker"), (self._write_loop, "failover-writer"),
+                             (self._reroute_loop, "failover-reroute")):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def stop(self) -> None:
+        """Stop heartbeats; remove the failover entries from the switches and give the model its
+        links back (the controller no longer knows which are down: routes use them all again)."""
+        if not self._threads:
+            return
+        self._stop.set()
+        self._reroute_wanted.set()
+        self._writes.put(None)
+        for thread in self._threads:
+            thread.join(timeout=10)
+        self._threads = []
+        for name, handler in self._handlers.items():
+            handlers = self.controller.agents[name].packet_handlers
+            if handler in handlers:
+                handlers.remove(handler)
+        with self._lock:
+            self._dead.clear()
+        for a, b in self.controller.model.down_links():
+            self.controller.model.set_link_up(a, b, True)
+        self.controller.remove_state_source(self)
+        self._clear_switches()
+        if getattr(self.controller, "failure_handler", None) is self:
+            self.controller.failure_handler = None
+
+    def _clear_switches(self) -> None:
+        """Delete what failure handling installed (nobody owns its tables once it stopped)."""
+        tables = [self.p4info.table_id(FE.PORT_STATUS), self.p4info.table_id(FE.FAILOVER)]
+        for name, agent in self.controller.agents.items():
+            if not _connected(agent):
+                continue
+            try:
+                found = [p4runtime_pb2.Entity(table_entry=e) for t in tables for e in agent.conn.read_table(t)]
+                if found:
+                    agent.conn.delete(found)
+            except SwitchError as err:
+                log.warning("%s: failover entries not removed: %s", name, err)
+
+    def __enter__(self) -> FailureHandler:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- what the controller installs (StateSource) ----------------------------------------
+
+    def owned(self, switch: str) -> set[tuple]:
+        return FE.owned_tables(self.p4info)
+
+    def entities(self, switch: str) -> list[p4runtime_pb2.Entity]:
+        state = self.controller.forwarding.get(switch)
+        return FE.failover_entities(self.p4info, state) if state is not None else []
+
+    # --- observation -----------------------------------------------------------------------
+
+    def dead_ports(self) -> set[PortKey]:
+        with self._lock:
+            return set(self._dead)
+
+    def port_alive(self, switch: str, port: int) -> bool:
+        return (switch, port) not in self.dead_ports()
+
+    def link(self, a: str, b: str) -> Link:
+        for link in self.links:
+            if {link.a, link.b} == {a, b}:
+                return link
+        raise KeyError(f"no switch-switch link between {a!r} and {b!r}")
+
+    def link_up(self, a: str, b: str) -> bool:
+        return not down_links([self.link(a, b)], self.dead_ports())
+
+    def failures(self) -> list[Failure]:
+        """Failed switches and links, as the heartbeats tell them."""
+        return localise(self.links, down_links(self.links, self.dead_ports()))
+
+    # --- heartbeats ------------------------------------------------------------------------
+
+    def _handler_for(self, switch: str):
+        def handle(packet: p4runtime_pb2.PacketIn) -> bool:
+            beat = decode(packet.payload)
+            if beat is None:
+                return False
+            now = time.monotonic()
+            port = self.p4info.packet_in_metadata(packet).get("ingress_port")
+            expected = self._peer.get((switch, port))  # type: ignore[arg-type]
+            if expected == (self._names.get(beat.device_id), beat.port):
+                self.monitor.heard((switch, port), now)  # type: ignore[arg-type]
+                self.heartbeats_heard += 1
+            else:
+                log.warning("%s port %s: heartbeat from device %d port %d, expected %s",
+                            switch, port, beat.device_id, beat.port, expected)
+            return True
+        return handle
+
+    def _send_all(self) -> None:
+        self._seq += 1
+        now_ns = time.monotonic_ns()
+        for (switch, port), (peer, _) in self._peer.items():
+            agent = self.controller.agents[switch]
+            conn = agent.conn
+            if conn is None or not conn.connected:
+                continue
+            if self._sessions.get(switch) != id(conn):
+                self._sessions[switch] = id(conn)    # a new session: its ports get a grace period
+                self.monitor.grace(switch, time.monotonic())
+                self._resync.add(switch)
+            frame = encode(Heartbeat(agent.switch.device_id, port, self._seq, now_ns), self._macs[switch], self._macs[peer])
+            try:
+                conn.packet_out(p4runtime_pb2.PacketOut(payload=frame, metadata=self._out_meta[(switch, port)]))
+                self.heartbeats_sent += 1
+            except SwitchError:
+                pass   # the session just broke: the reconcile loop reconnects
+
+    def _resync_liveness(self) -> None:
+        """A switch back with a new session (maybe restarted, tables empty): once the reconcile
+        loop has programmed it, write its dead ports again."""
+        for switch in sorted(self._resync):
+            agent = self.controller.agents[switch]
+            if not (agent.status.in_sync and _connected(agent)):
+                continue
+            self._resync.discard(switch)
+            self._writes.put(switch)
+
+    def _tick_loop(self) -> None:
+        interval = self.config.interval_s
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            self._send_all()
+            if self._resync:
+                self._resync_liveness()
+            unreachable = frozenset(n for n, a in self.controller.agents.items() if not _connected(a))
+            changes = self.monitor.check(time.monotonic(), unreachable)
+            if changes:
+                self._apply(changes)
+            next_at += interval
+            delay = next_at - time.monotonic()
+            if delay < -interval:          # fell behind (CPU starved): do not burst to catch up
+                next_at = time.monotonic()
+                delay = 0.0
+            if delay > 0:
+                self._stop.wait(delay)
+
+    # --- data plane ------------------------------------------------------------------------
+
+    def _apply(self, changes: list[Transition]) -> None:
+        """Record the verdicts and hand them to the writer (the ticker never waits on a switch)."""
+        with self._lock:
+            for tr in changes:
+                (self._dead.discard if tr.alive else self._dead.add)(tr.port)
+        for tr in changes:
+            self._writes.put(tr)
+
+    def _write_loop(self) -> None:
+        while True:
+            item = self._writes.get()
+            if item is None:
+                return
+            if isinstance(item, str):          # a switch to give its dead ports again
+                for name, port in sorted(self.dead_ports()):
+                    if name == item:
+                        self._write_liveness(name, port, alive=False)
+                continue
+            switch, port = item.port
+            written = self._write_liveness(switch, port, item.alive)
+            self.events.append(PortEvent(switch, port, item.alive, item.last_heard, item.at, written))
+            log.warning("%s port %d (to %s) %s", switch, port, self._peer[item.port][0],
+                        "alive again" if item.alive else "dead")
+            if self._writes.empty():
+                self._reroute_wanted.set()      # the data plane first, then the routes
+
+    def _write_liveness(self, switch: str, port: int, alive: bool) -> float | None:
+        conn = self.controller.agents[switch].conn
+        if conn is None or not conn.connected:
+            return None
+        update = p4runtime_pb2.Update(type=p4runtime_pb2.Update.DELETE if alive else p4runtime_pb2.Update.INSERT,
+                                      entity=FE.port_down(self.p4info, port))
+        try:
+            conn.write([update])
+        except WriteError as err:
+            if not (err.failures and all(f.code in ("ALREADY_EXISTS", "NOT_FOUND") for f in err.failures)):
+                log.warning("%s: port_status for port %d not written: %s", switch, port, err)
+                return None
+        except SwitchError as err:
+            log.warning("%s: port_status for port %d not written: %s", switch, port, err)
+            return None
+        return time.monotonic()
+
+    # --- reroute ---------------------------------------------------------------------------
+
+    def _reroute_loop(self) -> None:
+        while not self._stop.is_set():
+            self._reroute_wanted.wait(0.5)
+            if self._stop.is_set():
+                return
+            self._reroute_wanted.clear()
+            self.reroute()
+
+    def reroute(self) -> Reroute | None:
+        """Make the model's link states match the heartbeats, recompute and reconcile every
+        connected switch; None when nothing changed."""
+        model = self.controller.model
+        down_now = {(link.a, link.b) for link in down_links(self.links, self.dead_ports())}
+        in_model = set(model.down_links())
+        if down_now == in_model:
+            return None
+        started = time.monotonic()
+        for a, b in down_now - in_model:
+            model.set_link_up(a, b, False)
+        for a, b in in_model - down_now:
+            model.set_link_up(a, b, True)
+        self.controller.recompute()
+        names = [n for n, a in self.controller.agents.items() if _connected(a)]
+        results = self.controller.reconcile(names)
+        errors = {n: str(r) for n, r in results.items() if isinstance(r, BaseException)}
+        record = Reroute(started, time.monotonic(), tuple(f"{a}-{b}" for a, b in sorted(down_now)), errors)
+        self.reroutes.append(record)
+        log.warning("reroute in %.0f ms; links down: %s%s", 1000 * record.seconds, ", ".join(record.down) or "none",
+                    f"; failed on {sorted(errors)}" if errors else "")
+        return record
+
+
+def _connected(agent: object) -> bool:
+    conn = getattr(agent, "conn", None)
+    return conn is not None and conn.connected

@@ -1,0 +1,124 @@
+"""The liveness state machine of every monitored port, without I/O (times are passed in).
+
+A port is ALIVE while heartbeats arrive; once ``multiplier`` intervals pass without one it is
+DEAD - and only if more than ``multiplier`` checks (one per heartbeat round sent) passed since
+the last one was heard, so a controller too starved to send its heartbeats on time never blames
+the links for it; a dead port becomes ALIVE again after ``recover_after`` heartbeats in a row.
+
+The silence must also be the port's own (BFD runs in the switch; here heartbeats go through one
+busy controller process, whose stream threads can fall behind): a port is found dead only while
+its switch still hears heartbeats on another port (or has no other), and while the neighbour's
+heartbeats still reach its other neighbours (or it has no other, or its P4Runtime session is
+down: ``unreachable``). A switch that is killed loses its session and all its neighbours at
+once, so its neighbours' ports die; a stalled stream silences every port it serves alike, so
+none does.
+
+`check(now, unreachable)` returns the transitions since the last call; `heard(port, now)`
+records a heartbeat. Thread-safe: the stream readers call `heard`, the ticker calls `check`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+
+from controller.failover.config import HeartbeatConfig
+
+PortKey = tuple[str, int]   # (switch name, port)
+
+
+@dataclass(frozen=True)
+class Transition:
+    port: PortKey
+    alive: bool
+    at: float          # when the monitor decided (the time passed to check)
+    last_heard: float  # the last heartbeat heard on the port before the decision
+
+
+@dataclass
+class _PortState:
+    alive: bool = True
+    last_heard: float = 0.0
+    deadline: float = 0.0     # dead when now > deadline and nothing heard since
+    recovering: int = 0       # heartbeats heard since the port died
+    missed: int = 0           # checks (heartbeat rounds) since the last heartbeat heard
+
+
+class PortMonitor:
+    def __init__(self, peers: Mapping[PortKey, PortKey], config: HeartbeatConfig, now: float) -> None:
+        """``peers``: every monitored port -> the neighbour's port at the other end of its link."""
+        self.config = config
+        self._lock = threading.Lock()
+        self._ports: dict[Hashable, _PortState] = {}
+        self._peer = dict(peers)
+        # ports of the same switch, and ports that hear the same neighbour
+        self._same_switch: dict[PortKey, list[PortKey]] = {}
+        self._same_sender: dict[PortKey, list[PortKey]] = {}
+        for key, peer in self._peer.items():
+            self._same_switch[key] = [k for k in self._peer if k[0] == key[0] and k != key]
+            self._same_sender[key] = [k for k, p in self._peer.items() if p[0] == peer[0] and k != key]
+        for key in self._peer:
+            self._ports[key] = _PortState(alive=True, last_heard=now, deadline=now + config.grace_ms / 1000.0)
+
+    @property
+    def ports(self) -> list[PortKey]:
+        return list(self._ports)  # type: ignore[arg-type]
+
+    def heard(self, port: PortKey, now: float) -> None:
+        with self._lock:
+            st = self._ports.get(port)
+            if st is None:
+                return
+            if not st.alive:
+                # recovery needs heartbeats in a row: a stray one long after the last restarts it
+                gap = now - st.last_heard
+                st.recovering = st.recovering + 1 if gap <= self.config.detect_s else 1
+            st.last_heard = now
+            st.missed = 0
+            st.deadline = max(st.deadline, now + self.config.detect_s)
+
+    def grace(self, switch: str, now: float) -> None:
+        """Give the ports of ``switch`` a grace period (its session just came back)."""
+        with self._lock:
+            for (name, _), st in self._ports.items():  # type: ignore[misc]
+                if name == switch and st.alive:
+                    st.deadline = max(st.deadline, now + self.config.grace_ms / 1000.0)
+
+    def _heard_since(self, ports: list[PortKey], since: float) -> bool:
+        """No such ports, or one of them heard a heartbeat well after ``since``."""
+        return not ports or any(self._ports[k].last_heard > since for k in ports)
+
+    def _own_silence(self, key: PortKey, unreachable: frozenset[str]) -> bool:
+        # "well after" the port fell silent: half the detection time, so that ports silenced by
+        # one stall (their last heartbeats a few ms apart) never count as evidence for each other
+        since = self._ports[key].last_heard + self.config.detect_s / 2
+        if not self._heard_since(self._same_switch[key], since):
+            return False          # the whole switch is silent: its stream, or the controller, is behind
+        return self._peer[key][0] in unreachable or self._heard_since(self._same_sender[key], since)
+
+    def check(self, now: float, unreachable: frozenset[str] = frozenset()) -> list[Transition]:
+        """Transitions since the last call; ``unreachable``: switches whose session is down."""
+        out = []
+        with self._lock:
+            for key, st in self._ports.items():
+                st.missed += 1
+                if (st.alive and now > st.deadline and st.missed > self.config.multiplier
+                        and self._own_silence(key, unreachable)):  # type: ignore[arg-type]
+                    st.alive = False
+                    st.recovering = 0
+                    out.append(Transition(key, False, now, st.last_heard))  # type: ignore[arg-type]
+                elif not st.alive and st.recovering >= self.config.recover_after:
+                    st.alive = True
+                    st.recovering = 0
+                    st.deadline = st.last_heard + self.config.detect_s
+                    out.append(Transition(key, True, now, st.last_heard))  # type: ignore[arg-type]
+        return out
+
+    def is_alive(self, port: PortKey) -> bool:
+        with self._lock:
+            return self._ports[port].alive
+
+    def dead(self) -> set[PortKey]:
+        with self._lock:
+            return {k for k, st in self._ports.items() if not st.alive}  # type: ignore[misc]

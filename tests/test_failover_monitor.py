@@ -1,0 +1,155 @@
+"""Failure handling without a fabric: the port state machine, heartbeat frames, localisation
+and the failover entries (controller/failover/)."""
+from __future__ import annotations
+
+import pytest
+
+from controller.fabric_controller import Pipeline
+from controller.failover import HeartbeatConfig
+from controller.failover.entries import (
+    FAILOVER,
+    PORT_STATUS,
+    backups,
+    failover_entities,
+    port_down,
+)
+from controller.failover.heartbeat import Heartbeat, decode, encode
+from controller.failover.localise import Failure, down_links, fabric_links, localise
+from controller.failover.monitor import PortMonitor
+from controller.routing import compute_forwarding
+from controller.topology import TopologyModel
+from topologies.fabric import fat_tree
+
+CFG = HeartbeatConfig(interval_ms=10, multiplier=3, recover_after=3, grace_ms=100)
+A, B = ("s1", 1), ("s2", 1)
+
+
+def test_port_dies_after_multiplier_silent_intervals_not_before():
+    mon = PortMonitor({A: B, B: A}, CFG, now=0.0)
+    t = 0.0
+    while t < 0.5:                       # both heard every interval: never dead
+        t += 0.01
+        mon.heard(A, t)
+        mon.heard(B, t)
+        assert mon.check(t) == []
+    last = t
+    for i in (1, 2, 3):                  # A silent for 3 intervals: not yet
+        mon.heard(B, last + 0.01 * i - 0.001)
+        assert mon.check(last + 0.01 * i - 0.001) == []
+    changes = mon.check(last + 0.039)
+    assert [(c.port, c.alive) for c in changes] == [(A, False)]
+    assert changes[0].last_heard == last
+    assert mon.dead() == {A}
+    for i in range(5):
+        mon.check(last + 0.05 + 0.01 * i)
+    assert mon.dead() == {A, B}
+
+
+def test_a_starved_ticker_does_not_blame_the_links():
+    mon = PortMonitor({A: B}, CFG, now=0.0)
+    mon.heard(A, 0.0)
+    assert mon.check(5.0) == []           # one round after a long stall: nothing was sent meanwhile
+    assert mon.check(5.01) == [] and mon.check(5.02) == []
+    assert [c.alive for c in mon.check(5.03)] == [False]
+
+
+TRIANGLE = {("s1", 1): ("s2", 1), ("s2", 1): ("s1", 1), ("s1", 2): ("s3", 1), ("s3", 1): ("s1", 2),
+            ("s2", 2): ("s3", 2), ("s3", 2): ("s2", 2)}
+
+
+def _rounds(mon: PortMonitor, t: float, n: int, heard, unreachable=frozenset()) -> float:
+    """n heartbeat rounds from t: the ports for which heard(port, peer) is true hear theirs."""
+    for _ in range(n):
+        t += 0.01
+        for key, peer in TRIANGLE.items():
+            if heard(key, peer):
+                mon.heard(key, t)
+        mon.check(t, unreachable)
+    return t
+
+
+def test_only_a_port_s_own_silence_kills_it():
+    # a triangle s1-s2-s3: s1 port 1 <-> s2 port 1, s1 port 2 <-> s3 port 1, s2 port 2 <-> s3 port 2
+    everyone = lambda key, peer: True  # noqa: E731
+    mon = PortMonitor(TRIANGLE, CFG, now=0.0)
+    t = _rounds(mon, 0.0, 20, everyone)
+    t = _rounds(mon, t, 10, lambda key, peer: key[0] != "s1")       # s1's stream stalls
+    t = _rounds(mon, t, 20, everyone)
+    t = _rounds(mon, t, 10, lambda key, peer: peer[0] != "s2")      # s2's sends stall
+    assert mon.dead() == set()
+    t = _rounds(mon, t, 20, everyone)
+    # s2 killed: its session is down and nobody hears it; only its neighbours' ports die
+    t = _rounds(mon, t, 10, lambda key, peer: "s2" not in (key[0], peer[0]), unreachable=frozenset({"s2"}))
+    assert mon.dead() == {("s1", 1), ("s3", 2)}
+    mon = PortMonitor(TRIANGLE, CFG, now=0.0)
+    t = _rounds(mon, 0.0, 20, everyone)
+    t = _rounds(mon, t, 10, lambda key, peer: {key[0], peer[0]} != {"s1", "s3"})   # link s1-s3 cut
+    assert mon.dead() == {("s1", 2), ("s3", 1)}
+
+
+def test_grace_at_start_and_recovery_needs_heartbeats_in_a_row():
+    mon = PortMonitor({A: B}, CFG, now=0.0)
+    for t in (0.02, 0.04, 0.06, 0.08, 0.09):
+        assert mon.check(t) == []                     # grace period
+    assert [c.alive for c in mon.check(0.11)] == [False]
+    mon.heard(A, 1.0)
+    mon.heard(A, 1.2)                                 # too far apart: not in a row
+    assert mon.check(1.2) == []
+    mon.heard(A, 1.21)
+    assert mon.check(1.21) == []                      # two in a row
+    mon.heard(A, 1.22)
+    changes = mon.check(1.22)
+    assert [(c.port, c.alive) for c in changes] == [(A, True)]
+    assert mon.is_alive(A)
+    assert mon.check(1.22 + 0.029) == []              # alive: a fresh detection window
+
+
+def test_unknown_ports_are_ignored_and_bad_settings_named():
+    mon = PortMonitor({A: B}, CFG, now=0.0)
+    mon.heard(("nowhere", 9), 0.0)
+    assert mon.ports == [A]
+    with pytest.raises(ValueError, match="multiplier"):
+        HeartbeatConfig(multiplier=0)
+    with pytest.raises(ValueError, match="interval_ms"):
+        HeartbeatConfig(interval_ms=0)
+
+
+def test_heartbeat_frame_round_trip_and_foreign_frames():
+    beat = Heartbeat(device_id=7, port=3, seq=2**32 + 5, sent_ns=123456789)
+    frame = encode(beat, "00:00:00:00:00:01", "00:00:00:00:00:02")
+    assert len(frame) == 60 and frame[12:14] == b"\x88\xb5"
+    assert decode(frame) == Heartbeat(7, 3, 5, 123456789)
+    assert decode(frame[:20]) is None
+    assert decode(frame[:12] + b"\x08\x00" + frame[14:]) is None      # another ether type
+    assert decode(frame[:14] + b"XXXXXX" + frame[20:]) is None        # not our magic
+
+
+def test_localisation_names_a_switch_when_all_its_links_are_down():
+    model = TopologyModel(fat_tree(4))
+    links = fabric_links(model)
+    assert len(links) == 32
+    agg = [l for l in links if "p1a0" in (l.a, l.b)]
+    assert len(agg) == 4
+    dead = {(l.a, l.a_port) if l.a == "p1a0" else (l.b, l.b_port) for l in agg}
+    assert localise(links, down_links(links, dead)) == [Failure("switch", "p1a0", tuple(sorted(l.name for l in agg)))]
+    one = agg[0]
+    failures = localise(links, down_links(links, {one.ends()[1]}))   # one end is enough
+    assert failures == [Failure("link", one.name, (one.name,))]
+    assert localise(links, []) == []
+
+
+def test_failover_entries_back_every_member_with_another_of_its_group():
+    model = TopologyModel(fat_tree(4))
+    state = compute_forwarding(model)["p0e0"]
+    b = backups(state)
+    multi = {nid: hops for nid, hops in state.next_groups.items() if len(hops) > 1}
+    assert multi, "an edge switch has uplink groups"
+    for nid, hops in multi.items():
+        ports = {h.port for h in hops}
+        for port in ports:
+            assert b[(nid, port)].port in ports - {port}
+    assert all(len(state.next_groups[nid]) > 1 for nid, _ in b)
+    p4info = Pipeline.from_build_dir().p4info
+    ents = [*failover_entities(p4info, state), port_down(p4info, 3)]
+    tables = [p4info.name_of(e.table_entry.table_id) for e in ents]
+    assert tables.count(PORT_STATUS) == 1 and tables.count(FAILOVER) == len(b)
