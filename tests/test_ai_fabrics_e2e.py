@@ -1,0 +1,41 @@
+"""Rail-optimised, dual-plane and dragonfly fabrics end to end, on softswitch and (where installed)
+BMv2: every ordered host pair reaches each other over IPv4 and IPv6 (a dual-plane host on each of
+its two planes), routed by the same controller as the fat-tree."""
+from __future__ import annotations
+
+import os
+
+import pytest
+from targets import FABRIC_TARGETS
+
+from aifabric import checks
+from aifabric.lab import Lab
+from topologies import ai_fabrics as af
+from topologies.fabric import Fabric
+from topologies.p4switch import cleanup, port_accepts
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(os.geteuid() != 0, reason="needs root (Mininet, namespaces)")]
+
+SHAPES = [
+    pytest.param(af.rail_optimised(servers=2, gpus=2, spines=2), id="rail"),
+    pytest.param(af.dual_plane(leaves=2, spines=1, hosts_per_leaf=2), id="dualplane"),
+    pytest.param(af.dragonfly(groups=3, routers=2, hosts_per_router=1, global_links=2), id="dragonfly"),
+]
+
+
+@pytest.mark.parametrize("target", FABRIC_TARGETS)
+@pytest.mark.parametrize("fabric", SHAPES)
+def test_all_pairs(fabric: Fabric, target: str, tmp_path) -> None:
+    busy = [s.name for s in fabric.switches if port_accepts(s.grpc_port)]
+    assert not busy, f"gRPC ports of {busy} are taken: another fabric is running"
+    n = len(fabric.hosts)
+    nics = range(len(fabric.hosts[0].nics()))
+    with Lab(fabric, target=target, log_dir=tmp_path) as lab:
+        for nic in nics:
+            for family in ("ipv4", "ipv6"):
+                reach = checks.all_pairs(lab, family, nic=nic)
+                assert reach.pairs == n * (n - 1)
+                assert reach.reached == reach.pairs, f"NIC {nic} {family}: unreached {reach.failures()}"
+    left = cleanup()
+    assert not left.killed and not left.links_deleted, f"teardown left {left}"
