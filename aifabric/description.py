@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from topologies import addressing as ap
-from topologies.fabric import Fabric, Host, Link, Role, Switch
+from topologies.fabric import Fabric, Host, Link, Nic, Role, Switch
 
 SCHEMA = "aifabric.fabric-description/1"
 SCHEMA_FILE = Path(__file__).with_name("fabric-description.schema.json")
@@ -83,6 +83,23 @@ class LinkDescription:
 
 
 @dataclass(frozen=True)
+class NicDescription:
+    """A host's NIC beyond its first (a dual-plane host's NIC on its second plane)."""
+
+    port: int                       # the host's interface number: interface <host>-eth<port>
+    ipv4: str
+    ipv6: str
+    mac: str
+    gateway4: str
+    gateway6: str
+    switch: str
+    switch_port: int
+    interface: str
+    routes4: tuple[str, ...] = ()   # networks the host reaches through this NIC
+    routes6: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class HostDescription:
     name: str
     ipv4: str                       # with prefix length: "10.0.0.2/24"
@@ -94,6 +111,7 @@ class HostDescription:
     port: int                       # the switch port the host is attached to
     interface: str                  # the host's interface (in its network namespace)
     pid: int | None = None          # a process in the host's network namespace: `nsenter -t PID -n CMD`
+    extra_nics: tuple[NicDescription, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -148,8 +166,9 @@ class FabricDescription:
                 if sw[key] is None:
                     del sw[key]
         for h in out["hosts"]:
-            if h["pid"] is None:
-                del h["pid"]
+            for key in ("pid", "extra_nics"):
+                if not h[key]:
+                    del h[key]
         if ctl["election_id"] is None:
             del ctl["election_id"]
         return out
@@ -170,9 +189,13 @@ class FabricDescription:
             fab.switches.append(Switch(sw.name, sw.device_id, Role(sw.role), sw.mac, sw.grpc_port, sw.pod,
                                        grpc_host=sw.grpc_host))
         for h in self.hosts:
+            nics = tuple(Nic(n.port, ipaddress.IPv4Interface(n.ipv4), ipaddress.IPv6Interface(n.ipv6), n.mac,
+                             ipaddress.IPv4Address(n.gateway4), ipaddress.IPv6Address(n.gateway6), n.switch,
+                             n.switch_port, tuple(ipaddress.IPv4Network(r) for r in n.routes4),
+                             tuple(ipaddress.IPv6Network(r) for r in n.routes6)) for n in h.extra_nics)
             fab.hosts.append(Host(h.name, ipaddress.IPv4Interface(h.ipv4), ipaddress.IPv6Interface(h.ipv6), h.mac,
                                   ipaddress.IPv4Address(h.gateway4), ipaddress.IPv6Address(h.gateway6), h.switch,
-                                  h.port))
+                                  h.port, nics))
         fab.links = [Link(ln.a, ln.a_port, ln.b, ln.b_port, ln.weight) for ln in self.links]
         return fab
 
@@ -191,7 +214,12 @@ class FabricDescription:
                                               pod=sw.pod, runtime_address=runtime_addresses.get(sw.name),
                                               pid=switch_pids.get(sw.name)))
         hosts = [HostDescription(h.name, str(h.ip4), str(h.ip6), h.mac, str(h.gateway4), str(h.gateway6), h.switch,
-                                 h.port, f"{h.name}-eth0", host_pids.get(h.name)) for h in fabric.hosts]
+                                 h.port, f"{h.name}-eth0", host_pids.get(h.name),
+                                 tuple(NicDescription(n.port, str(n.ip4), str(n.ip6), n.mac, str(n.gateway4),
+                                                      str(n.gateway6), n.switch, n.switch_port, f"{h.name}-eth{n.port}",
+                                                      tuple(map(str, n.routes4)), tuple(map(str, n.routes6)))
+                                       for n in h.extra_nics))
+                 for h in fabric.hosts]
         links = [LinkDescription(ln.a, ln.a_port, ln.b, ln.b_port, ln.weight) for ln in fabric.links]
         return cls(fabric.kind, dict(fabric.params), switches, links, hosts, target, pipeline,
                    controller or ControllerInfo())
@@ -333,17 +361,41 @@ def _switch(f: _Fields, raw: Any, where: str) -> SwitchDescription:
         pid=f.get(obj, "pid", where, int, required=False))
 
 
-def _host(f: _Fields, raw: Any, where: str) -> HostDescription:
-    obj = f.obj(raw, where)
+def _addresses(f: _Fields, obj: dict[str, Any], where: str) -> tuple[str, str, str, str]:
+    """ipv4, ipv6, gateway4, gateway6 of a host or NIC, checked."""
     ipv4 = f.parsed(ipaddress.IPv4Interface, f.get(obj, "ipv4", where, str), f"{where}.ipv4", "an IPv4 address/prefix")
     ipv6 = f.parsed(ipaddress.IPv6Interface, f.get(obj, "ipv6", where, str), f"{where}.ipv6", "an IPv6 address/prefix")
     gw4 = f.parsed(ipaddress.IPv4Address, f.get(obj, "gateway4", where, str), f"{where}.gateway4", "an IPv4 address")
     gw6 = f.parsed(ipaddress.IPv6Address, f.get(obj, "gateway6", where, str), f"{where}.gateway6", "an IPv6 address")
+    return str(ipv4), str(ipv6), str(gw4), str(gw6)
+
+
+def _host(f: _Fields, raw: Any, where: str) -> HostDescription:
+    obj = f.obj(raw, where)
+    ipv4, ipv6, gw4, gw6 = _addresses(f, obj, where)
     name = _name(f, obj, "name", where)
-    return HostDescription(name, str(ipv4), str(ipv6), _mac(f, obj, "mac", where), str(gw4), str(gw6),
+    nics = tuple(_nic(f, n, name, f"{where}.extra_nics[{i}]")
+                 for i, n in enumerate(f.get(obj, "extra_nics", where, list, required=False, default=[])))
+    return HostDescription(name, ipv4, ipv6, _mac(f, obj, "mac", where), gw4, gw6,
                            _name(f, obj, "switch", where), _port(f, obj, "port", where, 1),
                            f.get(obj, "interface", where, str, required=False, default=f"{name}-eth0"),
-                           f.get(obj, "pid", where, int, required=False))
+                           f.get(obj, "pid", where, int, required=False), nics)
+
+
+def _nic(f: _Fields, raw: Any, host: str, where: str) -> NicDescription:
+    obj = f.obj(raw, where)
+    ipv4, ipv6, gw4, gw6 = _addresses(f, obj, where)
+    port = _port(f, obj, "port", where, 1)
+    routes = {}
+    for key, kind, what in (("routes4", ipaddress.IPv4Network, "an IPv4 network"),
+                            ("routes6", ipaddress.IPv6Network, "an IPv6 network")):
+        values = f.get(obj, key, where, list, required=False, default=[])
+        routes[key] = tuple(str(f.parsed(kind, v if isinstance(v, str) else "", f"{where}.{key}[{i}]", what))
+                            for i, v in enumerate(values))
+    return NicDescription(port, ipv4, ipv6, _mac(f, obj, "mac", where), gw4, gw6, _name(f, obj, "switch", where),
+                          _port(f, obj, "switch_port", where, 1),
+                          f.get(obj, "interface", where, str, required=False, default=f"{host}-eth{port}"),
+                          routes["routes4"], routes["routes6"])
 
 
 def _link(f: _Fields, raw: Any, where: str) -> LinkDescription:
@@ -414,10 +466,14 @@ def _check_consistent(f: _Fields, desc: FabricDescription) -> None:
             f.check((node, port) not in ends, f"links[{i}].{end}_port", f"port {port} of {node} is in another link")
             ends.add((node, port))
     for i, h in enumerate(desc.hosts):
-        f.check(h.switch in switch_names, f"hosts[{i}].switch", f"{h.switch!r} is not a switch")
-        joined = any((ln.a, ln.b, ln.b_port) == (h.name, h.switch, h.port)
-                     or (ln.b, ln.a, ln.a_port) == (h.name, h.switch, h.port) for ln in desc.links)
-        f.check(joined, f"hosts[{i}].port", f"no link joins {h.name} to port {h.port} of {h.switch}")
+        attachments = [(f"hosts[{i}]", h.switch, "port", h.port),
+                       *((f"hosts[{i}].extra_nics[{j}]", n.switch, "switch_port", n.switch_port)
+                         for j, n in enumerate(h.extra_nics))]
+        for where, switch, key, port in attachments:
+            f.check(switch in switch_names, f"{where}.switch", f"{switch!r} is not a switch")
+            joined = any((ln.a, ln.b, ln.b_port) == (h.name, switch, port)
+                         or (ln.b, ln.a, ln.a_port) == (h.name, switch, port) for ln in desc.links)
+            f.check(joined, f"{where}.{key}", f"no link joins {h.name} to port {port} of {switch}")
 
 
 def load(path: str | Path) -> FabricDescription:

@@ -174,3 +174,27 @@ def test_cleanup_knows_every_interface_and_node_of_the_shape(fabric: Fabric) -> 
         for node, port in ((ln.a, ln.a_port), (ln.b, ln.b_port)):
             assert _FABRIC_INTF.match(f"{node}-eth{port}"), f"{node}-eth{port}"
             assert _is_fabric_host_shell(["bash", "--norc", "-is", f"mininet:{node}"]), node
+
+
+def test_a_dual_plane_description_file_carries_the_second_nics(tmp_path) -> None:
+    """A controller given the description routes both planes; a second NIC on a port no link
+    joins is refused, naming the field."""
+    import json
+
+    from aifabric import description
+
+    fab = af.dual_plane(leaves=2, spines=1, hosts_per_leaf=2)
+    path = description.FabricDescription.from_fabric(fab).write(tmp_path / "fabric.json")
+    again = description.load(path).to_fabric()
+    assert again.hosts == fab.hosts
+    assert compute_forwarding(TopologyModel(again)) == compute_forwarding(TopologyModel(fab))
+    data = json.loads(path.read_text())
+    assert data["hosts"][3]["extra_nics"][0]["interface"] == "t1h1-eth1"
+    data["hosts"][3]["extra_nics"][0]["switch_port"] = 9
+    path.write_text(json.dumps(data))
+    with pytest.raises(description.DescriptionError, match=r"hosts\[3\]\.extra_nics\[0\]\.switch_port: no link"):
+        description.load(path)
+    data["hosts"][3]["extra_nics"][0]["routes4"] = ["10.211.0.0/33"]
+    path.write_text(json.dumps(data))
+    with pytest.raises(description.DescriptionError, match=r"routes4\[0\]: '10.211.0.0/33' is not an IPv4 network"):
+        description.load(path)
