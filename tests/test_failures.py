@@ -2,7 +2,8 @@
 
 Without a fabric: requests are checked strictly, and the CLI says when no fabric runs. On a
 small leaf-spine (2 leaves, 2 spines, 2 hosts per leaf; softswitch and, where installed, BMv2):
-a failed link's interfaces go down and come back, a failed switch's process (and only it) dies
+a failed link's interfaces go down and come back, every pair reaches while a spine link is down
+when the controller is told (``inform_controller``), a failed switch's process (and only it) dies
 and a restored one forwards again for every pair; the CLI reaches the lab over the control
 socket, names unknown switches and missing links, and the socket refuses malformed requests.
 """
@@ -113,6 +114,16 @@ def test_fail_and_restore_links_and_switches(target, tmp_path):
             failures.restore_link("l1", "l1h1")
             assert interface_up(host_pid, "l1h1-eth0")
             _reach_all(lab)     # also from and to l1h1: its routes are back
+
+            # told at once (inform_controller), the controller routes around a link while it is down
+            oracle = Failures(lab, inform_controller=True)
+            event = oracle.fail_link("l0", "s1")
+            assert lab.controller.model.down_links() == [("l0", "s1")]
+            assert "controller_s" in event.detail
+            _reach_all(lab)
+            oracle.restore_link("l0", "s1")
+            assert lab.controller.model.down_links() == []
+            _reach_all(lab)
 
             # names the fabric does not have, and malformed requests, change nothing
             result = aifabric("fail", "switch", "nosuch", socket_path=sock)
