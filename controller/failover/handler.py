@@ -12,6 +12,9 @@
    whatever ECMP, spray, flowlet or a TE pin chose for that port to the backup member of the same
    group (``failover``, installed for every multi-member group beforehand). No route is
    recomputed for this.
+   The monitor only blames a port for its own silence (see `controller.failover.monitor`), and
+   finds no port dead while a reroute runs or for a detection time after it (reconciling every
+   switch at once makes every heartbeat late).
 3. **Reroute.** Then (a thread of its own) the links with a dead end are marked down in the
    controller's topology model, routes are recomputed and every connected switch reconciled.
    The dead port stays marked meanwhile, so nothing is ever sent into it (make-before-break:
@@ -110,6 +113,8 @@ class FailureHandler:
         self._seq = 0
         self._sessions: dict[str, int] = {}
         self._resync: set[str] = set()
+        self._rerouting = False
+        self._reroute_end = 0.0
         self._writes: queue.Queue[Transition | str | None] = queue.Queue()
         self._stop = threading.Event()
         self._reroute_wanted = threading.Event()
@@ -164,12 +169,13 @@ class FailureHandler:
         """Delete what failure handling installed (nobody owns its tables once it stopped)."""
         tables = [self.p4info.table_id(FE.PORT_STATUS), self.p4info.table_id(FE.FAILOVER)]
         for name, agent in self.controller.agents.items():
-            if not _connected(agent):
+            conn = agent.conn          # read once: teardown may drop it meanwhile
+            if conn is None or not conn.connected:
                 continue
             try:
-                found = [p4runtime_pb2.Entity(table_entry=e) for t in tables for e in agent.conn.read_table(t)]
+                found = [p4runtime_pb2.Entity(table_entry=e) for t in tables for e in conn.read_table(t)]
                 if found:
-                    agent.conn.delete(found)
+                    conn.delete(found)
             except SwitchError as err:
                 log.warning("%s: failover entries not removed: %s", name, err)
 
@@ -266,7 +272,12 @@ class FailureHandler:
             if self._resync:
                 self._resync_liveness()
             unreachable = frozenset(n for n, a in self.controller.agents.items() if not _connected(a))
-            changes = self.monitor.check(time.monotonic(), unreachable)
+            now = time.monotonic()
+            # A reroute reconciles every switch at once: the controller's threads and the
+            # targets' servers are busy and heartbeats run late. No new verdict of death while
+            # one runs and for a detection time after it.
+            hold = self._rerouting or now - self._reroute_end < self.config.detect_s
+            changes = self.monitor.check(now, unreachable, hold)
             if changes:
                 self._apply(changes)
             next_at += interval
@@ -341,6 +352,15 @@ class FailureHandler:
         if down_now == in_model:
             return None
         started = time.monotonic()
+        self._rerouting = True
+        try:
+            return self._reroute(started, down_now, in_model)
+        finally:
+            self._rerouting = False
+            self._reroute_end = time.monotonic()
+
+    def _reroute(self, started: float, down_now: set[tuple[str, str]], in_model: set[tuple[str, str]]) -> Reroute:
+        model = self.controller.model
         for a, b in down_now - in_model:
             model.set_link_up(a, b, False)
         for a, b in in_model - down_now:

@@ -90,20 +90,22 @@ class PortMonitor:
         return not ports or any(self._ports[k].last_heard > since for k in ports)
 
     def _own_silence(self, key: PortKey, unreachable: frozenset[str]) -> bool:
-        # "well after" the port fell silent: half the detection time, so that ports silenced by
-        # one stall (their last heartbeats a few ms apart) never count as evidence for each other
-        since = self._ports[key].last_heard + self.config.detect_s / 2
+        # "well after" the port fell silent: a whole detection time later, so that ports silenced
+        # by one stall (their last heartbeats some intervals apart) never count as evidence for
+        # each other; a cut link's neighbours keep hearing, so this costs an interval or two
+        since = self._ports[key].last_heard + self.config.detect_s
         if not self._heard_since(self._same_switch[key], since):
             return False          # the whole switch is silent: its stream, or the controller, is behind
         return self._peer[key][0] in unreachable or self._heard_since(self._same_sender[key], since)
 
-    def check(self, now: float, unreachable: frozenset[str] = frozenset()) -> list[Transition]:
-        """Transitions since the last call; ``unreachable``: switches whose session is down."""
+    def check(self, now: float, unreachable: frozenset[str] = frozenset(), hold: bool = False) -> list[Transition]:
+        """Transitions since the last call; ``unreachable``: switches whose session is down;
+        ``hold``: no port is found dead in this call (the controller knows it is too busy)."""
         out = []
         with self._lock:
             for key, st in self._ports.items():
                 st.missed += 1
-                if (st.alive and now > st.deadline and st.missed > self.config.multiplier
+                if (st.alive and not hold and now > st.deadline and st.missed > self.config.multiplier
                         and self._own_silence(key, unreachable)):  # type: ignore[arg-type]
                     st.alive = False
                     st.recovering = 0

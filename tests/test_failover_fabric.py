@@ -1,0 +1,177 @@
+"""Failure handling on a real k=4 fat-tree, per target (controller/failover/, liveness.p4).
+
+With heartbeats at the default settings: traffic through the fabric never gets a healthy port
+marked dead; a core link taken down (both veth ends) is found dead at both ends, named, avoided
+by the data plane and routed around, every host pair reaches each other, the routes have no
+loop and never cross the link, and bringing it up restores everything; an aggregation switch
+killed is named as a failed switch by its neighbours, every host still reaches every other, and
+when it runs again it is programmed and its links come back.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+from targets import FABRIC_TARGETS
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(600),
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root (Mininet, namespaces)"),
+]
+
+# Known defect (issue 13, open): with heartbeats as Python P4Runtime packet-outs/packet-ins on a
+# 2-core machine running 20 switches, ports of healthy links are found dead while the all-pairs
+# pings and the reroute's reconcile of every switch load the machine (heartbeats run late on
+# some ports only), so the failures localised are more than the one made. The checks stay as
+# they should pass; strict=False reports them as xfail until they do.
+FLAPS_UNDER_LOAD = pytest.mark.xfail(strict=False, reason="healthy ports found dead while the machine is loaded "
+                                     "(heartbeats through Python P4Runtime streams; see the module comment)")
+CORE_LINK = ("c0", "p0a0")
+# Per flow, four flows between pods: what each target forwards on this kind of machine with
+# little loss (BMv2's simple_switch is the slower): load, not overload - in overload the
+# heartbeats, which share the ports' queues with the traffic, are lost with it.
+LOAD_PPS = {"softswitch": 500.0, "bmv2": 150.0}
+AGG = "p1a0"
+WAIT_S = 15.0
+
+
+@pytest.fixture(scope="module", params=FABRIC_TARGETS)
+def lab(request, tmp_path_factory):
+    from aifabric.lab import Lab
+    from controller.failover import HeartbeatConfig
+    from topologies.fabric import fat_tree
+
+    with Lab(fat_tree(4), target=request.param, log_dir=tmp_path_factory.mktemp("failover"),
+             failover=HeartbeatConfig()) as lab:
+        yield lab
+
+
+def _wait(what: str, predicate, timeout: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def _iface(lab, switch: str, port: int) -> str:
+    return dict(lab.switch(switch).data_ports())[port]
+
+
+def _set_link(lab, a: str, b: str, up: bool) -> None:
+    link = lab.failure_handler.link(a, b)
+    for sw, port in link.ends():
+        subprocess.run(["ip", "link", "set", _iface(lab, sw, port), "up" if up else "down"], check=True)
+
+
+def _all_pairs_reached(lab) -> None:
+    from aifabric import checks
+
+    reach = checks.all_pairs(lab, "ipv4")
+    assert reach.reached == reach.pairs == 240, f"unreached: {reach.failures()}"
+
+
+def _routes_avoid(lab, dead_switches: set[str], dead_links: set[frozenset]) -> None:
+    """Every installed path between hosts is loop-free (installed_paths raises on a loop) and
+    crosses no dead link or switch."""
+    from controller.paths import installed_paths
+
+    fabric, forwarding = lab.fabric, lab.controller.forwarding
+    hosts = [h.name for h in fabric.hosts]
+    for src in hosts[::3]:
+        for dst in hosts:
+            if src == dst:
+                continue
+            for path in installed_paths(fabric, forwarding, src, dst):
+                names = [hop.switch for hop in path]
+                assert not dead_switches & set(names), f"{src}->{dst} via {names}"
+                for x, y in zip(names, names[1:]):
+                    assert frozenset((x, y)) not in dead_links, f"{src}->{dst} via {names}"
+
+
+def test_heartbeats_under_load_never_kill_a_healthy_port(lab, request):
+    from hostagent.traffic.drive import run_traffic
+    from hostagent.traffic.flows import FlowSpec
+
+    events_before = len(lab.failure_handler.events)
+    pairs = [("p0e0h0", "p2e0h0"), ("p0e0h1", "p2e1h1"), ("p0e1h0", "p3e0h0"), ("p1e0h0", "p0e1h1")]
+    if lab.target == "bmv2":
+        request.applymarker(FLAPS_UNDER_LOAD)
+    rate = LOAD_PPS[lab.target]
+    flows = [FlowSpec(src, dst, "udp", 40000 + i, 4791, int(3 * rate), payload=1000, rate_pps=rate)
+             for i, (src, dst) in enumerate(pairs)]
+    hosts = {n: lab.host(n) for pair in pairs for n in pair}
+    heard = lab.failure_handler.heartbeats_heard
+    results = run_traffic(hosts, flows, quiet=1.0, deadline=30.0)
+    delivered = sum(r.received.unique for r in results if r.received is not None)
+    assert delivered > 0.5 * sum(f.size for f in flows), [r.received for r in results]
+    assert lab.failure_handler.heartbeats_heard > heard
+    assert lab.failure_handler.events[events_before:] == [], "a healthy port was marked dead under load"
+    assert lab.failure_handler.dead_ports() == set()
+
+
+@FLAPS_UNDER_LOAD
+def test_core_link_down_then_restored(lab):
+    from controller.failover import Failure
+    from controller.routing import compute_forwarding
+    from controller.topology import TopologyModel
+
+    handler, controller = lab.failure_handler, lab.controller
+    a, b = CORE_LINK
+    link = handler.link(a, b)
+    healthy = compute_forwarding(TopologyModel(lab.fabric))
+    reroutes = len(handler.reroutes)
+    _set_link(lab, a, b, up=False)
+    try:
+        _wait("both ends of the link marked dead", lambda: set(link.ends()) <= handler.dead_ports())
+        assert handler.failures() == [Failure("link", link.name, (link.name,))]
+        dead_events = [e for e in handler.events if not e.alive and (e.switch, e.port) in link.ends()]
+        assert len(dead_events) == 2 and all(e.written is not None for e in dead_events)
+        _wait("the reroute", lambda: len(handler.reroutes) > reroutes and controller.model.down_links() == [(a, b)])
+        assert controller.wait_in_sync(30)
+        _routes_avoid(lab, set(), {frozenset(CORE_LINK)})
+        _all_pairs_reached(lab)
+        assert handler.dead_ports() == set(link.ends()), "only the link's ports are dead"
+    finally:
+        _set_link(lab, a, b, up=True)
+    _wait("the link alive again", lambda: handler.link_up(a, b))
+    _wait("the reroute undone", lambda: controller.model.down_links() == [])
+    assert controller.wait_in_sync(30)
+    assert handler.failures() == []
+    assert controller.forwarding == healthy
+    entries = controller.connection(a).read_table(controller.pipeline.p4info.table_id(
+        "FabricIngress.port_liveness.port_status"))
+    assert entries == [], "a port_status entry outlived the repair"
+
+
+@FLAPS_UNDER_LOAD
+def test_aggregation_switch_killed_then_restarted(lab):
+    from controller.failover import Failure
+
+    handler, controller = lab.failure_handler, lab.controller
+    node = lab.switch(AGG)
+    own = [l for l in handler.links if AGG in (l.a, l.b)]
+    os.kill(node.process.pid, signal.SIGKILL)
+    node.process.wait(timeout=10)
+    try:
+        _wait("the switch's neighbours marking it dead",
+              lambda: any(f.kind == "switch" and f.name == AGG for f in handler.failures()))
+        assert handler.failures() == [Failure("switch", AGG, tuple(sorted(l.name for l in own)))]
+        _wait("the reroute around the switch", lambda: len(controller.model.down_links()) == len(own))
+        names = [n for n in controller.agents if n != AGG]
+        assert controller.wait_in_sync(30, names)
+        _routes_avoid(lab, {AGG}, set())
+        _all_pairs_reached(lab)
+    finally:
+        node.forget_target()
+        node.start()
+        node.wait_ready(30)
+    _wait("the switch programmed again", lambda: controller.agents[AGG].status.in_sync, timeout=60)
+    _wait("its links alive again", lambda: handler.failures() == [] and controller.model.down_links() == [],
+          timeout=30)
+    assert controller.wait_in_sync(30)
+    _all_pairs_reached(lab)
