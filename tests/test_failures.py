@@ -14,6 +14,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from aifabric import checks
 from aifabric.control_socket import MAX_REQUEST, ControlServer, RequestError, parse_request
 from aifabric.failures import FailureError, Failures, blackholed, interface_up
 from aifabric.lab import Lab
+from controller.failover import HeartbeatConfig
 from topologies.fabric import leaf_spine
 from topologies.p4switch import port_accepts
 from targets import FABRIC_TARGETS
@@ -155,3 +157,30 @@ def test_fail_and_restore_links_and_switches(target, tmp_path):
                 "fail_link", "restore_link", "fail_link", "restore_link", "fail_switch", "restore_switch"]
             assert all(e.start <= e.end for e in failures.events)
         assert not sock.exists()
+
+
+def _wait(condition, what: str, timeout: float = 20.0) -> None:
+    """Until ``condition()`` holds; the test fails naming ``what`` otherwise (no time is asserted)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} did not happen within {timeout:g} s"
+        time.sleep(0.1)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (Mininet, namespaces)")
+@pytest.mark.parametrize("target", FABRIC_TARGETS)
+def test_all_pairs_reach_while_a_spine_link_is_down_with_heartbeats(target, tmp_path):
+    """The failover handler (controller.failover, heartbeats) finds the failed link by itself and
+    every pair reaches while it is down; restored, the handler sees it alive and all pairs reach."""
+    fabric = leaf_spine(2, 2, 2)
+    with Lab(fabric, target=target, log_dir=tmp_path, failover=HeartbeatConfig()) as lab:
+        handler = lab.failure_handler
+        _wait(lambda: handler.link_up("l0", "s1"), "l0-s1 alive")
+        failures = Failures(lab)
+        failures.fail_link("l0", "s1")
+        _wait(lambda: not handler.link_up("l0", "s1"), "l0-s1 found dead by the heartbeats")
+        _reach_all(lab)
+        failures.restore_link("l0", "s1")
+        _wait(lambda: handler.link_up("l0", "s1"), "l0-s1 alive again")
+        _reach_all(lab)
