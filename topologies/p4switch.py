@@ -11,7 +11,7 @@ Command lines (``--target auto`` picks ``simple_switch_grpc`` when it is on PATH
 ``softswitch``)::
 
     simple_switch_grpc --device-id N -i 1@p0e0-eth1 ... --no-p4 --thrift-port T \
-        --log-file <log_dir>/<name> --log-flush -- --grpc-server-addr 127.0.0.1:PORT --cpu-port 255
+        --log-file <log_dir>/<name> --log-level info -- --grpc-server-addr 127.0.0.1:PORT --cpu-port 255
     softswitch --device-id N -i 1@p0e0-eth1 ... --no-p4 \
         --grpc-server-addr 127.0.0.1:PORT --cpu-port 255 --log-file <log_dir>/<name>.log \
         --runtime-addr 127.0.0.1:T
@@ -20,7 +20,10 @@ T, the run-time control port (BMv2's Thrift server, softswitch's ``--runtime-add
 16000 + device id for both, so ``set_queue_rate()``/``set_queue_depth()`` reach either target
 (``simple_switch_CLI --thrift-port T`` / ``softswitch-ctl --addr 127.0.0.1:T``).
 
-BMv2 writes its log to ``<log_dir>/<name>.txt``; a target's stdout/stderr goes to
+BMv2 writes its log to ``<log_dir>/<name>.txt``, at ``info`` (start-up, tables, errors): at
+``trace`` it writes lines for every packet at every table, which costs more than the packet itself
+(a fabric switch forwards several times fewer packets); ``AIFABRIC_BMV2_LOG_LEVEL=trace`` turns
+the per-packet trace back on (flushed line by line) for debugging a P4 program. A target's stdout/stderr goes to
 ``<log_dir>/<name>.console``. Each started process is recorded in ``<run_dir>/pids/<name>.pid``; `cleanup()` kills what aifabric
 started and deletes leftover fabric interfaces and Mininet node shells, without touching OVS.
 
@@ -62,6 +65,7 @@ TARGETS = ("auto", "bmv2", "softswitch")
 # the base keeps every valid id (<= 15535) below Linux's ephemeral port range (32768-60999), so an
 # outgoing connection cannot be holding the port when BMv2 binds it.
 THRIFT_PORT_BASE = 16000
+BMV2_LOG_LEVEL = os.environ.get("AIFABRIC_BMV2_LOG_LEVEL", "info")
 
 
 class P4SwitchError(RuntimeError):
@@ -115,7 +119,10 @@ def target_command(
     grpc_addr = f"{ap.GRPC_HOST}:{grpc_port}"
     if kind == "bmv2":
         cmd += ["--thrift-port", str(thrift_port or THRIFT_PORT_BASE + device_id)]
-        cmd += ["--log-file", str(log_dir / name), "--log-flush", *extra_args]
+        cmd += ["--log-file", str(log_dir / name), "--log-level", BMV2_LOG_LEVEL]
+        if BMV2_LOG_LEVEL in ("trace", "debug"):
+            cmd.append("--log-flush")            # each packet's lines there when the packet is
+        cmd += extra_args
         cmd += ["--", "--grpc-server-addr", grpc_addr, "--cpu-port", str(cpu_port)]
     else:
         cmd += ["--grpc-server-addr", grpc_addr, "--cpu-port", str(cpu_port)]
