@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
 
 import pytest
@@ -23,13 +22,6 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root (Mininet, namespaces)"),
 ]
 
-# Known defect (issue 13, open): with heartbeats as Python P4Runtime packet-outs/packet-ins on a
-# 2-core machine running 20 switches, ports of healthy links are found dead while the all-pairs
-# pings and the reroute's reconcile of every switch load the machine (heartbeats run late on
-# some ports only), so the failures localised are more than the one made. The checks stay as
-# they should pass; strict=False reports them as xfail until they do.
-FLAPS_UNDER_LOAD = pytest.mark.xfail(strict=False, reason="healthy ports found dead while the machine is loaded "
-                                     "(heartbeats through Python P4Runtime streams; see the module comment)")
 CORE_LINK = ("c0", "p0a0")
 # Per flow, four flows between pods: what each target forwards on this kind of machine with
 # little loss (BMv2's simple_switch is the slower): load, not overload - in overload the
@@ -58,14 +50,12 @@ def _wait(what: str, predicate, timeout: float = WAIT_S) -> None:
         time.sleep(0.05)
 
 
-def _iface(lab, switch: str, port: int) -> str:
-    return dict(lab.switch(switch).data_ports())[port]
-
-
 def _set_link(lab, a: str, b: str, up: bool) -> None:
-    link = lab.failure_handler.link(a, b)
-    for sw, port in link.ends():
-        subprocess.run(["ip", "link", "set", _iface(lab, sw, port), "up" if up else "down"], check=True)
+    # aifabric.failures cuts a link as each target allows (BMv2 stops all its ports when one of
+    # its interfaces goes down, so there both ends drop what they send instead)
+    from aifabric.failures import Failures
+
+    (Failures(lab).restore_link if up else Failures(lab).fail_link)(a, b)
 
 
 def _all_pairs_reached(lab) -> None:
@@ -93,14 +83,12 @@ def _routes_avoid(lab, dead_switches: set[str], dead_links: set[frozenset]) -> N
                     assert frozenset((x, y)) not in dead_links, f"{src}->{dst} via {names}"
 
 
-def test_heartbeats_under_load_never_kill_a_healthy_port(lab, request):
+def test_heartbeats_under_load_never_kill_a_healthy_port(lab):
     from hostagent.traffic.drive import run_traffic
     from hostagent.traffic.flows import FlowSpec
 
     events_before = len(lab.failure_handler.events)
     pairs = [("p0e0h0", "p2e0h0"), ("p0e0h1", "p2e1h1"), ("p0e1h0", "p3e0h0"), ("p1e0h0", "p0e1h1")]
-    if lab.target == "bmv2":
-        request.applymarker(FLAPS_UNDER_LOAD)
     rate = LOAD_PPS[lab.target]
     flows = [FlowSpec(src, dst, "udp", 40000 + i, 4791, int(3 * rate), payload=1000, rate_pps=rate)
              for i, (src, dst) in enumerate(pairs)]
@@ -114,7 +102,6 @@ def test_heartbeats_under_load_never_kill_a_healthy_port(lab, request):
     assert lab.failure_handler.dead_ports() == set()
 
 
-@FLAPS_UNDER_LOAD
 def test_core_link_down_then_restored(lab):
     from controller.failover import Failure
     from controller.routing import compute_forwarding
@@ -129,8 +116,10 @@ def test_core_link_down_then_restored(lab):
     try:
         _wait("both ends of the link marked dead", lambda: set(link.ends()) <= handler.dead_ports())
         assert handler.failures() == [Failure("link", link.name, (link.name,))]
-        dead_events = [e for e in handler.events if not e.alive and (e.switch, e.port) in link.ends()]
-        assert len(dead_events) == 2 and all(e.written is not None for e in dead_events)
+        def dead_events():       # recorded once port_status is written, just after the verdict
+            return [e for e in handler.events if not e.alive and (e.switch, e.port) in link.ends()]
+        _wait("port_status written at both ends", lambda: len(dead_events()) == 2)
+        assert all(e.written is not None for e in dead_events())
         _wait("the reroute", lambda: len(handler.reroutes) > reroutes and controller.model.down_links() == [(a, b)])
         assert controller.wait_in_sync(30)
         _routes_avoid(lab, set(), {frozenset(CORE_LINK)})
@@ -148,7 +137,6 @@ def test_core_link_down_then_restored(lab):
     assert entries == [], "a port_status entry outlived the repair"
 
 
-@FLAPS_UNDER_LOAD
 def test_aggregation_switch_killed_then_restarted(lab):
     from controller.failover import Failure
 

@@ -5,6 +5,11 @@ packet-outs and packet-ins through Python (the controller's streams and, on soft
 target's gRPC server), one per fabric port and interval; on a k=4 fat-tree (64 port ends) at
 10 ms that is 6400 messages a second each way, more than a 2-core machine running 20 switches
 carries, and a starved machine makes heartbeats late. See benchmarks/heartbeat_detection.py.
+
+The default multiplier is 10 (a port is dead after 500 ms of silence), not BFD's 3: at 3 x 50 ms
+the fabric tests saw healthy ports found dead on this 2-core machine while all-pairs pings and a
+reroute's reconcile of every switch loaded it (heartbeats late on some ports only); at 10 they
+did not. A faster machine, or fewer switches per core, can take a smaller multiplier.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ class HeartbeatConfig:
     session comes back) ports are given this long before their silence counts."""
 
     interval_ms: float = 50.0
-    multiplier: int = 3
+    multiplier: int = 10
     recover_after: int = 3
     grace_ms: float = 1000.0
 
