@@ -168,14 +168,17 @@ class SwitchAgent:
         self._synced_version = -1
         self._failures = 0
         self._retry_at = 0.0
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()          # the session: connecting, reconciling, closing
+        # the desired state alone: a recompute never waits for a session (connecting to a dead
+        # switch takes up to connect_timeout)
+        self._desired_lock = threading.Lock()
 
     @property
     def label(self) -> str:
         return switch_label(self.switch.name, self.switch.device_id, self.switch.grpc_address)
 
     def set_desired(self, desired: Iterable[p4runtime_pb2.Entity], owns: set[tuple]) -> None:
-        with self._lock:
+        with self._desired_lock:
             self.desired = list(desired)
             self.owns = set(owns)
             self._desired_version += 1
@@ -235,11 +238,12 @@ class SwitchAgent:
         self.status.pipeline_pushes += 1
         return True
 
-    def read_actual(self, conn: SwitchConnection) -> tuple[list[p4runtime_pb2.Entity], bool]:
-        """Entities the switch holds in what the controller owns; second value: whether PRE
-        (clone session) entries could be read."""
+    def read_actual(self, conn: SwitchConnection, owns: set[tuple] | None = None) -> tuple[list[p4runtime_pb2.Entity], bool]:
+        """Entities the switch holds in what the controller owns (``owns``, default: what it
+        owns now); second value: whether PRE (clone session) entries could be read."""
+        owns = self.owns if owns is None else owns
         wildcards = []
-        for kind, ident in sorted({k[:2] for k in self.owns if k[0] in ("table", "profile")}):
+        for kind, ident in sorted({k[:2] for k in owns if k[0] in ("table", "profile")}):
             if kind == "table":
                 wildcards.append(p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=ident)))
             else:
@@ -250,14 +254,14 @@ class SwitchAgent:
                     p4runtime_pb2.Entity(action_profile_group=p4runtime_pb2.ActionProfileGroup(action_profile_id=ident))
                 )
         actual = list(conn.read(wildcards)) if wildcards else []
-        for _kind, ident in sorted(k for k in self.owns if k[0] == "default"):
+        for _kind, ident in sorted(k for k in owns if k[0] == "default"):
             request = p4runtime_pb2.TableEntry(table_id=ident, is_default_action=True)
             try:
                 actual += list(conn.read([p4runtime_pb2.Entity(table_entry=request)]))
             except ReadError:
                 pass  # a target that cannot read default entries: the plan writes them again
         pre_readable = True
-        for key in self.owns:
+        for key in owns:
             if key[0] != "packet_replication_engine_entry":
                 continue
             pre = p4runtime_pb2.PacketReplicationEngineEntry()
@@ -275,13 +279,14 @@ class SwitchAgent:
     def reconcile(self) -> Plan:
         """Bring the switch to its desired state; raises SwitchError naming the switch."""
         with self._lock:
-            version = self._desired_version
+            with self._desired_lock:
+                version, desired, owns = self._desired_version, self.desired, self.owns
             self.status.reconciles += 1
             try:
                 conn = self.connection()
                 self.ensure_pipeline(conn)
-                actual, pre_readable = self.read_actual(conn)
-                todo = plan(self.desired, actual, self.owns)
+                actual, pre_readable = self.read_actual(conn, owns)
+                todo = plan(desired, actual, owns)
                 if not pre_readable:
                     todo = self._upsert_pre(conn, todo)
                 conn.write(todo.updates())

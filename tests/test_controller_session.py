@@ -368,3 +368,33 @@ def test_controller_repairs_drift_and_follows_link_changes(fabric_targets) -> No
         result = ctl.reconcile()
         assert result["l0"].deletes and not result["l0"].inserts
         assert all(not (k[1] == P4INFO.table_id(E.ROUTING_V4) and b"\x0a\xc8\x01\x00" in k[2][0]) for k in t.store if k[0] == "table_entry")
+
+
+def test_a_recompute_does_not_wait_for_a_dead_switch_s_connect(fabric_targets) -> None:
+    """Connecting to a killed switch takes the whole connect timeout; meanwhile a recompute (a
+    reroute around that switch) hands every agent its new desired state without waiting."""
+    fab, targets = fabric_targets
+    with FabricController(fab, pipeline(), ecmp_seeds=False, rpc_timeout=5, connect_timeout=3) as ctl:
+        ctl.start()
+        targets["s0"].stop()
+        agent = ctl.agents["s0"]
+        agent.close()
+        errors: list[BaseException] = []
+
+        def reconnect() -> None:
+            try:
+                agent.reconcile()
+            except Exception as err:      # the dead switch: a connection error naming it
+                errors.append(err)
+
+        connecting = threading.Thread(target=reconnect)
+        connecting.start()
+        deadline = time.monotonic() + 2
+        while agent.status.reconciles == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)          # the reconcile holds the session now and is connecting
+        version = agent._desired_version
+        ctl.recompute()
+        assert connecting.is_alive(), "the recompute waited for the connect attempt"
+        assert agent._desired_version == version + 1 and not agent.status.in_sync
+        connecting.join()
+        assert errors and "s0" in str(errors[0])
