@@ -292,10 +292,20 @@ class Lab:
 
 def rss_mib(pid: int) -> float:
     """Resident memory of a process, in MiB (0 when it is gone)."""
+    return _proc_kib(pid, "status", "VmRSS:") / 1024
+
+
+def pss_mib(pid: int) -> float:
+    """Proportional set size of a process (shared pages split among their users), in MiB."""
+    return _proc_kib(pid, "smaps_rollup", "Pss:") / 1024
+
+
+def _proc_kib(pid: int, file: str, field: str) -> int:
+    """A ``field: N kB`` line of /proc/<pid>/<file>; 0 when the process is gone."""
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
+        for line in Path(f"/proc/{pid}/{file}").read_text().splitlines():
+            if line.startswith(field):
+                return int(line.split()[1])
     except OSError:
         pass
-    return 0.0
+    return 0

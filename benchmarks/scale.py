@@ -79,20 +79,9 @@ def container_overhead_mib(image: str = "debian:bookworm") -> float | None:
         subprocess.run(["docker", "rm", "-f", cid], capture_output=True, timeout=60, check=False)
 
 
-def pss_mib(pid: int) -> float:
-    """Proportional set size of a process, in MiB (0 when it is gone)."""
-    try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
 def measure(k: int, target: str) -> dict:
     """One fabric, measured (runs in the child)."""
-    from aifabric.lab import Lab, rss_mib
+    from aifabric.lab import Lab, pss_mib, rss_mib
     from aifabric.validate import mem_available_mib
     from topologies.fabric import fat_tree
 
