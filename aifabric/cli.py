@@ -9,6 +9,8 @@
                                                                         TCP/UDP flow, Prometheus
     aifabric up --hostagent plb|dcqcn|plb+dcqcn [--int]                 ... with a host agent in
                                                                         every host (eBPF PLB/DCQCN)
+    aifabric up --failover [--heartbeat-ms 50] [--heartbeat-multiplier 10]  ... with heartbeats,
+                                                                        data-plane failover, reroute
     aifabric up --controller none --describe fabric.json                ... switches with no pipeline,
                                                                         for your own controller
     aifabric demo [--k 4] [--target ...] [--json PATH]                  the fat-tree demo
@@ -29,6 +31,7 @@ import sys
 
 from aifabric import topo_args
 from aifabric.validate import validate
+from controller.failover.config import HeartbeatConfig as HeartbeatDefaults
 from hostagent.agent.config import MODES as AGENT_MODES
 from softswitch.addr import parse_host_port
 from softswitch.cli import OneLineErrors
@@ -48,8 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--int", action="store_true",
                     help="ECN marking, INT on every TCP/UDP flow, the telemetry network and the INT collector")
     up.add_argument("--metrics", metavar="HOST:PORT",
-                    help="with --int or --hostagent: serve Prometheus metrics (INT, ECN marks, link utilisation, "
-                         "host agents' counters) there")
+                    help="with --int, --hostagent or --failover: serve Prometheus metrics (INT, ECN marks, link "
+                         "utilisation, host agents' counters, failed links and switches) there")
     up.add_argument("--controller", choices=CONTROLLERS, default="aifabric",
                     help="aifabric: ours pushes the pipeline and routes; none: the switches come up with no "
                          "pipeline and no controller, for yours (see --describe)")
@@ -60,6 +63,14 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--hostagent", choices=AGENT_MODES,
                     help="run a host agent in every host: PLB repathing on ECN marks, DCQCN (CNPs and the "
                          "senders' reaction point), or both (hostagent.agent; defaults as `hostagent MODE`)")
+
+    up.add_argument("--failover", action="store_true",
+                    help="failure handling: heartbeats on every fabric port, data-plane failover, reroute and "
+                         "repair, failed links and switches named (and on --metrics); controller.failover")
+    up.add_argument("--heartbeat-ms", type=float, default=HeartbeatDefaults.interval_ms,
+                    help="with --failover: one heartbeat per fabric port this often (default %(default)s)")
+    up.add_argument("--heartbeat-multiplier", type=int, default=HeartbeatDefaults.multiplier,
+                    help="with --failover: a port is dead after this many silent intervals (default %(default)s)")
 
     demo = sub.add_parser("demo", help="run a demo (default: the fat-tree forwarding demo)")
     demo.add_argument("which", nargs="?", choices=("fabric", "int", "allreduce"), default="fabric",
@@ -170,8 +181,12 @@ def main(argv: list[str] | None = None) -> int:
                     from hostagent.agent.config import AgentConfig
                     hostagent = AgentConfig(args.hostagent)
                     telemetry = telemetry or TelemetryConfig(int_enabled=False)   # the agents feed on ECN marks
+                failover = None
+                if args.failover:
+                    from controller.failover import HeartbeatConfig
+                    failover = HeartbeatConfig(interval_ms=args.heartbeat_ms, multiplier=args.heartbeat_multiplier)
                 with Lab(fabric, target=args.target, pipeline=pipeline, progress=progress,
-                         telemetry=telemetry, hostagent=hostagent,
+                         telemetry=telemetry, hostagent=hostagent, failover=failover,
                          run_controller=args.controller == "aifabric") as lab:
                     from mininet.cli import CLI
                     if args.describe:

@@ -130,12 +130,21 @@ def validate(args: argparse.Namespace) -> None:
     except P4SwitchError as e:
         raise ValueError(str(e)) from None
     if args.command == "up":
-        if args.metrics and not (args.int or args.hostagent):
-            raise ValueError("--metrics needs --int or --hostagent (the metrics come from INT, the ECN counters "
-                             "and the host agents)")
-        if args.controller == "none" and (args.int or args.hostagent):
-            raise ValueError(f"--controller none: --{'int' if args.int else 'hostagent'} needs our controller "
-                             f"(it installs ECN marking and INT)")
+        failover = getattr(args, "failover", False)
+        if args.metrics and not (args.int or args.hostagent or failover):
+            raise ValueError("--metrics needs --int, --hostagent or --failover (the metrics come from INT, the ECN "
+                             "counters, the host agents and failure handling)")
+        if args.controller == "none" and (args.int or args.hostagent or failover):
+            flag = "int" if args.int else "hostagent" if args.hostagent else "failover"
+            raise ValueError(f"--controller none: --{flag} needs our controller "
+                             f"(it installs ECN marking, INT and the failover tables)")
+        if failover:
+            from controller.failover import HeartbeatConfig
+            try:
+                HeartbeatConfig(interval_ms=args.heartbeat_ms, multiplier=args.heartbeat_multiplier)
+            except ValueError as e:
+                raise ValueError(f"--heartbeat-ms {args.heartbeat_ms:g} --heartbeat-multiplier "
+                                 f"{args.heartbeat_multiplier}: {e}") from None
         if args.describe:
             prepare_output("--describe", args.describe)
         if args.hostagent:
