@@ -41,6 +41,7 @@ from controller.te.loop import TeLoop
 from controller.telemetry_entries import EcnThresholds, TelemetryConfig, WatchRule
 from hostagent.agent.config import AgentConfig
 from hostagent.agent.launch import AgentSet, start_agents
+from hostagent.agent.plb import PlbParams
 from hostagent.traffic import patterns
 from hostagent.traffic.drive import run_traffic
 from hostagent.traffic.flows import ROCEV2_PORT, FlowSpec
@@ -62,8 +63,12 @@ class LbPlan:
     te_period_s: float = 0.5         # a TE round every this many seconds
     te_one_in: int = 8               # edge switches sample one packet in this many for TE
     plb_round_s: float = 0.1         # PLB round: about one RTT with a few packets queued at 100 packets/s
+    plb_rehash_rounds: int = PlbParams.rehash_rounds   # PLB's N: congested rounds before a repath
     ecn_threshold: int = 10          # packets of queue above which ECN-capable packets are marked
     int_queues: bool = False         # INT on the flows: queue depth per hop from the collector
+
+    def __post_init__(self) -> None:
+        PlbParams(rehash_rounds=self.plb_rehash_rounds)      # a bad N is named before any bring-up
 
     @property
     def link_bps(self) -> float:
@@ -77,7 +82,8 @@ class LbPlan:
                                watchlist=watch)
 
     def agent_config(self, mode: str, seed: int) -> AgentConfig:
-        return AgentConfig(mode, round_s=self.plb_round_s, line_rate_bps=self.link_bps, seed=seed)
+        return AgentConfig(mode, round_s=self.plb_round_s, line_rate_bps=self.link_bps, seed=seed,
+                           plb=PlbParams(rehash_rounds=self.plb_rehash_rounds))
 
 
 @dataclass

@@ -26,6 +26,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rate", type=int, default=100, help="link rate, packets/s per direction")
     p.add_argument("--packets", type=int, default=400, help="packets per flow")
     p.add_argument("--target", default="softswitch")
+    p.add_argument("--plb-rehash-rounds", type=int, default=LbPlan.plb_rehash_rounds, metavar="N",
+                   help="plb modes: congested PLB rounds before a flow repaths (default %(default)s, the kernel's)")
     p.add_argument("--int", dest="int_queues", action="store_true",
                    help="INT on every flow: report the queue depth at the hot port per mode")
     p.add_argument("--json", default="out/load_balance.json")
@@ -36,7 +38,8 @@ def run(args: argparse.Namespace, pipeline=None) -> int:
     from aifabric.lab import Lab
     from topologies.fabric import fat_tree
 
-    plan = LbPlan(rate_pps=args.rate, packets=args.packets, int_queues=args.int_queues)
+    plan = LbPlan(rate_pps=args.rate, packets=args.packets, int_queues=args.int_queues,
+                  plb_rehash_rounds=args.plb_rehash_rounds)
     runs, heat = [], {}
     agents_wanted = [m for m in args.modes if m in AGENT_MODES]
     if agents_wanted and bcc_missing() is not None:
@@ -64,7 +67,7 @@ def run(args: argparse.Namespace, pipeline=None) -> int:
                          r["cpu_busy"]) + ((r["hot_queue_mean"], r["queue_max"]) if plan.int_queues else ())
                         for r in rows],
                        title=f"\nLoad balancing on a k=4 fat-tree ({args.target}), links {args.rate} packets/s, "
-                             f"{args.packets} packets per flow, medians over seeds {args.seeds}"))
+                             f"{args.packets} packets per flow, PLB N={plan.plb_rehash_rounds}, medians over seeds {args.seeds}"))
     report.write_json(args.json, {"plan": vars(plan), "runs": runs, "medians": rows})
     draw(Path(args.png), rows, heat)
     print(f"\nJSON: {Path(args.json).resolve()}\npicture: {Path(args.png).resolve()}")

@@ -1,8 +1,11 @@
-"""The load-balancing benchmark's hot port: from INT hop aggregates, the egress port whose
-packets met the deepest mean queue, weighted by how many reports each flow had through it."""
+"""The load-balancing benchmark's plan and figures without a fabric: the hot port (from INT hop
+aggregates, the egress port whose packets met the deepest mean queue, weighted by how many
+reports each flow had through it) and PLB's N as the agents get it."""
 from __future__ import annotations
 
-from aifabric.lb_bench import hot_port
+import pytest
+
+from aifabric.lb_bench import LbPlan, hot_port
 from controller.int_collector import CollectorCounters, CollectorSnapshot, FlowSummary, HopStats
 from controller.int_report import FlowKey
 
@@ -29,3 +32,10 @@ def test_the_hot_port_is_the_deepest_mean_over_all_reports_through_it():
 
 def test_no_reports_no_hot_port():
     assert hot_port(CollectorSnapshot(CollectorCounters(), {}, {}, 0.0), {}) == {}
+
+
+def test_the_plan_gives_the_agents_its_plb_n_and_names_a_bad_one():
+    assert LbPlan().agent_config("plb", seed=1).plb.rehash_rounds == 12          # the kernel's default
+    assert LbPlan(plb_rehash_rounds=3).agent_config("plb+dcqcn", seed=1).plb.rehash_rounds == 3
+    with pytest.raises(ValueError, match="rehash_rounds 40"):
+        LbPlan(plb_rehash_rounds=40)
