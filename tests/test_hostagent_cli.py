@@ -127,5 +127,5 @@ def test_aifabric_up_checks_the_hostagent_flag(capsys) -> None:
         assert "bcc" in str(err)
     else:
         validate(args)                                # --metrics is served with --hostagent alone
-    with pytest.raises(ValueError, match="--metrics needs --int or --hostagent"):
+    with pytest.raises(ValueError, match="--metrics needs --int, --hostagent or --failover"):
         validate(aifabric_parser().parse_args(["up", "--metrics", "127.0.0.1:0", "--target", "softswitch"]))
