@@ -56,14 +56,6 @@ PROBE_PORT, FLOW_PORT = 7000, 7001
 Progress = Callable[[str], None]
 
 
-def failover_available() -> bool:
-    try:
-        import controller.failover  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 @dataclass(frozen=True)
 class FailoverPlan:
     rate_pps: int = 2000             # every link direction, in the switches (and host uplinks, TBF)
@@ -153,7 +145,7 @@ class Bench:
     # --- one run -------------------------------------------------------------------------------
 
     def run(self, scenario: str, n: int) -> FailoverRun:
-        oracle = scenario.endswith("oracle") or (scenario != "none" and not failover_available())
+        oracle = scenario.endswith("oracle")
         heartbeats = scenario != "none" and not oracle
         result = FailoverRun(scenario, n)
         if heartbeats:

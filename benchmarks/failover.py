@@ -26,8 +26,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from aifabric import report  # noqa: E402
-from aifabric.failover_bench import SCENARIOS, Bench, FailoverPlan, FailoverRun, failover_available, summarise  # noqa: E402
+from aifabric.failover_bench import SCENARIOS, Bench, FailoverPlan, FailoverRun, summarise  # noqa: E402
 from aifabric.lab import Lab  # noqa: E402
+from controller.failover import HeartbeatConfig  # noqa: E402
 from topologies.fabric import fat_tree  # noqa: E402
 
 
@@ -44,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     plan = FailoverPlan(rate_pps=args.rate, probe_pps=args.probe_rate, down_s=args.down)
-    heartbeats = failover_available()
+    beats = HeartbeatConfig()        # what the heartbeat scenarios run with (aifabric.failover_bench)
     runs: list[FailoverRun] = []
     with tempfile.TemporaryDirectory(prefix="aifabric-failover-") as tmp, \
             Lab(fat_tree(4), target=args.target, progress=report.progress) as lab:
@@ -65,9 +66,9 @@ def main(argv: list[str] | None = None) -> int:
           r["allreduce"]) for r in rows],
         title=(f"\nFailover on a k=4 fat-tree ({args.target}), links {plan.links().describe()}; "
                f"{plan.probe_pps} probes/s + a {plan.flow_pps} packets/s UDP flow, element down {plan.down_s:g} s; "
-               f"medians of {args.runs} runs; heartbeats {'at HeartbeatConfig defaults' if heartbeats else 'not available'}")))
+               f"medians of {args.runs} runs; heartbeats every {beats.interval_ms:g} ms, dead after {beats.multiplier}")))
     report.write_json(args.json, {"target": args.target, "links": plan.links().describe(), "plan": vars(plan),
-                                  "heartbeats": heartbeats, "summary": rows,
+                                  "heartbeats": vars(beats), "summary": rows,
                                   "runs": [r.figures() for r in runs],
                                   "timelines": {r.scenario: r.arrivals for r in runs if r.run == 1}})
     draw(Path(args.png), [r for r in runs if r.run == 1], plan)
