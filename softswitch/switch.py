@@ -69,14 +69,16 @@ class Switch:
                 dp.set_queue_rate(rate, port)
             dp.set_program(program)
             self.dataplane = dp
-            grpc_server = P4RuntimeServer(self, cfg.grpc_addr)
-            grpc_server.start()
-            self._servers.append(grpc_server)
             if cfg.runtime_addr:
                 ctl = RuntimeControlServer(self, cfg.runtime_addr)
                 ctl.start()
                 self._servers.append(ctl)
             dp.start()
+            # last: whoever waits for the P4Runtime port (Mininet's readiness check, a restart)
+            # finds the run-time control port and the data plane already up
+            grpc_server = P4RuntimeServer(self, cfg.grpc_addr)
+            grpc_server.start()
+            self._servers.append(grpc_server)
         except BaseException:
             self.stop()
             raise
