@@ -9,7 +9,7 @@
                                                                         TCP/UDP flow, Prometheus
     aifabric up --hostagent plb|dcqcn|plb+dcqcn [--int]                 ... with a host agent in
                                                                         every host (eBPF PLB/DCQCN)
-    aifabric up --failover [--heartbeat-ms 50] [--heartbeat-multiplier 10]  ... with heartbeats,
+    aifabric up --failover [--heartbeat-ms 100] [--heartbeat-multiplier 5]  ... with heartbeats,
                                                                         data-plane failover, reroute
     aifabric up --controller none --describe fabric.json                ... switches with no pipeline,
                                                                         for your own controller

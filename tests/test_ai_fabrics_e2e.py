@@ -12,7 +12,8 @@ from aifabric import checks
 from aifabric.lab import Lab
 from topologies import ai_fabrics as af
 from topologies.fabric import Fabric
-from topologies.p4switch import cleanup, port_accepts
+from topologies.p4switch import port_accepts
+from teardown_check import assert_torn_down
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root (Mininet, namespaces)")]
@@ -37,5 +38,4 @@ def test_all_pairs(fabric: Fabric, target: str, tmp_path) -> None:
                 reach = checks.all_pairs(lab, family, nic=nic)
                 assert reach.pairs == n * (n - 1)
                 assert reach.reached == reach.pairs, f"NIC {nic} {family}: unreached {reach.failures()}"
-    left = cleanup()
-    assert not left.killed and not left.links_deleted, f"teardown left {left}"
+    assert_torn_down(fabric)

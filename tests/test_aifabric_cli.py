@@ -15,7 +15,8 @@ import pytest
 
 from topologies.fabric import fat_tree
 from aifabric.validate import prepare_output
-from topologies.p4switch import BMV2, cleanup, port_accepts
+from teardown_check import assert_torn_down
+from topologies.p4switch import BMV2, port_accepts
 
 AIFABRIC = str(Path(sys.executable).parent / "aifabric")
 
@@ -27,8 +28,7 @@ def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 
 def assert_nothing_left() -> None:
-    left = cleanup()
-    assert not left.killed and not left.links_deleted, f"left behind: {left}"
+    assert_torn_down(fat_tree(4))     # what `aifabric demo` runs
 
 
 def error_line(res: subprocess.CompletedProcess) -> str:

@@ -10,7 +10,8 @@ import pytest
 from aifabric import checks
 from aifabric.lab import Lab
 from topologies.fabric import fat_tree
-from topologies.p4switch import cleanup, port_accepts
+from topologies.p4switch import port_accepts
+from teardown_check import assert_torn_down
 from targets import FABRIC_TARGETS
 
 pytestmark = [pytest.mark.slow,
@@ -36,5 +37,4 @@ def test_fat_tree_k4_all_pairs_and_ecmp(target, tmp_path):
         assert total >= 0.5 * sent, f"{sent} datagrams sent, the cores forwarded only {per_core}"
         assert all(n > 0 for n in per_core.values()), f"some core carried nothing: {per_core}"
         assert max(per_core.values()) < 0.5 * total, f"one core took half of the flows: {per_core}"
-    left = cleanup()
-    assert not left.killed and not left.links_deleted, f"teardown left {left}"
+    assert_torn_down(fabric)

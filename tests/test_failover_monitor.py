@@ -26,15 +26,16 @@ A, B = ("s1", 1), ("s2", 1)
 
 def test_port_dies_after_multiplier_silent_intervals_not_before():
     mon = PortMonitor({A: B, B: A}, CFG, now=0.0)
-    t = 0.0
+    t, seq = 0.0, 0
     while t < 0.5:                       # both heard every interval: never dead
         t += 0.01
-        mon.heard(A, t)
-        mon.heard(B, t)
+        seq += 1
+        mon.heard(A, t, seq)
+        mon.heard(B, t, seq)
         assert mon.check(t) == []
     last = t
     for i in (1, 2, 3):                  # A silent for 3 intervals: not yet
-        mon.heard(B, last + 0.01 * i - 0.001)
+        mon.heard(B, last + 0.01 * i - 0.001, seq + i)
         assert mon.check(last + 0.01 * i - 0.001) == []
     changes = mon.check(last + 0.039)
     assert [(c.port, c.alive) for c in changes] == [(A, False)]
@@ -47,7 +48,7 @@ def test_port_dies_after_multiplier_silent_intervals_not_before():
 
 def test_a_starved_ticker_does_not_blame_the_links():
     mon = PortMonitor({A: B}, CFG, now=0.0)
-    mon.heard(A, 0.0)
+    mon.heard(A, 0.0, 1)
     assert mon.check(5.0) == []           # one round after a long stall: nothing was sent meanwhile
     assert mon.check(5.01) == [] and mon.check(5.02) == []
     assert [c.alive for c in mon.check(5.03)] == [False]
@@ -57,13 +58,18 @@ TRIANGLE = {("s1", 1): ("s2", 1), ("s2", 1): ("s1", 1), ("s1", 2): ("s3", 1), ("
             ("s2", 2): ("s3", 2), ("s3", 2): ("s2", 2)}
 
 
+def _round(t: float) -> int:
+    """The heartbeat round sent at time t (one every 10 ms)."""
+    return round(t / 0.01)
+
+
 def _rounds(mon: PortMonitor, t: float, n: int, heard, unreachable=frozenset()) -> float:
     """n heartbeat rounds from t: the ports for which heard(port, peer) is true hear theirs."""
     for _ in range(n):
         t += 0.01
         for key, peer in TRIANGLE.items():
             if heard(key, peer):
-                mon.heard(key, t)
+                mon.heard(key, t, _round(t))
         mon.check(t, unreachable)
     return t
 
@@ -87,17 +93,39 @@ def test_only_a_port_s_own_silence_kills_it():
     assert mon.dead() == {("s1", 2), ("s3", 1)}
 
 
+def test_a_stalled_switch_flushing_its_backlog_port_by_port_kills_nothing():
+    # s1 hears nothing for 10 rounds (its stream stalls), then its backlog arrives in a burst,
+    # each round's heartbeat on port 2 two rounds ahead of port 1's, checks in between: by
+    # arrival time port 2 was heard well after port 1 fell silent; by round it was not
+    mon = PortMonitor(TRIANGLE, CFG, now=0.0)
+    t = _rounds(mon, 0.0, 20, lambda key, peer: True)
+    stalled_from = _round(t)
+    t = _rounds(mon, t, 10, lambda key, peer: key[0] != "s1")
+    backlog = list(range(stalled_from + 1, _round(t) + 1))
+    for seq in backlog + [backlog[-1] + 1, backlog[-1] + 2]:
+        if seq in backlog:
+            mon.heard(("s1", 2), t, seq)
+        if seq - 2 in backlog:
+            mon.heard(("s1", 1), t, seq - 2)
+        t += 0.0001
+        assert mon.check(t) == []
+    assert mon.dead() == set()
+    # a port whose link is cut while its switch's other port keeps hearing still dies
+    t = _rounds(mon, t, 10, lambda key, peer: key != ("s1", 1))
+    assert ("s1", 1) in mon.dead()
+
+
 def test_grace_at_start_and_recovery_needs_heartbeats_in_a_row():
     mon = PortMonitor({A: B}, CFG, now=0.0)
     for t in (0.02, 0.04, 0.06, 0.08, 0.09):
         assert mon.check(t) == []                     # grace period
     assert [c.alive for c in mon.check(0.11)] == [False]
-    mon.heard(A, 1.0)
-    mon.heard(A, 1.2)                                 # too far apart: not in a row
+    mon.heard(A, 1.0, 100)
+    mon.heard(A, 1.2, 120)                            # too far apart: not in a row
     assert mon.check(1.2) == []
-    mon.heard(A, 1.21)
+    mon.heard(A, 1.21, 121)
     assert mon.check(1.21) == []                      # two in a row
-    mon.heard(A, 1.22)
+    mon.heard(A, 1.22, 122)
     changes = mon.check(1.22)
     assert [(c.port, c.alive) for c in changes] == [(A, True)]
     assert mon.is_alive(A)
@@ -106,7 +134,7 @@ def test_grace_at_start_and_recovery_needs_heartbeats_in_a_row():
 
 def test_unknown_ports_are_ignored_and_bad_settings_named():
     mon = PortMonitor({A: B}, CFG, now=0.0)
-    mon.heard(("nowhere", 9), 0.0)
+    mon.heard(("nowhere", 9), 0.0, 1)
     assert mon.ports == [A]
     with pytest.raises(ValueError, match="multiplier"):
         HeartbeatConfig(multiplier=0)

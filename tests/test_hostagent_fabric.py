@@ -16,7 +16,8 @@ from hostagent.traffic.drive import run_traffic
 from hostagent.traffic.flows import ROCEV2_PORT, FlowSpec
 from hostagent_support import bcc_missing
 from topologies.fabric import Role, fat_tree
-from topologies.p4switch import cleanup, port_accepts
+from teardown_check import assert_torn_down
+from topologies.p4switch import port_accepts
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root (Mininet, namespaces)"),
@@ -64,5 +65,4 @@ def test_repathed_flow_crosses_more_than_one_core(tmp_path) -> None:
         assert stats.totals.repaths >= 2 and stats.totals.rounds >= 2
         agents = lab.agents
     assert set(agents.exit_codes.values()) == {0}, agents.exit_codes       # each detached and exited cleanly
-    left = cleanup()
-    assert not left.killed and not left.links_deleted, f"teardown left {left}"
+    assert_torn_down(fabric)

@@ -1,15 +1,18 @@
 """Heartbeat settings (BFD's desired interval and detect multiplier).
 
-The default interval is 50 ms, not BFD's 10 ms or less: heartbeats here are P4Runtime
+The default interval is 100 ms, not BFD's 10 ms or less: heartbeats here are P4Runtime
 packet-outs and packet-ins through Python (the controller's streams and, on softswitch, the
 target's gRPC server), one per fabric port and interval; on a k=4 fat-tree (64 port ends) at
 10 ms that is 6400 messages a second each way, more than a 2-core machine running 20 switches
-carries, and a starved machine makes heartbeats late. See benchmarks/heartbeat_detection.py.
+carries. At 50 ms (1280 a second) heartbeats took most of this 2-core machine (benchmarks/
+failover.py: 89% busy with them, 24% without, same probes; top under the fabric test's traffic:
+the controller ~70% of a core, every softswitch 6-12%, nothing idle), so one switch's heartbeats
+ran 0.5-0.9 s late and healthy ports were found dead (the under-load fabric test, run alone,
+failed 1 run in 3 on softswitch and 2 in 3 on BMv2). At 100 ms it passed 3 in 3 on both.
 
-The default multiplier is 10 (a port is dead after 500 ms of silence), not BFD's 3: at 3 x 50 ms
-the fabric tests saw healthy ports found dead on this 2-core machine while all-pairs pings and a
-reroute's reconcile of every switch loaded it (heartbeats late on some ports only); at 10 they
-did not. A faster machine, or fewer switches per core, can take a smaller multiplier.
+The default multiplier is 5 (a port is dead after 500 ms of silence), not BFD's 3: see above.
+A faster machine, or fewer switches per core, can take a shorter interval and a smaller
+multiplier (`aifabric up --failover --heartbeat-ms 20 --heartbeat-multiplier 3`).
 """
 
 from __future__ import annotations
@@ -24,8 +27,8 @@ class HeartbeatConfig:
     ``recover_after`` heartbeats heard since it died. ``grace_ms``: at start (and when a switch's
     session comes back) ports are given this long before their silence counts."""
 
-    interval_ms: float = 50.0
-    multiplier: int = 10
+    interval_ms: float = 100.0
+    multiplier: int = 5
     recover_after: int = 3
     grace_ms: float = 1000.0
 

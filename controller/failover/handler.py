@@ -227,7 +227,7 @@ class FailureHandler:
             port = self.p4info.packet_in_metadata(packet).get("ingress_port")
             expected = self._peer.get((switch, port))  # type: ignore[arg-type]
             if expected == (self._names.get(beat.device_id), beat.port):
-                self.monitor.heard((switch, port), now)  # type: ignore[arg-type]
+                self.monitor.heard((switch, port), now, beat.seq)  # type: ignore[arg-type]
                 self.heartbeats_heard += 1
             else:
                 log.warning("%s port %s: heartbeat from device %d port %d, expected %s",

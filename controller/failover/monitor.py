@@ -13,8 +13,15 @@ down: ``unreachable``). A switch that is killed loses its session and all its ne
 once, so its neighbours' ports die; a stalled stream silences every port it serves alike, so
 none does.
 
-`check(now, unreachable)` returns the transitions since the last call; `heard(port, now)`
-records a heartbeat. Thread-safe: the stream readers call `heard`, the ticker calls `check`.
+That evidence is counted in heartbeat rounds (the sequence number each heartbeat carries), not
+in arrival times: another port speaks for the link only once it has heard a heartbeat sent
+``multiplier`` rounds after the port's last one. A stalled switch or stream delivers its
+backlog in a burst, port after port; by arrival time the ports flushed first would look alive
+well after the others fell silent, by round they do not.
+
+`check(now, unreachable)` returns the transitions since the last call; `heard(port, now, seq)`
+records a heartbeat of round ``seq``. Thread-safe: the stream readers call `heard`, the ticker
+calls `check`.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ class Transition:
 class _PortState:
     alive: bool = True
     last_heard: float = 0.0
+    last_seq: int = 0         # the newest round heard on the port
     deadline: float = 0.0     # dead when now > deadline and nothing heard since
     recovering: int = 0       # heartbeats heard since the port died
     missed: int = 0           # checks (heartbeat rounds) since the last heartbeat heard
@@ -65,7 +73,7 @@ class PortMonitor:
     def ports(self) -> list[PortKey]:
         return list(self._ports)  # type: ignore[arg-type]
 
-    def heard(self, port: PortKey, now: float) -> None:
+    def heard(self, port: PortKey, now: float, seq: int) -> None:
         with self._lock:
             st = self._ports.get(port)
             if st is None:
@@ -75,6 +83,7 @@ class PortMonitor:
                 gap = now - st.last_heard
                 st.recovering = st.recovering + 1 if gap <= self.config.detect_s else 1
             st.last_heard = now
+            st.last_seq = max(st.last_seq, seq)
             st.missed = 0
             st.deadline = max(st.deadline, now + self.config.detect_s)
 
@@ -85,15 +94,15 @@ class PortMonitor:
                 if name == switch and st.alive:
                     st.deadline = max(st.deadline, now + self.config.grace_ms / 1000.0)
 
-    def _heard_since(self, ports: list[PortKey], since: float) -> bool:
-        """No such ports, or one of them heard a heartbeat well after ``since``."""
-        return not ports or any(self._ports[k].last_heard > since for k in ports)
+    def _heard_since(self, ports: list[PortKey], seq: int) -> bool:
+        """No such ports, or one of them heard round ``seq`` or a later one."""
+        return not ports or any(self._ports[k].last_seq >= seq for k in ports)
 
     def _own_silence(self, key: PortKey, unreachable: frozenset[str]) -> bool:
-        # "well after" the port fell silent: a whole detection time later, so that ports silenced
-        # by one stall (their last heartbeats some intervals apart) never count as evidence for
-        # each other; a cut link's neighbours keep hearing, so this costs an interval or two
-        since = self._ports[key].last_heard + self.config.detect_s
+        # a whole detection time of rounds after the port's last: ports silenced by one stall
+        # (their last rounds a few apart) never count as evidence for each other; a cut link's
+        # neighbours keep hearing, so this costs nothing beyond the detection time itself
+        since = self._ports[key].last_seq + self.config.multiplier
         if not self._heard_since(self._same_switch[key], since):
             return False          # the whole switch is silent: its stream, or the controller, is behind
         return self._peer[key][0] in unreachable or self._heard_since(self._same_sender[key], since)
