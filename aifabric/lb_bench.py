@@ -18,12 +18,15 @@ packet in ``te_one_in`` to the controller, and every ``te_period_s`` the control
 elephants, places them with Global First Fit and installs the pins); ``plb`` (ECMP, with the
 eBPF host agents of hostagent/agent moving a flow to another source port after ``N`` congested
 PLB rounds of ``plb_round_s``) and ``plb+dcqcn`` (the same, and DCQCN setting the senders'
-rates from CNPs). ECN marks every ECN-capable packet above ``ecn_threshold`` packets of queue
-(step marking, as DCTCP's K); only the agents make packets ECN-capable, so the other modes are
-never marked. Per run also: CE marks (the switches' ``ecn_marked`` counters), PLB repaths and
-CNPs (the agents' counters). With ``int_queues`` the switches also add INT metadata to every
-flow's packets, and the collector's reports give the egress queue depth at every hop: per run
-the hot port (the egress port with the deepest mean queue) and the deepest queue seen.
+rates from CNPs); ``kernel-plb`` (ECMP, the same flows as TCP over IPv6 with DCTCP, and the
+kernel's own PLB repathing them by flow label, `hostagent.kernel_plb`: where the kernel has
+DCTCP). ECN marks every ECN-capable packet above ``ecn_threshold`` packets of queue (step
+marking, as DCTCP's K); only the agents and DCTCP make packets ECN-capable, so the other modes
+are never marked. Per run also: CE marks (the switches' ``ecn_marked`` counters), PLB repaths
+and CNPs (the agents' counters; for ``kernel-plb`` the kernel's TCPPLBRehash). With
+``int_queues`` the switches also add INT metadata to every flow's packets, and the collector's
+reports give the egress queue depth at every hop: per run the hot port (the egress port with
+the deepest mean queue) and the deepest queue seen.
 """
 from __future__ import annotations
 
@@ -41,6 +44,7 @@ from controller.te.loop import TeLoop
 from controller.telemetry_entries import EcnThresholds, TelemetryConfig, WatchRule
 from hostagent.agent.config import AgentConfig
 from hostagent.agent.launch import AgentSet, start_agents
+from hostagent import kernel_plb
 from hostagent.agent.plb import PlbParams
 from hostagent.traffic import patterns
 from hostagent.traffic.drive import run_traffic
@@ -48,7 +52,8 @@ from hostagent.traffic.flows import ROCEV2_PORT, FlowSpec
 from hostagent.traffic.ratecontrol import RATE_CONTROL_PORT
 from topologies.fabric import Role
 
-MODES = ("ecmp", "spray", "flowlet", "te", "plb", "plb+dcqcn")
+KERNEL_PLB = "kernel-plb"
+MODES = ("ecmp", "spray", "flowlet", "te", "plb", "plb+dcqcn", KERNEL_PLB)
 AGENT_MODES = ("plb", "plb+dcqcn")
 PATTERNS = ("permutation", "collective", "incast")
 PAYLOAD = FRAME_BYTES - 42          # UDP payload of a full-size frame (Ethernet 14 + IPv4 20 + UDP 8)
@@ -81,9 +86,12 @@ class LbPlan:
         return TelemetryConfig(ecn=EcnThresholds(kmin=k, kmax=k, pmax=1.0), int_enabled=self.int_queues,
                                watchlist=watch)
 
+    @property
+    def plb(self) -> PlbParams:
+        return PlbParams(rehash_rounds=self.plb_rehash_rounds)
+
     def agent_config(self, mode: str, seed: int) -> AgentConfig:
-        return AgentConfig(mode, round_s=self.plb_round_s, line_rate_bps=self.link_bps, seed=seed,
-                           plb=PlbParams(rehash_rounds=self.plb_rehash_rounds))
+        return AgentConfig(mode, round_s=self.plb_round_s, line_rate_bps=self.link_bps, seed=seed, plb=self.plb)
 
 
 @dataclass
@@ -171,7 +179,13 @@ def run_mode(lab: Lab, modes: LbModes, te: TeLoop, mode: str, pattern: str, seed
     modes.set(mode if mode in ("spray", "flowlet") else "ecmp", gap_us=plan.flowlet_gap_us)
     run = ModeRun(mode, pattern, seed)
     hosts = {n: lab.host(n) for n in {f.src for f in flows} | {f.dst for f in flows}}
-    agents = None
+    agents, addr_of = None, None
+    if mode == KERNEL_PLB:
+        flows = kernel_plb.as_tcp(flows)
+        addr_of = lambda name: str(lab.fabric.host(name).ip6.ip)  # noqa: E731  (the kernel labels IPv6 only)
+        for name in {f.src for f in flows}:
+            kernel_plb.enable(hosts[name], plan.plb)
+        rehashed0 = sum(kernel_plb.rehashes(h) for h in hosts.values())
     if mode in AGENT_MODES:      # started first: compiling their programs costs a second of CPU each
         agents = start_agents(hosts, plan.agent_config(mode, seed), Path(lab.log_dir) / "lb-agents")
     if lab.collector is not None:
@@ -181,7 +195,7 @@ def run_mode(lab: Lab, modes: LbModes, te: TeLoop, mode: str, pattern: str, seed
         te.start()
     try:
         results = run_traffic(hosts, flows, quiet=2.0, deadline=plan.packets / plan.rate_pps * 4 + 20,
-                              rate_control_port=RATE_CONTROL_PORT if mode == "plb+dcqcn" else 0)
+                              addr_of=addr_of, rate_control_port=RATE_CONTROL_PORT if mode == "plb+dcqcn" else 0)
     finally:
         if mode == "te":
             te.stop()
@@ -192,6 +206,10 @@ def run_mode(lab: Lab, modes: LbModes, te: TeLoop, mode: str, pattern: str, seed
         if agents is not None:
             run.agents = _agent_totals(agents)
             agents.stop()
+        if mode == KERNEL_PLB:
+            run.agents = {"repaths": sum(kernel_plb.rehashes(h) for h in hosts.values()) - rehashed0}
+            for name in {f.src for f in flows}:
+                kernel_plb.disable(hosts[name])
     cpu1 = cpu_times()
     after = core_links(lab)
     run.ce_marks = ce_marks(lab) - marks0

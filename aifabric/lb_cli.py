@@ -7,6 +7,7 @@ from pathlib import Path
 from aifabric import report
 from aifabric.lb_bench import (
     AGENT_MODES,
+    KERNEL_PLB,
     MODES,
     PATTERNS,
     LbPlan,
@@ -16,6 +17,7 @@ from aifabric.lb_bench import (
     setup,
     summarise,
 )
+from hostagent import kernel_plb
 from hostagent.agent.requirements import bcc_missing
 
 
@@ -41,10 +43,13 @@ def run(args: argparse.Namespace, pipeline=None) -> int:
     plan = LbPlan(rate_pps=args.rate, packets=args.packets, int_queues=args.int_queues,
                   plb_rehash_rounds=args.plb_rehash_rounds)
     runs, heat = [], {}
-    agents_wanted = [m for m in args.modes if m in AGENT_MODES]
-    if agents_wanted and bcc_missing() is not None:
-        print(f"skipping modes {', '.join(agents_wanted)}: {bcc_missing()}")
-        args.modes = [m for m in args.modes if m not in AGENT_MODES]
+    skipped = unavailable_modes(args.modes)
+    for mode, why in skipped.items():
+        print(f"skipping mode {mode}: {why}")
+    args.modes = [m for m in args.modes if m not in skipped]
+    if not args.modes:
+        print("no mode left to run")
+        return 0
     with Lab(fat_tree(4), target=args.target, pipeline=pipeline, progress=report.progress,
              telemetry=plan.telemetry()) as lab:
         modes, te = setup(lab, plan)
@@ -68,10 +73,22 @@ def run(args: argparse.Namespace, pipeline=None) -> int:
                         for r in rows],
                        title=f"\nLoad balancing on a k=4 fat-tree ({args.target}), links {args.rate} packets/s, "
                              f"{args.packets} packets per flow, PLB N={plan.plb_rehash_rounds}, medians over seeds {args.seeds}"))
-    report.write_json(args.json, {"plan": vars(plan), "runs": runs, "medians": rows})
+    if skipped:
+        print("skipped: " + "; ".join(f"{mode} ({why})" for mode, why in skipped.items()))
+    report.write_json(args.json, {"plan": vars(plan), "runs": runs, "medians": rows, "skipped": skipped})
     draw(Path(args.png), rows, heat)
     print(f"\nJSON: {Path(args.json).resolve()}\npicture: {Path(args.png).resolve()}")
     return 0
+
+
+def unavailable_modes(modes: list[str]) -> dict[str, str]:
+    """The modes of ``modes`` this machine cannot run, each with why."""
+    out = {}
+    if bcc_missing() is not None:
+        out.update({m: bcc_missing() for m in modes if m in AGENT_MODES})
+    if KERNEL_PLB in modes and kernel_plb.unavailable() is not None:
+        out[KERNEL_PLB] = kernel_plb.unavailable()
+    return out
 
 
 def draw(path: Path, rows: list[dict], heat: dict) -> None:
