@@ -561,11 +561,13 @@ class FabricController:
         return {port: PortCounter(p, b) for port, (p, b) in sorted(cells.items()) if p or b}
 
     def close(self) -> None:
-        self.stop_failure_handling()
-        self.stop_reconcile_loop()
-        for agent in self.agents.values():
-            agent.close()
-        self._executor.shutdown(wait=True)
+        try:
+            self.stop_failure_handling()
+        finally:                  # the sessions and threads go whatever failure handling's stop did
+            self.stop_reconcile_loop()
+            for agent in self.agents.values():
+                agent.close()
+            self._executor.shutdown(wait=True)
 
     def __enter__(self) -> "FabricController":
         return self

@@ -262,6 +262,13 @@ class SwitchConnection:
             raise SwitchConnectionError(self.name, self.device_id, why, self.address)
         return self._stub
 
+    def _closed(self, err: ValueError) -> Exception:
+        """What an RPC's ValueError means: a channel another thread closed meanwhile (teardown)
+        is a lost connection; anything else is not ours to rename."""
+        if "Channel closed" not in str(err):
+            return err
+        return SwitchConnectionError(self.name, self.device_id, f"connection closed: {err}", self.address)
+
     def _election(self, msg: object) -> None:
         msg.election_id.high, msg.election_id.low = self.election_id  # type: ignore[attr-defined]
 
@@ -281,6 +288,8 @@ class SwitchConnection:
         request.config.cookie.cookie = cookie
         try:
             stub.SetForwardingPipelineConfig(request, timeout=self.rpc_timeout)
+        except ValueError as err:
+            raise self._closed(err) from None
         except grpc.RpcError as err:
             raise PipelineError(
                 self.name, self.device_id, f"SetForwardingPipelineConfig failed: {rpc_error_text(err)}", self.address
@@ -299,6 +308,8 @@ class SwitchConnection:
         )
         try:
             response = stub.GetForwardingPipelineConfig(request, timeout=self.rpc_timeout)
+        except ValueError as err:
+            raise self._closed(err) from None
         except grpc.RpcError as err:
             if err.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND):
                 return None  # no pipeline
@@ -326,6 +337,8 @@ class SwitchConnection:
             request.updates.extend(batch)
             try:
                 stub.Write(request, timeout=self.rpc_timeout)
+            except ValueError as err:
+                raise self._closed(err) from None
             except grpc.RpcError as err:
                 if err.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED):
                     raise SwitchConnectionError(
@@ -366,6 +379,8 @@ class SwitchConnection:
         try:
             for response in stub.Read(request, timeout=self.rpc_timeout):
                 yield from response.entities
+        except ValueError as err:
+            raise self._closed(err) from None
         except grpc.RpcError as err:
             what = ", ".join(self.describe(e) for e in entities[:3])
             message = f"Read of {what} failed: {rpc_error_text(err)}"

@@ -18,7 +18,7 @@ import threading
 from .addr import host_port_arg
 from .pipeline.errors import ProgramError
 from .ports import PortError, PortSpec
-from .queues import check_depth, check_port, check_rate
+from .queues import MAX_PRIORITY_QUEUES, check_depth, check_port, check_priority_queues, check_rate
 from .switch import Switch, SwitchConfig
 
 LOG_LEVELS = ("trace", "debug", "info", "warn", "error", "off")
@@ -65,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="egress queue depth in packets, for all ports or one (repeatable; default 64)")
     p.add_argument("--queue-rate", type=_per_port, action="append", default=[], metavar="PPS[@PORT]",
                    help="egress queue rate in packets/s, for all ports or one (repeatable; default unlimited)")
+    p.add_argument("--priority-queues", type=int, default=1, metavar="N",
+                   help=f"egress queues per port, served by standard_metadata.priority, highest first "
+                        f"(1..{MAX_PRIORITY_QUEUES}; default 1: a packet of priority 1 or more is dropped)")
     p.add_argument("--log-level", "-L", choices=LOG_LEVELS, default="info")
     p.add_argument("--log-file", default=None, help="log to this file instead of standard error")
     p.add_argument("--log-console", action="store_true", help="accepted for BMv2 compatibility")
@@ -83,6 +86,10 @@ def parse_config(argv: list[str]) -> tuple[SwitchConfig, argparse.Namespace]:
             raise CliError(f"{name} {port} is outside 1..511")
     if args.cpu_port is not None and args.cpu_port == args.drop_port:
         raise CliError(f"--cpu-port and --drop-port are both {args.cpu_port}")
+    try:
+        check_priority_queues(args.priority_queues)
+    except ValueError as e:
+        raise CliError(f"--priority-queues: {e}") from None
     if not 0 <= args.device_id <= MAX_DEVICE_ID:
         raise CliError(f"--device-id {args.device_id} is outside 0..{MAX_DEVICE_ID} (P4Runtime's uint64)")
     try:
@@ -91,7 +98,8 @@ def parse_config(argv: list[str]) -> tuple[SwitchConfig, argparse.Namespace]:
         raise CliError(str(e)) from None
     cfg = SwitchConfig(device_id=args.device_id, ports=ports, cpu_port=args.cpu_port,
                        drop_port=args.drop_port, grpc_addr=args.grpc_server_addr,
-                       runtime_addr=args.runtime_addr, json_path=args.json)
+                       runtime_addr=args.runtime_addr, json_path=args.json,
+                       priority_queues=args.priority_queues)
     known_ports = [p.number for p in ports] + ([args.cpu_port] if args.cpu_port is not None else [])
     # (flag, values, bounds check, per-port dict, default attribute)
     for flag, values, check, per_port, default in (

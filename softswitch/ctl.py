@@ -4,7 +4,7 @@ The commands mirror simple_switch_CLI's, so scripts can drive either target:
 
     set_queue_rate <rate_pps> [<egress_port>]     packets per second, 0 = unlimited
     set_queue_depth <depth_pkts> [<egress_port>]
-    get_queue <egress_port>                        depth, rate, occupancy, drops (JSON)
+    get_queue <egress_port>                        depth, rate, occupancy, drops, priority_queues (JSON)
     stats                                          packet counters (JSON)
 
 Protocol: one command per line over TCP (``--runtime-addr``); the answer is one line,
@@ -87,9 +87,10 @@ class RuntimeControlServer:
                 return "ok"
             if cmd == "get_queue" and len(nums) == 1:
                 dp.check_port(nums[0])
-                q = dp.queue(nums[0])
-                return json.dumps({"port": q.port, "depth": q.depth, "rate_pps": q.rate_pps,
-                                   "occupancy": len(q), "drops": q.drops})
+                qs = dp.port_queues(nums[0])       # depth and rate are set per port: the same in each
+                return json.dumps({"port": nums[0], "depth": qs[0].depth, "rate_pps": qs[0].rate_pps,
+                                   "occupancy": sum(len(q) for q in qs), "drops": sum(q.drops for q in qs),
+                                   "priority_queues": len(qs)})
             if cmd == "stats" and not nums:
                 ports = {p.number: {"iface": p.iface, "rx": p.rx_packets, "tx": p.tx_packets}
                          for p in dp.ports.values()}

@@ -23,7 +23,15 @@ from typing import Callable
 from .pipeline.helpers import Abort
 from .pipeline.program import Program
 from .ports import MAX_FRAME, Port
-from .queues import DEFAULT_DEPTH, DEFAULT_RATE, EgressQueue, check_depth, check_port, check_rate
+from .queues import (
+    DEFAULT_DEPTH,
+    DEFAULT_RATE,
+    EgressQueue,
+    check_depth,
+    check_port,
+    check_priority_queues,
+    check_rate,
+)
 from .runtime.pre import ReplicationEngine
 
 log = logging.getLogger("softswitch.dataplane")
@@ -52,7 +60,8 @@ class Counters:
 class Dataplane:
     def __init__(self, ports: dict[int, Port], cpu_port: int | None = None,
                  drop_port: int = DEFAULT_DROP_PORT, queue_depth: int = DEFAULT_DEPTH,
-                 queue_rate: int = DEFAULT_RATE):
+                 queue_rate: int = DEFAULT_RATE, priority_queues: int = 1):
+        check_priority_queues(priority_queues)
         self.ports = ports
         self.cpu_port = cpu_port
         self.drop_port = drop_port
@@ -62,7 +71,9 @@ class Dataplane:
         self.counters = Counters()
         self.default_queue_depth = queue_depth
         self.default_queue_rate = queue_rate
-        self.queues: dict[int, EgressQueue] = {}
+        self.priority_queues = priority_queues
+        # (port, priority) -> queue, highest priority first: the order they are served in
+        self.queues: dict[tuple[int, int], EgressQueue] = {}
         self.on_packet_in: Callable[[bytes], None] | None = None
         self._internal: deque = deque()        # resubmitted and recirculated packets
         self._packet_outs: deque = deque()     # frames from the controller
@@ -81,11 +92,21 @@ class Dataplane:
                 q.clear()
             self._internal.clear()
 
-    def queue(self, port: int) -> EgressQueue:
-        q = self.queues.get(port)
+    def queue(self, port: int, priority: int = 0) -> EgressQueue:
+        q = self.queues.get((port, priority))
         if q is None:
-            q = self.queues[port] = EgressQueue(port, self.default_queue_depth, self.default_queue_rate)
+            # a port gets all its queues at once, in a new dict (another thread may be iterating
+            # the old one), highest priority first
+            grown = {**self.queues, **{(port, prio): EgressQueue(port, self.default_queue_depth,
+                                                                  self.default_queue_rate, prio)
+                                       for prio in range(self.priority_queues)}}
+            self.queues = dict(sorted(grown.items(), key=lambda kv: -kv[0][1]))
+            q = self.queues[(port, priority)]
         return q
+
+    def port_queues(self, port: int) -> list[EgressQueue]:
+        """The queues of ``port``, one per priority (BMv2's set_queue_rate/depth set them all)."""
+        return [self.queue(port, prio) for prio in range(self.priority_queues)]
 
     def check_port(self, port: int) -> None:
         """ValueError naming the switch's ports (and CPU port) unless ``port`` is one of them."""
@@ -102,7 +123,8 @@ class Dataplane:
                 for q in self.queues.values():
                     q.set_rate(rate_pps)
             else:
-                self.queue(port).set_rate(rate_pps)
+                for q in self.port_queues(port):
+                    q.set_rate(rate_pps)
         self._wake()
 
     def set_queue_depth(self, depth: int, port: int | None = None) -> None:
@@ -115,7 +137,8 @@ class Dataplane:
                 for q in self.queues.values():
                     q.set_depth(depth)
             else:
-                self.queue(port).set_depth(depth)
+                for q in self.port_queues(port):
+                    q.set_depth(depth)
 
     def inject_packet_out(self, frame: bytes) -> None:
         """A packet from the controller: it enters ingress on the CPU port."""
@@ -350,11 +373,11 @@ class Dataplane:
     def _enqueue(self, prog: Program, port: int, F: list) -> None:
         s = prog.intrinsics
         prio = F[s["priority"]] if s["priority"] is not None else 0
-        if prio != 0:        # simple_switch runs with one queue per port
+        if prio >= self.priority_queues:        # as simple_switch
             self.counters.dropped += 1
-            log.error("priority %d out of range, dropping packet", prio)
+            log.error("priority %d out of range (%d queues per port), dropping packet", prio, self.priority_queues)
             return
-        q = self.queue(port)
+        q = self.queue(port, prio)
         now = self.now_us()
         if prog.with_queueing_metadata:
             F[s["enq_timestamp"]] = now
@@ -376,7 +399,7 @@ class Dataplane:
             F[s["deq_timedelta"]] = now - F[s["enq_timestamp"]]
             F[s["deq_qdepth"]] = len(q)
             if s["qid"] is not None:
-                F[s["qid"]] = 0
+                F[s["qid"]] = q.priority
         F[s["egress_port"]] = q.port
         F[s["egress_spec"]] = (self.drop_port + 1) & 0x1FF
         F[s["packet_length"]] = F[h["packet_length"]]

@@ -3,7 +3,10 @@
 Every packet gets a departure time when it is queued: ``max(now, previous departure +
 1/rate)``; it leaves once that time has come. A full queue drops the arriving packet.
 Depth is counted in packets, rate in packets per second (0: unlimited), like BMv2's
-``set_queue_depth`` / ``set_queue_rate``.
+``set_queue_depth`` / ``set_queue_rate``. With priority queues (``--priority-queues N``, as
+simple_switch's) every port has N of them, each with its own depth, rate and departure times; a
+packet goes to the one its ``standard_metadata.priority`` names, and of the packets whose time
+has come the highest priority leaves first (QueueingLogicPriRL).
 """
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from typing import Iterable
 
 DEFAULT_DEPTH = 64        # simple_switch's default queue capacity, in packets
 DEFAULT_RATE = 0          # packets per second; 0 means no limit
+MAX_PRIORITY_QUEUES = 8   # v1model's standard_metadata.priority has 3 bits
 # Far above what one emulated link carries (softswitch forwards ~20 kpps per core) yet a
 # finite departure spacing (0.1 us); a larger figure is a typo, not a configuration.
 MAX_RATE_PPS = 10_000_000
@@ -34,6 +38,13 @@ def check_port(port: int, ports: Iterable[int]) -> None:
         raise ValueError(f"port {port} is not a port of this switch (ports: {', '.join(map(str, known)) or 'none'})")
 
 
+def check_priority_queues(n: int) -> None:
+    """ValueError unless ``n`` is 1..MAX_PRIORITY_QUEUES queues per port."""
+    if not 1 <= n <= MAX_PRIORITY_QUEUES:
+        raise ValueError(f"{n} priority queues per port is outside 1..{MAX_PRIORITY_QUEUES} "
+                         f"(standard_metadata.priority has 3 bits)")
+
+
 def check_depth(depth: int) -> None:
     """ValueError unless ``depth`` is 1..MAX_DEPTH packets."""
     if not 1 <= depth <= MAX_DEPTH:
@@ -41,10 +52,11 @@ def check_depth(depth: int) -> None:
 
 
 class EgressQueue:
-    __slots__ = ("port", "depth", "rate_pps", "_delay_us", "_last_departure", "items", "drops")
+    __slots__ = ("port", "priority", "depth", "rate_pps", "_delay_us", "_last_departure", "items", "drops")
 
-    def __init__(self, port: int, depth: int = DEFAULT_DEPTH, rate_pps: int = DEFAULT_RATE):
+    def __init__(self, port: int, depth: int = DEFAULT_DEPTH, rate_pps: int = DEFAULT_RATE, priority: int = 0):
         self.port = port
+        self.priority = priority
         self.depth = depth
         self.items: deque = deque()       # (departure time, packet), oldest first; the loop peeks at it
         self._last_departure = 0.0

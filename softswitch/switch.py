@@ -27,6 +27,7 @@ class SwitchConfig:
     queue_rate: int = DEFAULT_RATE
     port_queue_depths: dict[int, int] = field(default_factory=dict)
     port_queue_rates: dict[int, int] = field(default_factory=dict)
+    priority_queues: int = 1                   # egress queues per port (simple_switch's --priority-queues)
     arbitration_timeout: float | None = None   # seconds a new StreamChannel has to arbitrate (None: default)
 
 
@@ -62,7 +63,8 @@ class Switch:
             self.device_config = data
         self.ports = open_ports(cfg.ports)
         try:
-            dp = Dataplane(self.ports, cfg.cpu_port, cfg.drop_port, cfg.queue_depth, cfg.queue_rate)
+            dp = Dataplane(self.ports, cfg.cpu_port, cfg.drop_port, cfg.queue_depth, cfg.queue_rate,
+                           cfg.priority_queues)
             for port, depth in cfg.port_queue_depths.items():
                 dp.set_queue_depth(depth, port)
             for port, rate in cfg.port_queue_rates.items():

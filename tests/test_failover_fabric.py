@@ -102,6 +102,33 @@ def test_heartbeats_under_load_never_kill_a_healthy_port(lab):
     assert lab.failure_handler.dead_ports() == set()
 
 
+def test_heartbeats_pass_data_queued_on_a_saturated_link(lab):
+    """Both uplinks of p0e0 limited to 50 packets/s and offered 8 times that: their 64-packet
+    queues hold 1.3 s of data, more than the 500 ms detection time. Heartbeats (packet-outs,
+    priority 7, own queue) leave ahead of it, so no port is found dead."""
+    from hostagent.traffic.drive import run_traffic
+    from hostagent.traffic.flows import FlowSpec
+
+    edge, uplinks, rate = lab.switch("p0e0"), (3, 4), 50
+    events_before = len(lab.failure_handler.events)
+    pairs = [("p0e0h0", "p1e0h0"), ("p0e0h1", "p2e1h1")]
+    flows = [FlowSpec(src, dst, "udp", 41000 + i, 4791, 3 * 200, payload=1000, rate_pps=200)
+             for i, (src, dst) in enumerate(pairs)]
+    for port in uplinks:
+        edge.set_queue_rate(rate, port)
+    try:
+        results = run_traffic({n: lab.host(n) for pair in pairs for n in pair}, flows, quiet=1.0, deadline=30.0)
+    finally:
+        for port in uplinks:
+            edge.set_queue_rate(0, port)
+    delivered = sum(r.received.unique for r in results if r.received is not None)
+    offered = sum(f.size for f in flows)
+    # the uplinks carried at most their rate: the queues were full, data waited and was dropped
+    assert delivered < 0.6 * offered, f"{delivered} of {offered} delivered: the uplinks were not saturated"
+    assert lab.failure_handler.events[events_before:] == [], "a saturated link's heartbeats waited behind its data"
+    assert lab.failure_handler.dead_ports() == set()
+
+
 def test_core_link_down_then_restored(lab):
     from controller.failover import Failure
     from controller.routing import compute_forwarding

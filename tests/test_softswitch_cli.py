@@ -65,6 +65,8 @@ def _listening(port: int) -> bool:
     (["--no-p4", "-i", "1@lo", "--queue-rate", "1000@99", "--grpc-server-addr", "127.0.0.1:{port}"],
      ["1000@99", "port 99", "ports: 1"]),
     (["--no-p4", "--queue-depth", "0", "--grpc-server-addr", "127.0.0.1:{port}"], ["--queue-depth", "depth 0"]),
+    (["--no-p4", "--priority-queues", "9", "--grpc-server-addr", "127.0.0.1:{port}"],
+     ["--priority-queues", "9 priority queues", "1..8"]),
     (["--no-p4", "--log-file", "/nonexistent-dir/sw.log", "--grpc-server-addr", "127.0.0.1:{port}"],
      ["cannot write log file /nonexistent-dir/sw.log", "directory /nonexistent-dir does not exist"]),
     (["--no-p4", "--runtime-addr", "127.0.0.1:abc", "--grpc-server-addr", "127.0.0.1:{port}"],
@@ -154,9 +156,10 @@ def _running_switch(tb: Testbed, *extra: str) -> Iterator[tuple[subprocess.Popen
 
 def test_starts_answers_runtime_commands_and_stops_on_sigterm():
     with Testbed(nports=2, prefix="clig") as tb:
-        with _running_switch(tb, "--queue-rate", "100@2") as (proc, grpc_port, ctl_port):
+        with _running_switch(tb, "--queue-rate", "100@2", "--priority-queues", "4") as (proc, grpc_port, ctl_port):
             ctl = lambda *c: run_ctl("--addr", f"127.0.0.1:{ctl_port}", *c)  # noqa: E731
             assert '"rate_pps": 100' in ctl("get_queue", "2").stdout
+            assert '"priority_queues": 4' in ctl("get_queue", "2").stdout
             assert ctl("set_queue_rate", "250", "2").stdout.strip() == "ok"
             assert '"rate_pps": 250' in ctl("get_queue", "2").stdout
             assert ctl("set_queue_depth", "8", "2").stdout.strip() == "ok"

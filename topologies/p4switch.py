@@ -11,9 +11,10 @@ Command lines (``--target auto`` picks ``simple_switch_grpc`` when it is on PATH
 ``softswitch``)::
 
     simple_switch_grpc --device-id N -i 1@p0e0-eth1 ... --no-p4 --thrift-port T \
-        --log-file <log_dir>/<name> --log-level info -- --grpc-server-addr 127.0.0.1:PORT --cpu-port 255
+        --log-file <log_dir>/<name> --log-level info -- --grpc-server-addr 127.0.0.1:PORT --cpu-port 255 \
+        --priority-queues 8
     softswitch --device-id N -i 1@p0e0-eth1 ... --no-p4 \
-        --grpc-server-addr 127.0.0.1:PORT --cpu-port 255 --log-file <log_dir>/<name>.log \
+        --grpc-server-addr 127.0.0.1:PORT --cpu-port 255 --priority-queues 8 --log-file <log_dir>/<name>.log \
         --runtime-addr 127.0.0.1:T
 
 T, the run-time control port (BMv2's Thrift server, softswitch's ``--runtime-addr``), is
@@ -66,6 +67,10 @@ TARGETS = ("auto", "bmv2", "softswitch")
 # outgoing connection cannot be holding the port when BMv2 binds it.
 THRIFT_PORT_BASE = 16000
 BMV2_LOG_LEVEL = os.environ.get("AIFABRIC_BMV2_LOG_LEVEL", "info")
+# Egress queues per port, served by standard_metadata.priority, highest first: all eight that
+# v1model's 3-bit priority names. fabric.p4 sends packet-outs (heartbeats) at priority 7, so
+# they pass data queued on a congested link, as BFD's packets do on a switch.
+PRIORITY_QUEUES = 8
 
 
 class P4SwitchError(RuntimeError):
@@ -123,9 +128,11 @@ def target_command(
         if BMV2_LOG_LEVEL in ("trace", "debug"):
             cmd.append("--log-flush")            # each packet's lines there when the packet is
         cmd += extra_args
-        cmd += ["--", "--grpc-server-addr", grpc_addr, "--cpu-port", str(cpu_port)]
+        cmd += ["--", "--grpc-server-addr", grpc_addr, "--cpu-port", str(cpu_port),
+                "--priority-queues", str(PRIORITY_QUEUES)]
     else:
-        cmd += ["--grpc-server-addr", grpc_addr, "--cpu-port", str(cpu_port)]
+        cmd += ["--grpc-server-addr", grpc_addr, "--cpu-port", str(cpu_port),
+                "--priority-queues", str(PRIORITY_QUEUES)]
         cmd += ["--log-file", str(log_dir / f"{name}.log")]
         if runtime_port is not None:
             cmd += ["--runtime-addr", f"{ap.GRPC_HOST}:{runtime_port}"]

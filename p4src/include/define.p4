@@ -14,6 +14,12 @@ typedef bit<32>  next_id_t;
 const port_num_t CPU_PORT  = 255;
 const port_num_t DROP_PORT = 511;
 
+// Egress priority of packet-outs (the controller's heartbeats among them): they
+// leave a congested port ahead of queued data, as BFD's packets do on a switch.
+// Start targets with `--priority-queues 8` (topologies/p4switch.py does): with
+// fewer queues than that, a target drops the packet (BMv2 and softswitch alike).
+const bit<3> PRIORITY_CONTROL = 7;
+
 // Clone session of copy_to_cpu; the controller configures it (P4Runtime
 // CloneSessionEntry) with a single replica to CPU_PORT.
 const bit<32> CPU_CLONE_SESSION_ID = 511;

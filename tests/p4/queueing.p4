@@ -2,7 +2,8 @@
 // egress in header `q`, inserted after ethernet (the original ethertype moves
 // into q.ether_type; ethernet.ether_type becomes 0x88B5).
 //
-// Forwarding: fwd (exact ingress_port -> set_port(port)); default drop.
+// Forwarding: fwd (exact ingress_port -> set_port(port), or
+// set_port_priority(port, priority): the egress priority queue too); default drop.
 #include <core.p4>
 #include <v1model.p4>
 
@@ -67,10 +68,15 @@ control QIngress(inout headers_t hdr, inout metadata_t meta,
         standard_metadata.egress_spec = port;
     }
 
-    // fwd: exact ingress_port -> set_port(port); default drop.
+    action set_port_priority(bit<9> port, bit<3> priority) {
+        standard_metadata.egress_spec = port;
+        standard_metadata.priority = priority;
+    }
+
+    // fwd: exact ingress_port -> set_port(port) or set_port_priority(port, priority); default drop.
     table fwd {
         key = { standard_metadata.ingress_port: exact; }
-        actions = { set_port; drop; }
+        actions = { set_port; set_port_priority; drop; }
         default_action = drop();
     }
 

@@ -44,6 +44,7 @@ class Send:
     metadata: dict[str, int] = field(default_factory=dict)   # packet-out metadata by name
     expect_nothing: bool = False     # the packet is expected to vanish: wait less for it
     repeat: int = 1                  # sent this many times back to back (a burst)
+    after: tuple[tuple[int, bytes], ...] = ()   # (host port, frame) sent right after the burst
 
 
 @dataclass
@@ -200,6 +201,8 @@ def run(target: str, sc: Scenario) -> Outputs:
                         conn.packet_out(info.packet_out(pkt.frame, **pkt.metadata))
                     else:
                         tb.ports[pkt.port].send(pkt.frame)
+                for port, frame in pkt.after:
+                    tb.ports[port].send(frame)
                 got = _collect(tb, conn, info, 0.3 if pkt.expect_nothing else sc.timeout)
                 outputs.append(sorted(got))
             return outputs

@@ -9,10 +9,12 @@ control PacketIoIngress(inout headers_t hdr,
                         inout fabric_metadata_t meta,
                         inout standard_metadata_t standard_metadata) {
     apply {
-        // A packet-out leaves through packet_out.egress_port as it is:
-        // the controller header is removed and nothing else in ingress runs.
+        // A packet-out leaves through packet_out.egress_port as it is, ahead
+        // of data queued there: the controller header is removed and nothing
+        // else in ingress runs.
         if (hdr.packet_out.isValid()) {
             standard_metadata.egress_spec = hdr.packet_out.egress_port;
+            standard_metadata.priority = PRIORITY_CONTROL;
             hdr.packet_out.setInvalid();
             exit;
         }
