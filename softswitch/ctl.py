@@ -90,7 +90,7 @@ class RuntimeControlServer:
                 qs = dp.port_queues(nums[0])       # depth and rate are set per port: the same in each
                 return json.dumps({"port": nums[0], "depth": qs[0].depth, "rate_pps": qs[0].rate_pps,
                                    "occupancy": sum(len(q) for q in qs), "drops": sum(q.drops for q in qs),
-                                   "priority_queues": len(qs)})
+                                   "priority_queues": dp.priority_queues})
             if cmd == "stats" and not nums:
                 ports = {p.number: {"iface": p.iface, "rx": p.rx_packets, "tx": p.tx_packets}
                          for p in dp.ports.values()}

@@ -4,9 +4,10 @@ Every packet gets a departure time when it is queued: ``max(now, previous depart
 1/rate)``; it leaves once that time has come. A full queue drops the arriving packet.
 Depth is counted in packets, rate in packets per second (0: unlimited), like BMv2's
 ``set_queue_depth`` / ``set_queue_rate``. With priority queues (``--priority-queues N``, as
-simple_switch's) every port has N of them, each with its own depth, rate and departure times; a
-packet goes to the one its ``standard_metadata.priority`` names, and of the packets whose time
-has come the highest priority leaves first (QueueingLogicPriRL).
+simple_switch's) a port has up to N of them (each made when a packet first needs it, with the
+port's settings), each with its own depth, rate and departure times; a packet goes to the one
+its ``standard_metadata.priority`` names, and of the packets whose time has come the highest
+priority leaves first (QueueingLogicPriRL).
 """
 from __future__ import annotations
 
