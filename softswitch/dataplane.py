@@ -74,7 +74,7 @@ class Dataplane:
         self.priority_queues = priority_queues
         # (port, priority) -> queue, highest priority first: the order they are served in
         self.queues: dict[tuple[int, int], EgressQueue] = {}
-        self._port_settings: dict[int, list[int]] = {}    # port -> [depth, rate] set for it alone
+        self._port_settings: dict[int, dict[str, int]] = {}    # port -> {"depth", "rate"} set for it alone
         self.on_packet_in: Callable[[bytes], None] | None = None
         self._internal: deque = deque()        # resubmitted and recirculated packets
         self._packet_outs: deque = deque()     # frames from the controller
@@ -99,10 +99,13 @@ class Dataplane:
             # made when first needed (a port whose packets all have one priority costs the loop
             # one queue), with the port's settings, in a new dict (another thread may be
             # iterating the old one), highest priority first: the order they are served in
-            depth, rate = self._port_settings.get(port, (self.default_queue_depth, self.default_queue_rate))
-            grown = {**self.queues, (port, priority): EgressQueue(port, depth, rate, priority)}
-            self.queues = dict(sorted(grown.items(), key=lambda kv: -kv[0][1]))
-            q = self.queues[(port, priority)]
+            with self.lock:
+                own = self._port_settings.get(port, {})
+                made = EgressQueue(port, own.get("depth", self.default_queue_depth),
+                                   own.get("rate", self.default_queue_rate), priority)
+                grown = {(port, priority): made, **self.queues}     # one made meanwhile stays
+                self.queues = dict(sorted(grown.items(), key=lambda kv: -kv[0][1]))
+                q = self.queues[(port, priority)]
         return q
 
     def port_queues(self, port: int) -> list[EgressQueue]:
@@ -110,24 +113,22 @@ class Dataplane:
         self.queue(port)
         return [q for (p, _), q in self.queues.items() if p == port]
 
-    def _set_port(self, port: int | None, what: int, value: int) -> None:
-        """Depth (``what`` 0) or rate (1) of one port's queues, present and future, or (port
+    def _set_port(self, port: int | None, setting: str, value: int) -> None:
+        """``setting`` ("depth" or "rate") of one port's queues, present and future, or (port
         None) of every queue and the default, as BMv2's set_queue_depth/set_queue_rate."""
         with self.lock:
             if port is None:
+                setattr(self, f"default_queue_{setting}", value)
                 for settings in self._port_settings.values():
-                    settings[what] = value
+                    settings[setting] = value
                 queues = list(self.queues.values())
-                if what == 0:
-                    self.default_queue_depth = value
-                else:
-                    self.default_queue_rate = value
             else:
-                settings = self._port_settings.setdefault(port, [self.default_queue_depth, self.default_queue_rate])
-                settings[what] = value
+                settings = self._port_settings.setdefault(
+                    port, {"depth": self.default_queue_depth, "rate": self.default_queue_rate})
+                settings[setting] = value
                 queues = self.port_queues(port)
             for q in queues:
-                (q.set_depth if what == 0 else q.set_rate)(value)
+                (q.set_depth if setting == "depth" else q.set_rate)(value)
 
     def check_port(self, port: int) -> None:
         """ValueError naming the switch's ports (and CPU port) unless ``port`` is one of them."""
@@ -138,14 +139,14 @@ class Dataplane:
         check_rate(rate_pps)
         if port is not None:
             self.check_port(port)
-        self._set_port(port, 1, rate_pps)
+        self._set_port(port, "rate", rate_pps)
         self._wake()
 
     def set_queue_depth(self, depth: int, port: int | None = None) -> None:
         check_depth(depth)
         if port is not None:
             self.check_port(port)
-        self._set_port(port, 0, depth)
+        self._set_port(port, "depth", depth)
 
     def inject_packet_out(self, frame: bytes) -> None:
         """A packet from the controller: it enters ingress on the CPU port."""
