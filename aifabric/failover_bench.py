@@ -20,10 +20,10 @@ Scenarios (``SCENARIOS``):
 
 * ``none``: no failure handling; the ECMP group keeps its dead member until the repair;
 * ``heartbeat``: the failover handler (heartbeats at `HeartbeatConfig` defaults): data-plane
-  failover (``port_status`` written as soon as a port is dead) and then controller reroute, as
-  the handler does them (it has no switch to run one without the other: the data-plane
-  figure is when probes flow again, which happens at the first of the two, and the handler's
-  ``written``/``reroute`` times tell which it was);
+  failover (``port_status`` written as soon as a port is dead) and then controller reroute;
+* ``dataplane``: data-plane failover alone: the same handler with ``reroute=False``, so traffic
+  comes back only through the switches' backup members (on the probes' path the failed link's
+  aggregation switch has another core port; the way back down has none, and waits for the repair);
 * ``oracle``: controller reroute alone, no heartbeats: the injector tells the controller's
   topology model the moment the link fails and every switch is reconciled (detection time zero);
 * ``agg-kill`` (with heartbeats when available, else the oracle), ``agg-kill-oracle``: the
@@ -51,7 +51,8 @@ from aifabric.failures import FailureEvent, Failures
 from aifabric.lab import Lab
 from topologies.fabric import Role
 
-SCENARIOS = ("none", "heartbeat", "oracle", "agg-kill", "agg-kill-oracle", "allreduce", "allreduce-oracle")
+SCENARIOS = ("none", "heartbeat", "dataplane", "oracle", "agg-kill", "agg-kill-oracle", "allreduce",
+             "allreduce-oracle")
 PROBE_PORT, FLOW_PORT = 7000, 7001
 Progress = Callable[[str], None]
 
@@ -131,9 +132,9 @@ class Bench:
 
     # --- failure handling on/off ---------------------------------------------------------------
 
-    def _handler_on(self) -> None:
+    def _handler_on(self, reroute: bool) -> None:
         from controller.failover import FailureHandler, HeartbeatConfig
-        self.handler = FailureHandler(self.lab.controller, HeartbeatConfig()).start()
+        self.handler = FailureHandler(self.lab.controller, HeartbeatConfig(), reroute=reroute).start()
         time.sleep(self.handler.config.grace_ms / 1000 + 0.5)
 
     def _handler_off(self) -> None:
@@ -149,7 +150,7 @@ class Bench:
         heartbeats = scenario != "none" and not oracle
         result = FailoverRun(scenario, n)
         if heartbeats:
-            self._handler_on()
+            self._handler_on(reroute=scenario != "dataplane")
         failures = Failures(self.lab, inform_controller=oracle)
         try:
             self._run(scenario, n, failures, result)

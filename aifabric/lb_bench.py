@@ -42,9 +42,9 @@ from controller.lb import LbModes
 from controller.te.engine import TeConfig
 from controller.te.loop import TeLoop
 from controller.telemetry_entries import EcnThresholds, TelemetryConfig, WatchRule
+from hostagent import kernel_plb
 from hostagent.agent.config import AgentConfig
 from hostagent.agent.launch import AgentSet, start_agents
-from hostagent import kernel_plb
 from hostagent.agent.plb import PlbParams
 from hostagent.traffic import patterns
 from hostagent.traffic.drive import run_traffic

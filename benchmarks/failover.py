@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Failover on one k=4 fat-tree: probes lost and time to recover when a core link or an
-aggregation switch fails, with data-plane failover (heartbeats), controller reroute alone, and
-an in-network AllReduce running across the failure.
+aggregation switch fails, with heartbeats (data-plane failover, then reroute), data-plane
+failover alone, controller reroute alone, and an in-network AllReduce running across the failure.
 
 Links limited in the switches (and the hosts' uplinks) to ``--rate`` packets/s, a steady probe
 stream (1000/s) and a long UDP flow across the failed element, several runs, medians. Prints a
@@ -9,7 +9,8 @@ table, writes JSON and a timeline picture (probe arrivals around the failure, wi
 detection, data-plane and reroute marks). See aifabric/failover_bench.py for the figures'
 meaning.
 
-    .venv/bin/python benchmarks/failover.py [--scenarios none heartbeat oracle agg-kill agg-kill-oracle allreduce allreduce-oracle]
+    .venv/bin/python benchmarks/failover.py [--scenarios none heartbeat dataplane oracle agg-kill agg-kill-oracle allreduce
+        allreduce-oracle]
         [--runs 3] [--rate 2000] [--target softswitch|bmv2] [--json out/failover.json] [--png out/failover.png]
 
 Goals (issue): data-plane failover under 50 ms at the default heartbeat settings; controller

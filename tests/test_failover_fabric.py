@@ -192,3 +192,60 @@ def test_aggregation_switch_killed_then_restarted(lab):
           timeout=30)
     assert controller.wait_in_sync(30)
     _all_pairs_reached(lab)
+
+
+def test_data_plane_failover_alone_carries_the_way_up_without_a_reroute(lab):
+    """The handler with ``reroute=False``: a core link cut, both ends found dead and written to
+    port_status; flows from pod 0 upward keep arriving through the aggregation switch's other
+    core port (the failover table's backup), with no reroute and the model's links untouched."""
+    from controller.failover import FailureHandler, HeartbeatConfig
+    from hostagent.traffic.drive import run_traffic
+    from hostagent.traffic.flows import FlowSpec
+
+    lab.failure_handler.stop()
+    handler = FailureHandler(lab.controller, HeartbeatConfig(), reroute=False).start()
+    agg, core = CORE_LINK[1], CORE_LINK[0]
+    dead_port = next(p for p, peer in lab.fabric.ports_of(agg).items() if peer == core)
+    backup_port = next(p for p, peer in lab.fabric.ports_of(agg).items()
+                       if peer != core and lab.fabric.switch(peer).role == lab.fabric.switch(core).role)
+    srcs = ["p0e0h0", "p0e0h1", "p0e1h0", "p0e1h1"]
+    pairs = [(s, d) for s in srcs for d in ("p2e0h0", "p3e1h1")]
+    hosts = {n: lab.host(n) for pair in pairs for n in pair}
+
+    def flows(size: int) -> list:           # the same ports every time: the same ECMP choices
+        return [FlowSpec(src, dst, "udp", 42000 + i, 4791, size, payload=500, rate_pps=100)
+                for i, (src, dst) in enumerate(pairs)]
+
+    def sent_through(port: int, size: int) -> int:
+        before = lab.controller.read_port_counters(agg)
+        run_traffic(hosts, flows(size), quiet=1.0, deadline=30.0)
+        after = lab.controller.read_port_counters(agg)
+        return after[port].packets - (before[port].packets if port in before else 0)
+
+    try:
+        time.sleep(handler.config.grace_ms / 1000 + 0.5)
+        used = sent_through(dead_port, 50)        # while the link is up: some flows take it
+        assert used >= 50, f"none of the flows crosses {agg}-{core} ({used} packets): the test proves nothing"
+        _set_link(lab, core, agg, up=False)
+        link = handler.link(core, agg)
+        _wait("both ends of the link marked dead", lambda: set(link.ends()) <= handler.dead_ports())
+        _wait("port_status written at both ends",
+              lambda: len([e for e in handler.events if not e.alive and e.written is not None]) == 2)
+        before = lab.controller.read_port_counters(agg)
+        results = run_traffic(hosts, flows(300), quiet=1.0, deadline=30.0)
+        after = lab.controller.read_port_counters(agg)
+        got = {f"{r.flow.src}->{r.flow.dst}": r.received.unique if r.received else 0 for r in results}
+        assert all(n >= 0.95 * 300 for n in got.values()), f"flows lost their way up: {got}"
+        grew = {p: after[p].packets - (before[p].packets if p in before else 0) for p in (dead_port, backup_port)}
+        assert grew[backup_port] >= 300, f"{agg} sent nothing up through its backup port: {grew}"
+        assert grew[dead_port] < 0.05 * grew[backup_port], f"{agg} still sent data into the dead port: {grew}"
+        assert handler.reroutes == [] and lab.controller.model.down_links() == []
+    finally:
+        _set_link(lab, core, agg, up=True)
+        try:
+            _wait("the link alive again", lambda: handler.link_up(core, agg))
+        finally:
+            handler.stop()
+            lab.failure_handler = lab.controller.start_failure_handling(HeartbeatConfig())
+    assert lab.controller.wait_in_sync(30)
+    _all_pairs_reached(lab)

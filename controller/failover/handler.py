@@ -1,6 +1,8 @@
 """Failure handling for a running `controller.fabric_controller.FabricController`.
 
-`FailureHandler(controller, HeartbeatConfig(...)).start()` (or ``controller.start_failure_handling``):
+`FailureHandler(controller, HeartbeatConfig(...)).start()` (or ``controller.start_failure_handling``);
+``reroute=False`` runs steps 1, 2, 4 (without its reroute) and 5 only: data-plane failover alone,
+the routes never recomputed:
 
 1. **Heartbeats.** Every ``interval_ms`` the ticker thread sends one heartbeat
    (`controller.failover.heartbeat`) as a packet-out on every fabric port of every connected
@@ -90,9 +92,11 @@ class Reroute:
 class FailureHandler:
     """Heartbeats, data-plane failover, reroute and localisation for one fabric controller."""
 
-    def __init__(self, controller: FabricController, config: HeartbeatConfig | None = None) -> None:
+    def __init__(self, controller: FabricController, config: HeartbeatConfig | None = None, *,
+                 reroute: bool = True) -> None:
         self.controller = controller
         self.config = config or HeartbeatConfig()
+        self.reroute_enabled = reroute      # False: data-plane failover alone, the model keeps every link
         self.p4info = controller.pipeline.p4info
         self.links: list[Link] = fabric_links(controller.model)
         self._peer: dict[PortKey, PortKey] = {}
@@ -134,8 +138,10 @@ class FailureHandler:
         self.controller.add_state_source(self)
         self.controller.failure_handler = self
         self.controller.reconcile([n for n, a in self.controller.agents.items() if _connected(a)])
-        for target, name in ((self._tick_loop, "failover-ticker"), (self._write_loop, "failover-writer"),
-                             (self._reroute_loop, "failover-reroute")):
+        loops = [(self._tick_loop, "failover-ticker"), (self._write_loop, "failover-writer")]
+        if self.reroute_enabled:
+            loops.append((self._reroute_loop, "failover-reroute"))
+        for target, name in loops:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
