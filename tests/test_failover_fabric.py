@@ -1,11 +1,12 @@
 """Failure handling on a real k=4 fat-tree, per target (controller/failover/, liveness.p4).
 
 With heartbeats at the default settings: traffic through the fabric never gets a healthy port
-marked dead; a core link taken down (both veth ends) is found dead at both ends, named, avoided
+marked dead, nor does a saturated link (heartbeats leave at priority 7); a core link taken down (both veth ends) is found dead at both ends, named, avoided
 by the data plane and routed around, every host pair reaches each other, the routes have no
 loop and never cross the link, and bringing it up restores everything; an aggregation switch
 killed is named as a failed switch by its neighbours, every host still reaches every other, and
-when it runs again it is programmed and its links come back.
+when it runs again it is programmed and its links come back. Data-plane failover alone (no
+reroute) carries flows over a cut link's backup port.
 """
 from __future__ import annotations
 
