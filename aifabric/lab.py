@@ -254,8 +254,7 @@ class Lab:
             stop_net(net)
 
     def _nodes(self) -> list[str]:
-        """This lab's node names (the telemetry bridge's too: it may exist whatever the config)."""
-        return [*(s.name for s in self.fabric.switches), *(h.name for h in self.fabric.hosts), TELEMETRY_BRIDGE]
+        return fabric_nodes(self.fabric)
 
     def _ports(self) -> list[int]:
         """The TCP ports this lab's targets listen on (P4Runtime, run-time control)."""
@@ -288,6 +287,12 @@ class Lab:
 
     def switch_pids(self) -> dict[str, int]:
         return {sw.name: sw.process.pid for sw in self.net.switches if getattr(sw, "process", None) is not None}
+
+
+def fabric_nodes(fabric: Fabric) -> list[str]:
+    """The node names a lab of ``fabric`` makes (the telemetry bridge's too: it may exist
+    whatever the config): what its teardown sweeps and checks."""
+    return [*(s.name for s in fabric.switches), *(h.name for h in fabric.hosts), TELEMETRY_BRIDGE]
 
 
 def rss_mib(pid: int) -> float:

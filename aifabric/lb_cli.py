@@ -84,10 +84,10 @@ def run(args: argparse.Namespace, pipeline=None) -> int:
 def unavailable_modes(modes: list[str]) -> dict[str, str]:
     """The modes of ``modes`` this machine cannot run, each with why."""
     out = {}
-    if bcc_missing() is not None:
-        out.update({m: bcc_missing() for m in modes if m in AGENT_MODES})
-    if KERNEL_PLB in modes and kernel_plb.unavailable() is not None:
-        out[KERNEL_PLB] = kernel_plb.unavailable()
+    if (no_bcc := bcc_missing()) is not None:
+        out.update({m: no_bcc for m in modes if m in AGENT_MODES})
+    if KERNEL_PLB in modes and (no_kernel_plb := kernel_plb.unavailable()) is not None:
+        out[KERNEL_PLB] = no_kernel_plb
     return out
 
 

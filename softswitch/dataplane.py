@@ -252,7 +252,7 @@ class Dataplane:
         now = self.now_us()
         for _ in range(DRAIN_ROUNDS):   # bounded: a program that recirculates forever must not wedge the loop
             progress = False
-            for q in list(self.queues.values()):
+            for q in self.queues.values():   # queue() replaces the dict, never changes it: no copy
                 if not q.items:         # most queues are empty most of the time: no call for them
                     continue
                 item = q.pop_ready(now)
