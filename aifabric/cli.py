@@ -22,6 +22,8 @@
     aifabric restore link A B | restore switch S                        of a running `aifabric up`
     aifabric controller --fabric FILE [--metrics HOST:PORT] [--int]      the controller as a service
                                                                         for a fabric description
+    aifabric compose --topo fattree --k 4 --out DIR [--target ...]      every switch and host a container,
+                                                                        every link a network (compose, Swarm)
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ import os
 import sys
 
 from aifabric import topo_args
+from aifabric.compose_project import LINK_POOL
 from aifabric.validate import validate
 from controller.failover.config import HeartbeatConfig as HeartbeatDefaults
 from hostagent.agent.config import MODES as AGENT_MODES
@@ -104,9 +107,32 @@ def build_parser() -> argparse.ArgumentParser:
         link.add_argument("a")
         link.add_argument("b")
         element.add_parser("switch", help="the switch's target process").add_argument("switch")
+    compose = sub.add_parser("compose", help="write a compose project and a Swarm stack of the fabric: every switch "
+                                             "and host a container, every link a network (aifabric.compose_project)")
+    topo_args.add_arguments(compose)
+    compose.add_argument("--out", required=True, metavar="DIR", help="where compose.yml, stack.yml and fabric.json go")
+    compose.add_argument("--target", choices=("softswitch", "bmv2"), default="softswitch",
+                         help="the switches' image: softswitch, or BMv2 (aifabric/fabric-bmv2, built where its base image is)")
+    compose.add_argument("--link-pool", default=LINK_POOL, metavar="CIDR",
+                         help="IPv4 network the links' Docker subnets (/29 each) are taken from (default %(default)s)")
     from aifabric.controller_service import add_arguments as controller_arguments
     controller_arguments(sub.add_parser("controller", help="keep the switches of a fabric description at their desired state (a long-running service)"))
     return p
+
+
+def _write_compose(args: argparse.Namespace) -> int:
+    from aifabric.compose_project import ComposeProject
+
+    try:
+        project = ComposeProject(topo_args.fabric_of(args), target=args.target, link_pool=args.link_pool)
+        written = project.write(args.out)
+    except (ValueError, OSError) as e:
+        print(f"aifabric: error: {e}", file=sys.stderr)
+        return 2
+    print(f"{project.fabric.describe()}: {len(project.fabric.switches)} switches, {len(project.fabric.hosts)} hosts, "
+          f"{len(project.fabric.links)} link networks; wrote {', '.join(str(p) for p in written)}")
+    print(f"  one machine: docker compose -f {written[1]} up -d     a Swarm: docker stack deploy -c {written[2]} NAME")
+    return 0
 
 
 def _start_metrics(lab, where: str):
@@ -145,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "controller":     # no root, no bring-up checks: it only speaks P4Runtime
         from aifabric import controller_service
         return controller_service.main(args)
+    if args.command == "compose":     # files only: no root, nothing brought up
+        return _write_compose(args)
     if args.command in ("fail", "restore"):     # a request to the fabric's control socket
         from aifabric import control_socket
         return control_socket.main(args)

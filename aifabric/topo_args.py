@@ -46,7 +46,7 @@ def fabric_of(args: argparse.Namespace) -> Fabric:
 
 
 def _topo(args: argparse.Namespace) -> str:
-    return args.topo if args.command == "up" else "fattree"
+    return args.topo if args.command in ("up", "compose") else "fattree"
 
 
 def options(args: argparse.Namespace) -> str:

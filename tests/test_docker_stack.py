@@ -18,8 +18,6 @@ lock around it (`flock /tmp/aifabric-fabric.lock pytest tests/test_docker_stack.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import time
 import urllib.parse
@@ -32,12 +30,12 @@ import pytest
 
 from aifabric import traffic
 from aifabric.description import FabricDescription, load
+from tests.docker_support import build_env, run, skip_reason
 from topologies.testbed import free_tcp_port
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parent.parent
-ENGINE = REPO / "scripts" / "docker_engine.sh"
 DASHBOARDS = REPO / "docker" / "grafana" / "dashboards"
 PROJECT = "aifabricstacktest"
 TOPOLOGY = "--topo leafspine --leaves 2 --spines 2 --hosts-per-leaf 2"
@@ -45,28 +43,6 @@ GRAFANA_IMAGE = "grafana/grafana:10.4.2"
 UP_TIMEOUT_S = 300          # first build of all images included
 DATA_TIMEOUT_S = 90
 HEALTHY_TIMEOUT_S = 120
-
-
-def _skip_reason() -> str | None:
-    for tool in ("docker", "docker-compose"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not installed (scripts/bootstrap.sh installs Debian's docker.io and docker-compose)"
-    if os.geteuid() != 0 and subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
-        return "no Docker engine answers and only root may start one"
-    ready = subprocess.run(["bash", str(ENGINE), "start"], capture_output=True, text=True)
-    if ready.returncode != 0:
-        return f"no Docker engine: {ready.stderr.strip().splitlines()[-1] if ready.stderr.strip() else 'dockerd did not start'}"
-    base = subprocess.run(["bash", str(ENGINE), "base-image"], capture_output=True, text=True)
-    if base.returncode != 0:
-        return f"no debian:bookworm base image and none could be made: {base.stderr.strip()[-300:]}"
-    return None
-
-
-def _run(*argv: str, env: dict[str, str] | None = None, timeout: float = 120, check: bool = True) -> str:
-    result = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout, cwd=REPO)
-    if check and result.returncode != 0:
-        raise AssertionError(f"{' '.join(argv)} failed ({result.returncode}): {result.stderr[-3000:]}")
-    return result.stdout
 
 
 @dataclass
@@ -78,7 +54,7 @@ class Stack:
     timings: dict[str, float]
 
     def compose(self, *args: str, timeout: float = 120, check: bool = True) -> str:
-        return _run("docker-compose", "-p", PROJECT, *args, env=self.env, timeout=timeout, check=check)
+        return run("docker-compose", "-p", PROJECT, *args, env=self.env, timeout=timeout, check=check)
 
     def container(self, service: str) -> str:
         return self.compose("ps", "-q", service).strip()
@@ -87,7 +63,7 @@ class Stack:
         cid = self.container(service)
         if not cid:
             return "absent"
-        state = json.loads(_run("docker", "inspect", cid))[0]["State"]
+        state = json.loads(run("docker", "inspect", cid))[0]["State"]
         return state.get("Health", {}).get("Status", state["Status"])
 
     def description(self) -> FabricDescription:
@@ -141,29 +117,26 @@ def wait_until(what: str, check, timeout: float, interval: float = 1.0):
 
 
 def _compose_env(run_dir: Path, prometheus_port: int) -> dict[str, str]:
-    env = dict(os.environ, AIFABRIC_TOPOLOGY=TOPOLOGY, AIFABRIC_TARGET="softswitch",
+    env = build_env(AIFABRIC_TOPOLOGY=TOPOLOGY, AIFABRIC_TARGET="softswitch",
                AIFABRIC_RUN_DIR=str(run_dir), AIFABRIC_PROMETHEUS_PORT=str(prometheus_port),
                AIFABRIC_GRAFANA_PORT=str(free_tcp_port()))
     if subprocess.run(["docker", "run", "--rm", "--privileged", "debian:bookworm", "true"],
                       capture_output=True).returncode != 0:
         # an engine that cannot grant every capability (a sandbox, some VMs)
         env["COMPOSE_FILE"] = "docker-compose.yml:docker/compose.unprivileged.yml"
-    local_cas = sorted(Path("/usr/local/share/ca-certificates").glob("*.crt"))
-    if local_cas and "AIFABRIC_PIP_CERT_PEM" not in env:
-        env["AIFABRIC_PIP_CERT_PEM"] = "\n".join(p.read_text().strip() for p in local_cas)
     return env
 
 
 def leftovers(env: dict[str, str]) -> dict[str, list[str]]:
     label = f"label=com.docker.compose.project={PROJECT}"
-    return {kind: _run("docker", *cmd, "--filter", label, "-q", env=env).split()
+    return {kind: run("docker", *cmd, "--filter", label, "-q", env=env).split()
             for kind, cmd in (("containers", ["ps", "-a"]), ("networks", ["network", "ls"]),
                               ("volumes", ["volume", "ls"]))}
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    reason = _skip_reason()
+    reason = skip_reason()
     if reason:
         pytest.skip(reason)
     run_dir = tmp_path_factory.mktemp("stack-run")
@@ -267,7 +240,7 @@ def test_killed_controller_reconciles_a_restarted_switch_when_it_returns(stack: 
     assert stack.health("controller") != "healthy"
 
     # while no controller runs, switch l1 restarts empty (same command line and environment)
-    _run("docker", "exec", stack.container("fabric"), "python3", "-c", RESTART_SWITCH, str(leaf.pid))
+    run("docker", "exec", stack.container("fabric"), "python3", "-c", RESTART_SWITCH, str(leaf.pid))
     broken = all_pairs(stack)
     assert broken.failures(), "hosts behind a switch with no pipeline were still reached"
 

@@ -113,15 +113,17 @@ def target_command(
     thrift_port: int | None = None,
     extra_args: Sequence[str] = (),
     runtime_port: int | None = None,
+    grpc_host: str = ap.GRPC_HOST,
 ) -> list[str]:
     """The command line that starts switch ``name`` (see the module docstring); BMv2's Thrift
     port defaults to THRIFT_PORT_BASE + device id; softswitch gets ``--runtime-addr`` only when
-    ``runtime_port`` is given."""
+    ``runtime_port`` is given; the P4Runtime server listens on ``grpc_host`` (0.0.0.0 in a
+    container of its own)."""
     cmd = [executable, "--device-id", str(device_id)]
     for port, intf in ports:
         cmd += ["-i", f"{port}@{intf}"]
     cmd.append("--no-p4")
-    grpc_addr = f"{ap.GRPC_HOST}:{grpc_port}"
+    grpc_addr = f"{grpc_host}:{grpc_port}"
     if kind == "bmv2":
         cmd += ["--thrift-port", str(thrift_port or THRIFT_PORT_BASE + device_id)]
         cmd += ["--log-file", str(log_dir / name), "--log-level", BMV2_LOG_LEVEL]
