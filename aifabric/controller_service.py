@@ -179,7 +179,12 @@ def run(opts: ServiceOptions, stop: threading.Event) -> int:
 
 def main(args: argparse.Namespace) -> int:
     """The ``aifabric controller`` command."""
-    # A handler of its own: Mininet (imported with the aifabric command) changes the root logger's.
+    # A handler of its own: Mininet (imported with the aifabric command) makes every logger created
+    # after it a MininetLogger with a handler that drops newlines; each line came out three times.
+    logging.setLoggerClass(logging.Logger)
+    for name, existing in list(logging.root.manager.loggerDict.items()):
+        if isinstance(existing, logging.Logger) and name.split(".")[0] in ("aifabric", "controller"):
+            existing.handlers.clear()
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s"))
     for name in ("aifabric", "controller"):

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import signal
 import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -36,7 +37,7 @@ def describe(addresses: dict[str, str], path: Path) -> Path:
 
 def scrape(port: int) -> dict[tuple[str, str], float]:
     """(metric, switch) -> value of the controller's own metrics."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:  # noqa: S310
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
         text = answer.read().decode()
     return {(s.name, s.labels["switch"]): s.value
             for fam in text_string_to_metric_families(text) if fam.name.startswith("aifabric_controller_")
@@ -115,3 +116,19 @@ def test_bad_or_missing_description_is_one_line_naming_it(tmp_path: Path) -> Non
         assert result.returncode == 2
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and str(path) in lines[0] and problem in lines[0], result.stderr
+
+
+def test_each_log_line_is_written_once_and_ends_its_line(tmp_path: Path) -> None:
+    """The service's log lines each once and on a line of its own (Mininet, imported with the
+    command, gives every logger made after it a handler of its own that drops newlines: the
+    first line came out three times, run together)."""
+    nowhere = {sw.name: f"127.0.0.1:{free_tcp_port()}" for sw in leaf_spine(2, 1, 1).switches}
+    proc = subprocess.Popen([*AIFABRIC, "controller", "--fabric", str(describe(nowhere, tmp_path / "fabric.json"))],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})     # nothing lost to the kill
+    time.sleep(3)           # its first line is written before it tries the switches
+    proc.kill()
+    out, _ = proc.communicate(timeout=30)
+    assert out.count("controlling 3 switches") == 1, out
+    first = next(line for line in out.splitlines() if "controlling 3 switches" in line)
+    assert first.endswith("(leaf_spine(leaves=2, spines=1, hosts_per_leaf=1))"), out
