@@ -115,6 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="the switches' image: softswitch, or BMv2 (aifabric/fabric-bmv2, built where its base image is)")
     compose.add_argument("--link-pool", default=LINK_POOL, metavar="CIDR",
                          help="IPv4 network the links' Docker subnets (/29 each) are taken from (default %(default)s)")
+    compose.add_argument("--place-pods", action="store_true",
+                         help="stack.yml: keep each pod (its switches and hosts) on the Swarm nodes labelled "
+                              "aifabric.pod<P>=true, cores and spines on aifabric.top=true, the controller on a manager")
     from aifabric.controller_service import add_arguments as controller_arguments
     controller_arguments(sub.add_parser("controller", help="keep the switches of a fabric description at their desired state (a long-running service)"))
     return p
@@ -124,7 +127,8 @@ def _write_compose(args: argparse.Namespace) -> int:
     from aifabric.compose_project import ComposeProject
 
     try:
-        project = ComposeProject(topo_args.fabric_of(args), target=args.target, link_pool=args.link_pool)
+        project = ComposeProject(topo_args.fabric_of(args), target=args.target, link_pool=args.link_pool,
+                                 place_pods=args.place_pods)
         written = project.write(args.out)
     except (ValueError, OSError) as e:
         print(f"aifabric: error: {e}", file=sys.stderr)
@@ -132,6 +136,9 @@ def _write_compose(args: argparse.Namespace) -> int:
     print(f"{project.fabric.describe()}: {len(project.fabric.switches)} switches, {len(project.fabric.hosts)} hosts, "
           f"{len(project.fabric.links)} link networks; wrote {', '.join(str(p) for p in written)}")
     print(f"  one machine: docker compose -f {written[1]} up -d     a Swarm: docker stack deploy -c {written[2]} NAME")
+    if project.place_pods:
+        print("  before deploying, label the Swarm nodes: docker node update --label-add LABEL=true NODE, with LABEL "
+              "each of " + ", ".join(project.placement_labels()))
     return 0
 
 

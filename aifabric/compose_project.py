@@ -97,6 +97,21 @@ class ComposeProject:
     fabric: Fabric
     target: str = "softswitch"
     link_pool: str = LINK_POOL
+    place_pods: bool = False        # stack.yml: each pod on the nodes labelled for it (`placement_labels`)
+
+    def placement_label(self, node: str) -> str | None:
+        """The Swarm node label that ``node``'s container is held to with ``place_pods``: a pod's
+        switches and their hosts ``aifabric.pod<p>``, the switches of no pod (cores, spines)
+        ``aifabric.top``; the controller none (it runs on a manager)."""
+        if node == CONTROLLER:
+            return None
+        names = {sw.name: sw for sw in self.fabric.switches}
+        switch = names.get(node) or names[self.fabric.host(node).switch]
+        return "aifabric.top" if switch.pod is None else f"aifabric.pod{switch.pod}"
+
+    def placement_labels(self) -> list[str]:
+        """Every label ``place_pods`` asks nodes to carry (``docker node update --label-add L=true``)."""
+        return sorted({self.placement_label(sw.name) for sw in self.fabric.switches})
 
     def description(self) -> FabricDescription:
         return FabricDescription.from_fabric(containerised(self.fabric), target=self.target)
@@ -137,9 +152,13 @@ class ComposeProject:
             **description_file(),
             "networks": [MGMT_NETWORK],
         }
-        for service in services.values():
+        for name, service in services.items():
             if swarm:
                 service["deploy"] = {"endpoint_mode": "dnsrr", "restart_policy": {"condition": "on-failure"}}
+                if self.place_pods:         # a pod's links stay on its machine; only its uplinks cross
+                    label = self.placement_label(name)
+                    rule = "node.role == manager" if label is None else f"node.labels.{label} == true"
+                    service["deploy"]["placement"] = {"constraints": [rule]}
             else:
                 service["restart"] = "on-failure"
         return services

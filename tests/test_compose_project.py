@@ -110,3 +110,17 @@ def test_interfaces_are_told_apart_by_their_link_subnet(monkeypatch) -> None:
     del shown["eth1"]
     with pytest.raises(RuntimeError, match="no interface in the subnet of link"):
         container_node.attachments(fabric, "p0e0", "10.250.0.0/16", wait_s=0)
+
+
+def test_place_pods_holds_each_pod_to_its_nodes_and_the_cores_to_the_top() -> None:
+    project = ComposeProject(fat_tree(4), place_pods=True)
+    services = project.document(swarm=True)["services"]
+
+    def constraint(name: str) -> list[str] | None:
+        return services[name]["deploy"].get("placement", {}).get("constraints")
+
+    assert constraint("p2e1") == constraint("p2e1h0") == constraint("p2a0") == ["node.labels.aifabric.pod2 == true"]
+    assert constraint("c3") == ["node.labels.aifabric.top == true"]
+    assert constraint("controller") == ["node.role == manager"]
+    assert project.placement_labels() == [*(f"aifabric.pod{p}" for p in range(4)), "aifabric.top"]
+    assert all("placement" not in s.get("deploy", {}) for s in ComposeProject(fat_tree(4)).document(True)["services"].values())
