@@ -9,15 +9,19 @@ its share of a core while the programmed fabric idles), the machine's MemAvailab
 host namespaces, controller) and a ping from the first host to the last. A k that misses its
 deadline is interrupted (the lab tears down) and reported as such.
 
-From the largest k measured it estimates, for a per-container Swarm deployment (one container per
-switch and per host), what one node needs per switch and how many nodes a k=16 fat-tree (320
-switches, 1024 hosts) needs with ``--node-cores``/``--node-mem-gib`` per node; a container's own
-cost (its runtime shim) is measured on one idle container where a Docker engine runs.
+Then, where a Docker engine runs, the per-container deployment itself (`aifabric compose` on a
+single-node Swarm, `aifabric.swarm`) for ``--swarm-k`` (default 4): time from ``docker stack
+deploy`` to the first ping across the fabric, and every container's memory and CPU share as
+``docker stats`` gives them, idle, by kind (switch, host, controller). From those (or, without an
+engine, from the processes measured above) it estimates what one node needs per switch and per
+host and how many nodes a k=16 fat-tree (320 switches, 1024 hosts) needs with
+``--node-cores``/``--node-mem-gib`` per node; a container's own cost outside its cgroup (its
+runtime shim) is measured on one idle container.
 
 Run under the fabric lock (it brings fabrics up):
 
     flock /tmp/aifabric-fabric.lock .venv/bin/python benchmarks/scale.py [--k 4 6 8] [--timeout 240]
-        [--target softswitch] [--json out/scale.json]
+        [--swarm-k 4 | --swarm-k 0] [--target softswitch] [--json out/scale.json]
 """
 from __future__ import annotations
 
@@ -135,22 +139,61 @@ def run_child(k: int, target: str, timeout: float) -> dict:
     return json.loads(lines[-1])
 
 
-def swarm_estimate(r: dict, node_cores: int, node_mem_gib: float, container_mib: float | None) -> dict:
+def measure_swarm(k: int) -> dict:
+    """fat_tree(k) as containers on a single-node Swarm: deploy to first ping, then every
+    container's ``docker stats`` after IDLE_WINDOW_S, by kind; the deployment is removed after."""
+    import tempfile
+
+    from aifabric.swarm import DockerError, SwarmFabric, build_images
+    from topologies.fabric import fat_tree
+
+    try:
+        build_images()
+        fab = SwarmFabric.deploy(fat_tree(k), Path(tempfile.mkdtemp(prefix="aifabric-scale-")),
+                                 stack="aifabricscale", progress=report.progress)
+    except (DockerError, ValueError, OSError, subprocess.SubprocessError) as err:
+        return {"k": k, "status": f"not deployed: {str(err).splitlines()[0][:200]}"}
+    try:
+        time.sleep(IDLE_WINDOW_S)
+        stats = fab.container_stats()
+    finally:
+        left = fab.remove()
+    kinds = {"switch": [sw.name for sw in fab.fabric.switches], "host": [h.name for h in fab.fabric.hosts],
+             "controller": ["controller"]}
+    result = {"k": k, "status": "ok", "deploy_to_first_ping_s": round(fab.timings["deploy_to_first_ping_s"], 1),
+              "containers": len(stats), "left_after_removal": left}
+    for kind, names in kinds.items():
+        seen = [stats[n] for n in names if n in stats]
+        result[f"{kind}_container_mib"] = round(sum(m for _, m in seen) / len(seen), 1) if seen else None
+        result[f"{kind}_cpu_pct"] = round(sum(c for c, _ in seen) / len(seen), 2) if seen else None
+    return result
+
+
+def swarm_estimate(r: dict, node_cores: int, node_mem_gib: float, container_mib: float | None,
+                   swarm: dict | None = None) -> dict:
     """Per-node needs of a per-container deployment, and nodes for a k=16 fat-tree, from one
-    measured k. A switch container = a switch process's RSS (a container shares no heap; RSS also
-    counts the libraries a node's containers share, so this errs high) + its shim
-    (``container_mib``; 0 when unknown); a host container = a host shell's RSS + its shim. CPU: the
-    idle share of a core per switch, kept under `CPU_IDLE_BUDGET` of a node's cores; memory under
+    measured k. With a measured Swarm deployment (``swarm``): a switch or host container = its
+    mean ``docker stats`` memory + its shim (``container_mib``; 0 when unknown). Without: a
+    switch container = a switch process's RSS (a container shares no heap; RSS also counts the
+    libraries a node's containers share, so this errs high) + its shim, a host container = a host
+    shell's RSS + its shim (a host container runs more: its node process). CPU: the idle share of
+    a core per switch (its container's, measured on the Swarm), kept under `CPU_IDLE_BUDGET` of a
+    node's cores; memory under
     `MEM_HEADROOM` of a node's. The machine's MemAvailable drop is not used: other work on the
     machine moves it."""
     shim = container_mib or 0.0
-    switch_mib, host_mib = r["rss_mean_mib"] + shim, r["host_rss_mean_mib"] + shim
+    idle = r["idle_cpu_pct_per_switch"] / 100
+    if swarm is not None and swarm.get("status") == "ok":
+        switch_mib, host_mib = swarm["switch_container_mib"] + shim, swarm["host_container_mib"] + shim
+        idle = swarm["switch_cpu_pct"] / 100        # the container's all: target, node process
+    else:
+        switch_mib, host_mib = r["rss_mean_mib"] + shim, r["host_rss_mean_mib"] + shim
     k16_mib = K16_SWITCHES * switch_mib + K16_HOSTS * host_mib
     node_mib = node_mem_gib * 1024 * MEM_HEADROOM
-    idle = r["idle_cpu_pct_per_switch"] / 100
     nodes_by_cpu = math.ceil(K16_SWITCHES * idle / (node_cores * CPU_IDLE_BUDGET))
-    return {"from_k": r["k"], "container_mib": container_mib, "switch_container_mib": round(switch_mib, 1),
-            "host_container_mib": round(host_mib, 1), "idle_cpu_pct_per_switch": r["idle_cpu_pct_per_switch"],
+    return {"from_k": r["k"], "source": "swarm" if swarm and swarm.get("status") == "ok" else "processes",
+            "container_mib": container_mib, "switch_container_mib": round(switch_mib, 1),
+            "host_container_mib": round(host_mib, 1), "idle_cpu_pct_per_switch": round(100 * idle, 2),
             "bringup_cpu_s_per_switch": r["bringup_cpu_s_per_switch"],
             "node_cores": node_cores, "node_mem_gib": node_mem_gib,
             "k16_switches": K16_SWITCHES, "k16_hosts": K16_HOSTS, "k16_mem_gib": round(k16_mib / 1024, 1),
@@ -166,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=240.0, help="seconds a k may take, bring-up to teardown")
     ap.add_argument("--node-cores", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--node-mem-gib", type=float, default=None, help="default: this machine's MemTotal")
+    ap.add_argument("--swarm-k", type=int, default=4, help="k deployed as containers on a single-node Swarm (0: none)")
     ap.add_argument("--json", default=str(REPO / "out/scale.json"))
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -181,12 +225,22 @@ def main(argv: list[str] | None = None) -> int:
           r.get("mem_drop_mib", "-"), r.get("bringup_cpu_s_per_switch", "-"), r.get("idle_cpu_pct_per_switch", "-"))
          for r in results],
         title=f"Fat-tree scale on one machine ({args.target}, {os.cpu_count()} cores)"))
+    swarm = measure_swarm(args.swarm_k) if args.swarm_k else None
+    if swarm is not None:
+        print(report.table(
+            ["k", "status", "containers", "deploy to first ping (s)", "switch (MiB)", "host (MiB)",
+             "controller (MiB)", "CPU/switch idle (%)", "left after removal"],
+            [(swarm["k"], swarm["status"], swarm.get("containers", "-"), swarm.get("deploy_to_first_ping_s", "-"),
+              swarm.get("switch_container_mib", "-"), swarm.get("host_container_mib", "-"),
+              swarm.get("controller_container_mib", "-"), swarm.get("switch_cpu_pct", "-"),
+              swarm.get("left_after_removal") or "nothing")],
+            title="Every node a container, single-node Swarm (docker stats, idle; shims not counted)"))
     measured = [r for r in results if r["status"] == "ok"]
     estimate = None
     if measured:
         mem_gib = args.node_mem_gib or round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
         estimate = swarm_estimate(max(measured, key=lambda r: r["k"]), args.node_cores, mem_gib,
-                                  container_overhead_mib())
+                                  container_overhead_mib(), swarm)
         e = estimate
         print(report.table(
             ["from k", "shim (MiB)", "switch container (MiB)", "host container (MiB)", "idle CPU/sw (%)", "node",
@@ -194,8 +248,8 @@ def main(argv: list[str] | None = None) -> int:
             [(e["from_k"], e["container_mib"] or "?", e["switch_container_mib"], e["host_container_mib"],
               e["idle_cpu_pct_per_switch"], f"{e['node_cores']} cores, {e['node_mem_gib']} GiB", e["k16_mem_gib"],
               f"{e['k16_nodes']} ({e['k16_nodes_by_mem']}, {e['k16_nodes_by_idle_cpu']})", e["k16_bringup_cpu_s"])],
-            title="Swarm per node, and a k=16 fat-tree (320 switches, 1024 hosts)"))
-    report.write_json(args.json, {"results": results, "swarm_estimate": estimate})
+            title=f"Swarm per node, and a k=16 fat-tree (320 switches, 1024 hosts), from the {e['source']}"))
+    report.write_json(args.json, {"results": results, "swarm": swarm, "swarm_estimate": estimate})
     print(f"JSON: {args.json}")
     return 0 if measured else 1
 

@@ -1,11 +1,13 @@
-"""What the Docker tests share: whether an engine can run here (and why not), the environment
-that builds aifabric's images on this machine, and running a command with its error shown."""
+"""What the Docker tests share: whether an engine can run here (and why not), and running a
+command with its error shown as a test failure."""
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
 from pathlib import Path
+
+from aifabric.swarm import DockerError, command
 
 REPO = Path(__file__).resolve().parent.parent
 ENGINE = REPO / "scripts" / "docker_engine.sh"
@@ -28,20 +30,9 @@ def skip_reason() -> str | None:
     return None
 
 
-def build_env(**extra: str) -> dict[str, str]:
-    """The environment for docker-compose: this machine's extra CA certificates (a TLS-inspecting
-    proxy's) handed to the image build for pip, when there are any."""
-    env = dict(os.environ, **extra)
-    local_cas = sorted(Path("/usr/local/share/ca-certificates").glob("*.crt"))
-    if local_cas and "AIFABRIC_PIP_CERT_PEM" not in env:
-        env["AIFABRIC_PIP_CERT_PEM"] = "\n".join(p.read_text().strip() for p in local_cas)
-    return env
-
-
-def run(*argv: str, env: dict[str, str] | None = None, timeout: float = 120, check: bool = True,
-        cwd: Path = REPO) -> str:
-    """``argv``'s standard output; AssertionError with its standard error when it fails."""
-    result = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout, cwd=cwd, check=False)
-    if check and result.returncode != 0:
-        raise AssertionError(f"{' '.join(argv)} failed ({result.returncode}): {result.stderr[-3000:]}")
-    return result.stdout
+def run(*argv: str, **options) -> str:
+    """`aifabric.swarm.command` with its failure an AssertionError (a test's failure)."""
+    try:
+        return command(*argv, **options)
+    except DockerError as err:
+        raise AssertionError(str(err)) from None

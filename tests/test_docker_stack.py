@@ -30,7 +30,8 @@ import pytest
 
 from aifabric import traffic
 from aifabric.description import FabricDescription, load
-from tests.docker_support import build_env, run, skip_reason
+from aifabric.swarm import build_env
+from tests.docker_support import run, skip_reason
 from topologies.testbed import free_tcp_port
 
 pytestmark = pytest.mark.slow
