@@ -9,8 +9,9 @@
                                                                         TCP/UDP flow, Prometheus
     aifabric up --hostagent plb|dcqcn|plb+dcqcn [--int]                 ... with a host agent in
                                                                         every host (eBPF PLB/DCQCN)
-    aifabric up --failover [--heartbeat-ms 100] [--heartbeat-multiplier 5]  ... with heartbeats,
-                                                                        data-plane failover, reroute
+    aifabric up --failover [--heartbeat-ms 100] [--heartbeat-multiplier 5] [--no-reroute]
+                                                                        ... with heartbeats, data-plane
+                                                                        failover, reroute
     aifabric up --controller none --describe fabric.json                ... switches with no pipeline,
                                                                         for your own controller
     aifabric demo [--k 4] [--target ...] [--json PATH]                  the fat-tree demo
@@ -74,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="with --failover: one heartbeat per fabric port this often (default %(default)s)")
     up.add_argument("--heartbeat-multiplier", type=int, default=HeartbeatDefaults.multiplier,
                     help="with --failover: a port is dead after this many silent intervals (default %(default)s)")
+    up.add_argument("--no-reroute", action="store_true",
+                    help="with --failover: data-plane failover alone (dead ports leave the groups at once; routes "
+                         "are never recomputed), to see it apart from the controller's reroute")
 
     demo = sub.add_parser("demo", help="run a demo (default: the fat-tree forwarding demo)")
     demo.add_argument("which", nargs="?", choices=("fabric", "int", "allreduce"), default="fabric",
@@ -222,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
                     failover = HeartbeatConfig(interval_ms=args.heartbeat_ms, multiplier=args.heartbeat_multiplier)
                 with Lab(fabric, target=args.target, pipeline=pipeline, progress=progress,
                          telemetry=telemetry, hostagent=hostagent, failover=failover,
+                         failover_reroute=not args.no_reroute,
                          run_controller=args.controller == "aifabric") as lab:
                     from mininet.cli import CLI
                     if args.describe:

@@ -88,7 +88,7 @@ class Lab:
                  log_dir: Path | None = None, progress: Progress | None = None,
                  telemetry: TelemetryConfig | None = None, ecmp_seeds: bool = True,
                  hostagent: AgentConfig | None = None, run_controller: bool = True,
-                 failover: HeartbeatConfig | None = None):
+                 failover: HeartbeatConfig | None = None, failover_reroute: bool = True):
         if not run_controller and telemetry is not None:
             raise ValueError("telemetry needs our controller (it installs ECN and INT): "
                              "run_controller=False takes no telemetry=")
@@ -104,6 +104,7 @@ class Lab:
         self.hostagent = hostagent
         self.run_controller = run_controller
         self.failover = failover
+        self.failover_reroute = failover_reroute     # False: data-plane failover alone, no route recomputed
         self.failure_handler: FailureHandler | None = None
         self.agents: AgentSet | None = None
         self.net = None
@@ -166,9 +167,11 @@ class Lab:
         self.bring_up.program_s = time.monotonic() - t1
         self.progress(f"fabric programmed in {self.bring_up.program_s:.1f} s")
         if self.failover is not None:
-            self.failure_handler = self.controller.start_failure_handling(self.failover)
+            self.failure_handler = self.controller.start_failure_handling(self.failover,
+                                                                          reroute=self.failover_reroute)
             self.progress(f"failure handling on: heartbeats every {self.failover.interval_ms:g} ms, "
-                          f"dead after {self.failover.multiplier} missed")
+                          f"dead after {self.failover.multiplier} missed"
+                          + ("" if self.failover_reroute else "; data-plane failover alone (no reroute)"))
 
     def _start_hostagents(self) -> None:
         assert self.hostagent is not None

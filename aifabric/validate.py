@@ -138,6 +138,8 @@ def validate(args: argparse.Namespace) -> None:
             flag = "int" if args.int else "hostagent" if args.hostagent else "failover"
             raise ValueError(f"--controller none: --{flag} needs our controller "
                              f"(it installs ECN marking, INT and the failover tables)")
+        if getattr(args, "no_reroute", False) and not failover:
+            raise ValueError("--no-reroute needs --failover (it leaves failure handling to the data plane)")
         if failover:
             from controller.failover import HeartbeatConfig
             try:

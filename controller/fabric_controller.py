@@ -432,14 +432,16 @@ class FabricController:
             self.state_sources.remove(source)
             self.recompute()
 
-    def start_failure_handling(self, config: "HeartbeatConfig | None" = None) -> "FailureHandler":
-        """Start heartbeats, data-plane failover, reroute and localisation (see
-        `controller.failover`); the running handler when there is one already."""
+    def start_failure_handling(self, config: "HeartbeatConfig | None" = None, *,
+                               reroute: bool = True) -> "FailureHandler":
+        """Start heartbeats, data-plane failover, reroute (unless ``reroute`` is False: data-plane
+        failover alone) and localisation (see `controller.failover`); the running handler when
+        there is one already."""
         from controller.failover import FailureHandler
 
         if self.failure_handler is not None:
             return self.failure_handler
-        return FailureHandler(self, config).start()
+        return FailureHandler(self, config, reroute=reroute).start()
 
     def stop_failure_handling(self) -> None:
         if self.failure_handler is not None:

@@ -79,6 +79,7 @@ def _processes_naming(text: str) -> list[str]:
     (["up", "--controller", "none", "--failover"], ["--controller none", "--failover needs our controller"]),
     (["up", "--failover", "--heartbeat-ms", "0"], ["--heartbeat-ms 0", "interval_ms must be > 0"]),
     (["up", "--failover", "--heartbeat-multiplier", "0"], ["--heartbeat-multiplier 0", "multiplier must be >= 1"]),
+    (["up", "--no-reroute"], ["--no-reroute needs --failover"]),
     (["up", "--describe", "{tmp}"], ["--describe {tmp}", "is a directory"]),
 ])
 def test_bad_input_is_one_line_and_starts_nothing(args, words, tmp_path):

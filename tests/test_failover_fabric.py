@@ -196,15 +196,17 @@ def test_aggregation_switch_killed_then_restarted(lab):
 
 
 def test_data_plane_failover_alone_carries_the_way_up_without_a_reroute(lab):
-    """The handler with ``reroute=False``: a core link cut, both ends found dead and written to
-    port_status; flows from pod 0 upward keep arriving through the aggregation switch's other
-    core port (the failover table's backup), with no reroute and the model's links untouched."""
-    from controller.failover import FailureHandler, HeartbeatConfig
+    """Failure handling with ``reroute=False`` (as `aifabric up --failover --no-reroute` starts
+    it): a core link cut, both ends found dead and written to port_status; flows from pod 0
+    upward keep arriving through the aggregation switch's other core port (the failover table's
+    backup), with no reroute and the model's links untouched."""
+    from controller.failover import HeartbeatConfig
     from hostagent.traffic.drive import run_traffic
     from hostagent.traffic.flows import FlowSpec
 
     lab.failure_handler.stop()
-    handler = FailureHandler(lab.controller, HeartbeatConfig(), reroute=False).start()
+    handler = lab.controller.start_failure_handling(HeartbeatConfig(), reroute=False)
+    assert not handler.reroute_enabled
     agg, core = CORE_LINK[1], CORE_LINK[0]
     dead_port = next(p for p, peer in lab.fabric.ports_of(agg).items() if peer == core)
     backup_port = next(p for p, peer in lab.fabric.ports_of(agg).items()
