@@ -144,9 +144,12 @@ def _running_switch(tb: Testbed, *extra: str) -> Iterator[tuple[subprocess.Popen
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 20
-        while not _listening(grpc_port):
+        # both ports: once, in a full test run, the P4Runtime port answered and the control port
+        # then refused the test's connection (cause not found; a port picked free here can be
+        # taken by another process before the switch binds it)
+        while not (_listening(grpc_port) and _listening(ctl_port)):
             assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "P4Runtime port never answered"
+            assert time.monotonic() < deadline, "P4Runtime or control port never answered"
             time.sleep(0.05)
         yield proc, grpc_port, ctl_port
     finally:
