@@ -40,11 +40,17 @@ from pathlib import Path
 from aifabric.compose_project import LINK_POOL, P4RUNTIME_PORT, link_networks
 from aifabric.description import load
 from topologies.fabric import Fabric, Host, Switch
+from topologies.mininet_topo import OFFLOADS
+from topologies.p4switch import (
+    BMV2,
+    SOFTSWITCH,
+    prepare_switch_interface,
+    target_command,
+)
 
 ANNOUNCE_INTERVAL_S = 30.0      # well inside the VXLAN and bridge ageing time (300 s)
 ANNOUNCE_ETHERTYPE = 0x88B5     # IEEE local experimental: no switch or host parses it
 INTERFACE_WAIT_S = 60.0
-OFFLOADS = ("tx", "rx", "gso", "tso", "gro")
 LOG_DIR = Path("/tmp/aifabric")
 
 
@@ -130,11 +136,6 @@ def announce_forever(frames: dict[str, list[bytes]], stop: threading.Event) -> N
             sock.close()
 
 
-def offloads_off(interface: str) -> None:
-    subprocess.run(["ethtool", "-K", interface, *(w for o in OFFLOADS for w in (o, "off"))],
-                   capture_output=True, check=False)
-
-
 def configure_host(fabric: Fabric, host: Host, links: list[Attachment]) -> None:
     """Every NIC of ``host`` as the plan has it (see the module docstring)."""
     by_port = {at.port: at for at in links}
@@ -144,7 +145,8 @@ def configure_host(fabric: Fabric, host: Host, links: list[Attachment]) -> None:
         run("ip", "link", "set", dev, "down")
         run("ip", "link", "set", dev, "address", nic.mac)
         run("ip", "link", "set", dev, "up")
-        offloads_off(dev)
+        subprocess.run(["ethtool", "-K", dev, *(w for o in OFFLOADS for w in (o, "off"))],   # as a Mininet host's
+                       capture_output=True, check=False)
         run("ip", "addr", "add", f"{nic.ip4.ip}/32", "dev", dev)
         run("ip", "-6", "addr", "add", f"{nic.ip6.ip}/128", "dev", dev, "nodad")
         for gateway in (nic.gateway4, nic.gateway6):
@@ -158,8 +160,6 @@ def configure_host(fabric: Fabric, host: Host, links: list[Attachment]) -> None:
 
 
 def switch_command(target: str, switch: Switch, links: list[Attachment]) -> list[str]:
-    from topologies.p4switch import BMV2, SOFTSWITCH, target_command
-
     executable = BMV2 if target == "bmv2" else SOFTSWITCH
     LOG_DIR.mkdir(parents=True, exist_ok=True)
     return target_command(target, executable, name=switch.name, device_id=switch.device_id,
@@ -185,8 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         names = {sw.name: sw for sw in fabric.switches}
         if args.node in names:
             switch = names[args.node]
-            for at in links:
-                offloads_off(at.interface)
+            for at in links:        # as a Mininet switch's (its IPv6 the compose file's sysctls turn off)
+                prepare_switch_interface(at.interface)
             process = subprocess.Popen(switch_command(desc.target or "softswitch", switch, links))
             plan_macs = {at.interface: switch.mac for at in links}
         else:

@@ -24,9 +24,9 @@ from pathlib import Path
 from mininet.log import setLogLevel
 
 from aifabric.description import FabricDescription, PipelineFiles
+from aifabric.lab import fabric_nodes
 from controller.fabric_controller import Pipeline
 from softswitch.cli import OneLineErrors
-from topologies.addressing import TELEMETRY_BRIDGE
 from topologies.fabric import Fabric, fat_tree, leaf_spine
 from topologies.mininet_topo import make_net, stop_net
 from topologies.p4switch import RUN_DIR, TARGETS, P4Switch, P4SwitchError, cleanup
@@ -77,8 +77,7 @@ def serve(fabric: Fabric, target: str, description: Path, telemetry: bool, stop:
     finally:
         description.unlink(missing_ok=True)
         stop_net(net)
-        nodes = [*(s.name for s in fabric.switches), *(h.name for h in fabric.hosts), TELEMETRY_BRIDGE]
-        left = cleanup(nodes=nodes).remaining
+        left = cleanup(nodes=fabric_nodes(fabric)).remaining
         print(f"aifabric-fabric: torn down{'; left ' + left.describe() if left else ''}", flush=True)
 
 

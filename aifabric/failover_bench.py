@@ -133,8 +133,8 @@ class Bench:
     # --- failure handling on/off ---------------------------------------------------------------
 
     def _handler_on(self, reroute: bool) -> None:
-        from controller.failover import FailureHandler, HeartbeatConfig
-        self.handler = FailureHandler(self.lab.controller, HeartbeatConfig(), reroute=reroute).start()
+        from controller.failover import HeartbeatConfig
+        self.handler = self.lab.controller.start_failure_handling(HeartbeatConfig(), reroute=reroute)
         time.sleep(self.handler.config.grace_ms / 1000 + 0.5)
 
     def _handler_off(self) -> None:

@@ -36,3 +36,11 @@ def run(*argv: str, **options) -> str:
         return command(*argv, **options)
     except DockerError as err:
         raise AssertionError(str(err)) from None
+
+
+def compose_leftovers(project: str) -> dict[str, list[str]]:
+    """The containers, networks and volumes Docker still has of compose project ``project``."""
+    label = f"label=com.docker.compose.project={project}"
+    return {kind: run("docker", *cmd, "--filter", label, "-q").split()
+            for kind, cmd in (("containers", ["ps", "-a"]), ("networks", ["network", "ls"]),
+                              ("volumes", ["volume", "ls"]))}

@@ -16,6 +16,7 @@ machine's two cores: run it under the fabric lock like every fabric
 """
 from __future__ import annotations
 
+import ipaddress
 import json
 import time
 from collections.abc import Iterator
@@ -43,14 +44,14 @@ def ping_all(fab: SwarmFabric, family: str) -> traffic.Reachability:
 
 def core_link_packets(fab: SwarmFabric) -> dict[str, int]:
     """Packets each core switch received on its link interfaces (its management one left out)."""
-    pool = LINK_POOL.rsplit(".", 2)[0] + "."        # 10.250.
+    pool = ipaddress.ip_network(LINK_POOL)
     counts = {}
     for sw in fab.fabric.switches:
         if sw.role is not Role.CORE:
             continue
         argv = fab.exec_argv(sw.name)
         addresses = json.loads(run(*argv, "ip", "-j", "-4", "addr", "show"))
-        links = {i["ifname"] for i in addresses if any(a["local"].startswith(pool) for a in i.get("addr_info", []))}
+        links = {i["ifname"] for i in addresses if any(ipaddress.ip_address(a["local"]) in pool for a in i.get("addr_info", []))}
         stats = json.loads(run(*argv, "ip", "-j", "-s", "link", "show"))
         counts[sw.name] = sum(i["stats64"]["rx"]["packets"] for i in stats if i["ifname"] in links)
     return counts

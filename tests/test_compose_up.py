@@ -1,7 +1,7 @@
 """`aifabric compose`'s compose.yml run for real with docker-compose on one machine (bridge
 networks, one per link): a small leaf-spine (2 leaves, 2 spines, 2 hosts each) comes up, every
-pair of hosts is reachable over IPv4 and IPv6, and ``docker-compose down`` leaves no container
-or network. The Swarm side is tests/test_compose_swarm.py. Skipped, saying why, where there is
+pair of hosts is reachable over IPv4 and IPv6, and ``docker-compose down`` leaves no container,
+network or volume. The Swarm side is tests/test_compose_swarm.py. Skipped, saying why, where there is
 no Docker engine; run it under the fabric lock like every fabric.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from aifabric import traffic
 from aifabric.compose_project import ComposeProject
 from aifabric.swarm import ContainerHost, build_images
-from tests.docker_support import run, skip_reason
+from tests.docker_support import compose_leftovers, run, skip_reason
 from topologies.fabric import Fabric, leaf_spine
 
 pytestmark = pytest.mark.slow
@@ -30,11 +30,6 @@ class ComposeFabric:
 
     def host(self, name: str) -> ContainerHost:
         return ContainerHost(name, [*self.compose, "exec", "-T", name])
-
-    def leftovers(self) -> dict[str, list[str]]:
-        label = f"label=com.docker.compose.project={PROJECT}"
-        return {kind: run("docker", *cmd, "-q", "--filter", label).split()
-                for kind, cmd in (("containers", ["ps", "-a"]), ("networks", ["network", "ls"]))}
 
 
 @pytest.fixture(scope="module")
@@ -71,4 +66,4 @@ def test_all_pairs_reachable_over_ipv4_and_ipv6(up: ComposeFabric) -> None:
 
 def test_down_leaves_nothing(up: ComposeFabric) -> None:
     run(*up.compose, "down", "--remove-orphans", timeout=180)
-    assert up.leftovers() == {"containers": [], "networks": []}
+    assert compose_leftovers(PROJECT) == {"containers": [], "networks": [], "volumes": []}

@@ -30,8 +30,8 @@ import pytest
 
 from aifabric import traffic
 from aifabric.description import FabricDescription, load
-from aifabric.swarm import build_env
-from tests.docker_support import run, skip_reason
+from aifabric.swarm import ContainerHost, build_env
+from tests.docker_support import compose_leftovers, run, skip_reason
 from topologies.testbed import free_tcp_port
 
 pytestmark = pytest.mark.slow
@@ -78,23 +78,11 @@ class Stack:
         return data["data"]["result"]
 
 
-class FabricHost:
-    """A host of the fabric in the container, entered by the process id the description gives:
-    what `aifabric.traffic` needs of a Mininet host (``name``, ``popen``, ``cmd``)."""
-
-    def __init__(self, stack: Stack, name: str, pid: int) -> None:
-        self.name, self._argv = name, ["docker", "exec", stack.container("fabric"), "nsenter", "-t", str(pid), "-n"]
-
-    def popen(self, argv: list[str], **kwargs) -> subprocess.Popen:
-        return subprocess.Popen([*self._argv, *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **kwargs)
-
-    def cmd(self, command: str) -> str:
-        out, _ = self.popen(["bash", "-c", command]).communicate(timeout=120)
-        return out.decode()
-
-
-def hosts(stack: Stack) -> list[FabricHost]:
-    return [FabricHost(stack, h.name, h.pid) for h in stack.description().hosts]
+def hosts(stack: Stack) -> list[ContainerHost]:
+    """The fabric's hosts, entered in the fabric container by the process ids the description gives."""
+    fabric = stack.container("fabric")
+    return [ContainerHost(h.name, ["docker", "exec", fabric, "nsenter", "-t", str(h.pid), "-n"])
+            for h in stack.description().hosts]
 
 
 def all_pairs(stack: Stack) -> traffic.Reachability:
@@ -126,13 +114,6 @@ def _compose_env(run_dir: Path, prometheus_port: int) -> dict[str, str]:
         # an engine that cannot grant every capability (a sandbox, some VMs)
         env["COMPOSE_FILE"] = "docker-compose.yml:docker/compose.unprivileged.yml"
     return env
-
-
-def leftovers(env: dict[str, str]) -> dict[str, list[str]]:
-    label = f"label=com.docker.compose.project={PROJECT}"
-    return {kind: run("docker", *cmd, "--filter", label, "-q", env=env).split()
-            for kind, cmd in (("containers", ["ps", "-a"]), ("networks", ["network", "ls"]),
-                              ("volumes", ["volume", "ls"]))}
 
 
 @pytest.fixture(scope="module")
@@ -170,7 +151,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         st.compose("down", "--remove-orphans", timeout=180, check=False)
         st.timings["down_s"] = time.monotonic() - t2
         print(f"\ndocker stack timings: {st.timings}")
-        left = leftovers(env)
+        left = compose_leftovers(PROJECT)
         assert not any(left.values()), f"docker-compose down left {left}"
 
 

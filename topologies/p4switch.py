@@ -123,18 +123,17 @@ def target_command(
     for port, intf in ports:
         cmd += ["-i", f"{port}@{intf}"]
     cmd.append("--no-p4")
-    grpc_addr = f"{grpc_host}:{grpc_port}"
+    server = ["--grpc-server-addr", f"{grpc_host}:{grpc_port}", "--cpu-port", str(cpu_port),
+              "--priority-queues", str(PRIORITY_QUEUES)]
     if kind == "bmv2":
         cmd += ["--thrift-port", str(thrift_port or THRIFT_PORT_BASE + device_id)]
         cmd += ["--log-file", str(log_dir / name), "--log-level", BMV2_LOG_LEVEL]
         if BMV2_LOG_LEVEL in ("trace", "debug"):
             cmd.append("--log-flush")            # each packet's lines there when the packet is
         cmd += extra_args
-        cmd += ["--", "--grpc-server-addr", grpc_addr, "--cpu-port", str(cpu_port),
-                "--priority-queues", str(PRIORITY_QUEUES)]
+        cmd += ["--", *server]          # the target's own options, after simple_switch's
     else:
-        cmd += ["--grpc-server-addr", grpc_addr, "--cpu-port", str(cpu_port),
-                "--priority-queues", str(PRIORITY_QUEUES)]
+        cmd += server
         cmd += ["--log-file", str(log_dir / f"{name}.log")]
         if runtime_port is not None:
             cmd += ["--runtime-addr", f"{ap.GRPC_HOST}:{runtime_port}"]
