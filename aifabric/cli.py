@@ -10,6 +10,7 @@
     aifabric up --hostagent plb|dcqcn|plb+dcqcn [--int]                 ... with a host agent in
                                                                         every host (eBPF PLB/DCQCN)
     aifabric up --failover [--heartbeat-ms 100] [--heartbeat-multiplier 5] [--no-reroute]
+                           [--link-heartbeat-ms 10|50] [--link-heartbeat-multiplier 3]
                                                                         ... with heartbeats, data-plane
                                                                         failover, reroute
     aifabric up --controller none --describe fabric.json                ... switches with no pipeline,
@@ -34,7 +35,7 @@ import sys
 
 from aifabric import topo_args
 from aifabric.compose_project import LINK_POOL
-from aifabric.validate import validate
+from aifabric.validate import failover_config, validate
 from controller.failover.config import HeartbeatConfig as HeartbeatDefaults
 from hostagent.agent.config import MODES as AGENT_MODES
 from softswitch.addr import parse_host_port
@@ -75,6 +76,13 @@ def build_parser() -> argparse.ArgumentParser:
                     help="with --failover: one heartbeat per fabric port this often (default %(default)s)")
     up.add_argument("--heartbeat-multiplier", type=int, default=HeartbeatDefaults.multiplier,
                     help="with --failover: a port is dead after this many silent intervals (default %(default)s)")
+    up.add_argument("--link-heartbeat-ms", type=float,
+                    help="with --failover: link heartbeats kept in the data plane, one per fabric port this often "
+                         "(0: none; default 10 on softswitch, 50 on BMv2, which takes several times longer per "
+                         "packet)")
+    up.add_argument("--link-heartbeat-multiplier", type=int, default=HeartbeatDefaults.link_multiplier,
+                    help="with --failover: a switch skips a port whose link heartbeats stopped for this many "
+                         "intervals, by itself (default %(default)s)")
     up.add_argument("--no-reroute", action="store_true",
                     help="with --failover: data-plane failover alone (dead ports leave the groups at once; routes "
                          "are never recomputed), to see it apart from the controller's reroute")
@@ -222,8 +230,7 @@ def main(argv: list[str] | None = None) -> int:
                     telemetry = telemetry or TelemetryConfig(int_enabled=False)   # the agents feed on ECN marks
                 failover = None
                 if args.failover:
-                    from controller.failover import HeartbeatConfig
-                    failover = HeartbeatConfig(interval_ms=args.heartbeat_ms, multiplier=args.heartbeat_multiplier)
+                    failover = failover_config(args)
                 with Lab(fabric, target=args.target, pipeline=pipeline, progress=progress,
                          telemetry=telemetry, hostagent=hostagent, failover=failover,
                          failover_reroute=not args.no_reroute,

@@ -7,6 +7,8 @@ counters during the warm-up) fails (`aifabric.failures.Failures`), ``down_s`` la
 restored. From the receiver's timestamps (CLOCK_MONOTONIC, the injector's clock too):
 
 * ``outage_ms``: from the failure to the first probe delivered after the last probe lost;
+  ``loss_ms``: the probes lost times the probe interval (loss-derived convergence time, as
+  RFC 6413 measures it: the time traffic stopped, however many pieces it came in);
   ``path_back_ms``: from the failure to when that probe was sent (the path worked again then;
   the difference is the probes' one-way latency, ``latency_ms`` before the failure, which
   the switches' CPU share sets);
@@ -14,7 +16,10 @@ restored. From the receiver's timestamps (CLOCK_MONOTONIC, the injector's clock 
 * ``recovered_by``: ``fabric`` when probes flowed again while the element was still down,
   ``restore`` when only the repair brought them back;
 * for the heartbeat scenarios the handler's own times (`controller.failover.FailureHandler`:
-  port found dead, ``port_status`` written, reroute finished), relative to the failure.
+  port found dead, ``port_status`` written, reroute finished), relative to the failure;
+* ``moved_healthy``: packets the switches moved off a port to its backup during the warm-up,
+  when nothing had failed (counter ``failed_over``, all switches): spurious silences, which
+  reorder packets but lose none while the backup is alive.
 
 Scenarios (``SCENARIOS``):
 
@@ -24,6 +29,10 @@ Scenarios (``SCENARIOS``):
 * ``dataplane``: data-plane failover alone: the same handler with ``reroute=False``, so traffic
   comes back only through the switches' backup members (on the probes' path the failed link's
   aggregation switch has another core port; the way back down has none, and waits for the repair);
+  the switches skip the dead port as soon as its link heartbeats stop (``link_interval_ms`` x
+  ``link_multiplier``), the controller's ``port_status`` follows later;
+* ``dataplane-controller``: the same with link heartbeats off: the data plane waits for the
+  controller's heartbeats to find the port dead and write ``port_status``;
 * ``oracle``: controller reroute alone, no heartbeats: the injector tells the controller's
   topology model the moment the link fails and every switch is reconciled (detection time zero);
 * ``agg-kill`` (with heartbeats when available, else the oracle), ``agg-kill-oracle``: the
@@ -32,6 +41,7 @@ Scenarios (``SCENARIOS``):
   in-network AllReduce of 4 workers running across it; its result must be exact (every worker
   checks it): ``exact``, ``WRONG``, or ``not run`` when the job could not start.
 
+Times are counted from `failed_at` (the first end of the link down, the switch killed).
 The machine's CPU busy share over each run is reported (``/proc/stat``) to show it was not the
 bottleneck.
 """
@@ -42,16 +52,17 @@ import statistics
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
 from aifabric.allreduce_lab import LinkPlan, cpu_times, limit_links, run_allreduce, spread_workers
 from aifabric.failures import FailureEvent, Failures
 from aifabric.lab import Lab
+from controller.failover import HeartbeatConfig
 from topologies.fabric import Role
 
-SCENARIOS = ("none", "heartbeat", "dataplane", "oracle", "agg-kill", "agg-kill-oracle", "allreduce",
+SCENARIOS = ("none", "heartbeat", "dataplane", "dataplane-controller", "oracle", "agg-kill", "agg-kill-oracle", "allreduce",
              "allreduce-oracle")
 PROBE_PORT, FLOW_PORT = 7000, 7001
 Progress = Callable[[str], None]
@@ -89,12 +100,14 @@ class FailoverRun:
     flow_sent: int = 0
     flow_lost: int = 0
     outage_ms: float | None = None
+    loss_ms: float | None = None          # probes lost x probe interval
     path_back_ms: float | None = None     # send time of that first probe delivered again - the failure
     latency_ms: float | None = None       # probes' median one-way latency before the failure
     recovered_by: str = ""
     detected_ms: float | None = None      # handler: first port found dead
     written_ms: float | None = None       # handler: its port_status written
     reroute_ms: float | None = None       # handler: reroute finished / oracle: reconcile done
+    moved_healthy: int | None = None      # packets moved to a backup before anything failed
     cpu_busy: float = 0.0
     allreduce_ok: bool | None = None
     allreduce: dict = field(default_factory=dict)
@@ -103,12 +116,13 @@ class FailoverRun:
 
     def figures(self) -> dict:
         return {"scenario": self.scenario, "run": self.run, "element": self.element,
-                "outage_ms": _r(self.outage_ms), "path_back_ms": _r(self.path_back_ms),
+                "outage_ms": _r(self.outage_ms), "loss_ms": _r(self.loss_ms), "path_back_ms": _r(self.path_back_ms),
                 "latency_ms": _r(self.latency_ms), "recovered_by": self.recovered_by,
                 "probes_sent": self.probes_sent, "probes_lost": self.probes_lost,
                 "flow_sent": self.flow_sent, "flow_lost": self.flow_lost,
                 "detected_ms": _r(self.detected_ms), "written_ms": _r(self.written_ms),
-                "reroute_ms": _r(self.reroute_ms), "cpu_busy": round(self.cpu_busy, 2),
+                "reroute_ms": _r(self.reroute_ms), "moved_healthy": self.moved_healthy,
+                "cpu_busy": round(self.cpu_busy, 2),
                 "allreduce_ok": self.allreduce_ok, "allreduce": self.allreduce,
                 "fail": self.fail.to_dict() if self.fail else None,
                 "restore": self.restore.to_dict() if self.restore else None, "errors": self.errors}
@@ -121,8 +135,10 @@ def _r(v: float | None) -> float | None:
 class Bench:
     """One lab, its links limited, the failover handler started and stopped per scenario."""
 
-    def __init__(self, lab: Lab, plan: FailoverPlan, progress: Progress, out_dir: Path) -> None:
+    def __init__(self, lab: Lab, plan: FailoverPlan, progress: Progress, out_dir: Path,
+                 beats: HeartbeatConfig | None = None) -> None:
         self.lab, self.plan, self.progress = lab, plan, progress
+        self.beats = beats or HeartbeatConfig()     # the heartbeat scenarios' settings
         self.out_dir = out_dir
         self.handler = None
         self._jobs = None
@@ -132,9 +148,9 @@ class Bench:
 
     # --- failure handling on/off ---------------------------------------------------------------
 
-    def _handler_on(self, reroute: bool) -> None:
-        from controller.failover import HeartbeatConfig
-        self.handler = self.lab.controller.start_failure_handling(HeartbeatConfig(), reroute=reroute)
+    def _handler_on(self, reroute: bool, link_heartbeats: bool) -> None:
+        config = self.beats if link_heartbeats else replace(self.beats, link_interval_ms=None)
+        self.handler = self.lab.controller.start_failure_handling(config, reroute=reroute)
         time.sleep(self.handler.config.grace_ms / 1000 + 0.5)
 
     def _handler_off(self) -> None:
@@ -150,7 +166,8 @@ class Bench:
         heartbeats = scenario != "none" and not oracle
         result = FailoverRun(scenario, n)
         if heartbeats:
-            self._handler_on(reroute=scenario != "dataplane")
+            self._handler_on(reroute=not scenario.startswith("dataplane"),
+                             link_heartbeats=scenario != "dataplane-controller")
         failures = Failures(self.lab, inform_controller=oracle)
         try:
             self._run(scenario, n, failures, result)
@@ -179,6 +196,7 @@ class Bench:
                                                   "--rate", plan.flow_pps, "--seconds", seconds,
                                                   "--payload", plan.flow_payload, "--out", files["flow_tx"]))]
         t0, cpu0 = time.monotonic(), cpu_times()
+        moved0 = self._moved()
         allreduce: dict = {}
         try:
             time.sleep(0.3)
@@ -190,6 +208,7 @@ class Bench:
                 worker.start()
                 time.sleep(0.5)
             _sleep_until(t0 + plan.warmup_s)
+            result.moved_healthy = self._moved() - moved0
             self.progress(f"{scenario} run {n}: failing {result.element}")
             result.fail = failures.fail_switch(agg) if kill else failures.fail_link(agg, core)
             _sleep_until(result.fail.start + plan.down_s)
@@ -226,6 +245,13 @@ class Bench:
         port, agg = busiest(edge)
         return port, agg, busiest(agg)[1]
 
+    def _moved(self) -> int:
+        """Packets moved off a port to its backup so far, all switches together."""
+        from controller.failover.entries import FAILED_OVER
+        ctl = self.lab.controller
+        return sum(c.packets for sw in self.lab.fabric.switches
+                   for c in ctl.read_port_counters(sw.name, FAILED_OVER).values())
+
     def _allreduce(self, into: dict) -> None:
         from aifabric.demo_allreduce import retransmit_timeout
         from controller.aggregation import JobManager
@@ -248,15 +274,16 @@ class Bench:
         h, fail = self.handler, result.fail
         if h is None or fail is None:
             return
+        at = failed_at(fail)
         dead = [e for e in h.events if not e.alive and e.decided >= fail.start]
         if dead:
-            result.detected_ms = 1000 * (min(e.decided for e in dead) - fail.start)
+            result.detected_ms = 1000 * (min(e.decided for e in dead) - at)
             written = [e.written for e in dead if e.written is not None]
-            result.written_ms = 1000 * (min(written) - fail.start) if written else None
+            result.written_ms = 1000 * (min(written) - at) if written else None
         reroutes = [r for r in h.reroutes if r.started >= fail.start and
                     (result.restore is None or r.started < result.restore.start)]
         if reroutes:
-            result.reroute_ms = 1000 * (reroutes[0].finished - fail.start)
+            result.reroute_ms = 1000 * (reroutes[0].finished - at)
 
     def _analyse(self, result: FailoverRun, files: dict[str, Path]) -> None:
         fail = result.fail
@@ -273,13 +300,14 @@ class Bench:
         result.flow_lost = result.flow_sent - len({a[0] for a in frx.get("arrivals", [])})
         arrivals = sorted((a[2], a[0]) for a in rx.get("arrivals", []))
         got = {seq for _, seq in arrivals}
-        t_fail = fail.start * 1e9
+        t_fail = failed_at(fail) * 1e9
         t_restore = result.restore.start * 1e9 if result.restore else float("inf")
         interval = 1e9 / tx["rate"] if tx.get("rate") else 0
         # lost probes sent from shortly before the failure (in flight on the link) to the repair
         burst = [s for s in range(result.probes_sent) if s not in got
                  and t_fail - 50e6 <= tx["start_ns"] + s * interval < t_restore + 50e6]
         result.probes_lost = len(burst)
+        result.loss_ms = len(burst) * interval / 1e6
         result.arrivals = [(round((t - t_fail) / 1e6, 2), seq) for t, seq in arrivals]
         before = [(a[2] - a[1]) / 1e6 for a in rx["arrivals"] if a[1] < t_fail]
         result.latency_ms = statistics.median(before) if before else None
@@ -295,6 +323,13 @@ class Bench:
         sent_back = tx["start_ns"] + seq_back * interval
         result.path_back_ms = (sent_back - t_fail) / 1e6
         result.recovered_by = "restore" if sent_back >= t_restore else "fabric"
+
+
+def failed_at(fail: FailureEvent) -> float:
+    """Time zero of a run: when the first end of the link was told to go down (an injection
+    can take a while on a busy machine, and the link works until then; the earliest the cut
+    can have taken effect, so outages are not understated), or when the switch was killed."""
+    return fail.detail.get("first_end", fail.start)
 
 
 def _is_switch(fabric, name: str) -> bool:
@@ -332,7 +367,8 @@ def summarise(runs: list[FailoverRun]) -> list[dict]:
         sel = [r for r in runs if r.scenario == scenario]
         row: dict = {"scenario": scenario, "runs": len(sel),
                      "recovered_by": "/".join(sorted({r.recovered_by for r in sel}))}
-        for key in ("outage_ms", "path_back_ms", "latency_ms", "probes_lost", "flow_lost", "detected_ms", "written_ms", "reroute_ms", "cpu_busy"):
+        for key in ("outage_ms", "loss_ms", "path_back_ms", "latency_ms", "probes_lost", "flow_lost", "detected_ms",
+                    "written_ms", "reroute_ms", "moved_healthy", "cpu_busy"):
             vals = [getattr(r, key) for r in sel if getattr(r, key) is not None]
             row[key] = round(statistics.median(vals), 2) if vals else None
         took = [1000 * (r.restore.end - r.restore.start) for r in sel if r.restore is not None]

@@ -119,22 +119,27 @@ class Failures:
         with self._lock:
             start, wall = time.monotonic(), time.time()
             how = self.link_mode(ln)
+            first_set = None
             for node, port in ((ln.a, ln.a_port), (ln.b, ln.b_port)):
                 ifname = f"{node}-eth{port}"
                 if not _is_switch(self.lab, node):
-                    set_interface(self._netns_pid(node), ifname, up)
+                    issued = set_interface(self._netns_pid(node), ifname, up)
                     if up:
                         self._readdress(node)
                 elif how == "down":
-                    set_interface(None, ifname, up)
+                    issued = set_interface(None, ifname, up)
                 elif not self._is_switch_link(ln):
                     continue        # the host end's going down is carrier loss here, which BMv2 survives
                 else:
-                    set_blackhole(ifname, not up)
+                    issued = set_blackhole(ifname, not up)
+                first_set = first_set or issued
             end = time.monotonic()
             pair = frozenset((ln.a, ln.b))
             (self.down_links.discard if up else self.down_links.add)(pair)
-            detail = {"interfaces": [f"{ln.a}-eth{ln.a_port}", f"{ln.b}-eth{ln.b_port}"], "how": how}
+            # first_end: when the change of the first end was issued; the link is cut (or back)
+            # from then on at the earliest
+            detail = {"interfaces": [f"{ln.a}-eth{ln.a_port}", f"{ln.b}-eth{ln.b_port}"], "how": how,
+                      "first_end": first_set or end}
             if self.inform_controller and self._is_switch_link(ln):
                 detail["controller_s"] = self._tell_controller([(ln.a, ln.b)], up)
             return self._record("restore_link" if up else "fail_link", f"{ln.a}-{ln.b}", start, end, wall, detail)
@@ -237,9 +242,10 @@ class Failures:
         return event
 
 
-def set_interface(netns_pid: int | None, ifname: str, up: bool) -> None:
+def set_interface(netns_pid: int | None, ifname: str, up: bool) -> float:
     """Set ``ifname`` up or down: in the root namespace (``netns_pid`` None) through netlink,
-    else inside the namespace of that process (``nsenter``)."""
+    else inside the namespace of that process (``nsenter``). Returns when the change was
+    issued (``time.monotonic()``), the earliest it can have taken effect."""
     state = "up" if up else "down"
     if netns_pid is None:
         from pyroute2 import IPRoute
@@ -248,19 +254,25 @@ def set_interface(netns_pid: int | None, ifname: str, up: bool) -> None:
             index = ipr.link_lookup(ifname=ifname)
             if not index:
                 raise FailureError(f"interface {ifname} does not exist (is the fabric up?)")
+            issued = time.monotonic()
             ipr.link("set", index=index[0], state=state)
-        return
+        return issued
+    issued = time.monotonic()
     _in_netns(netns_pid, ["ip", "link", "set", "dev", ifname, state])
+    return issued
 
 
-def set_blackhole(ifname: str, on: bool) -> None:
+def set_blackhole(ifname: str, on: bool) -> float:
     """Make root-namespace interface ``ifname`` drop every frame it would send (a root pfifo
-    that holds nothing), or give it back its default queueing discipline."""
+    that holds nothing), or give it back its default queueing discipline. Returns when the
+    change was issued."""
     cmd = ["tc", "qdisc", "replace", "dev", ifname, "root", "pfifo", "limit", "0"] if on else \
           ["tc", "qdisc", "del", "dev", ifname, "root"]
+    issued = time.monotonic()
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=10, check=False)
     if result.returncode != 0 and on:
         raise FailureError(f"interface {ifname}: {' '.join(cmd)} failed: {result.stderr.strip()}")
+    return issued
 
 
 def blackholed(ifname: str) -> bool:

@@ -19,7 +19,10 @@ the controller, and runs an INT collector bound to the bridge's address (``lab.c
 With ``failover=HeartbeatConfig(...)`` (`controller.failover`) the controller runs failure
 handling once the fabric is programmed (``lab.failure_handler``, a `controller.failover.FailureHandler`:
 heartbeats on every fabric port, data-plane failover, reroute, repair, localisation); off by
-default.
+default. Its link heartbeats (``link_interval_ms``, on by default) need every switch to have a
+generator port from the start and the generator running (``lab.heartbeats``, a
+`topologies.heartbeat_generator.HeartbeatGenerator`); ``link_heartbeat_ms=`` asks for them
+without ``failover`` (a benchmark that starts failure handling itself later).
 
 With ``run_controller=False`` the switches come up with no pipeline and no controller: a user's
 controller owns them from the start (``lab.description()`` says where they are).
@@ -49,6 +52,8 @@ from hostagent.agent.config import AgentConfig
 from hostagent.agent.launch import AgentSet, start_agents
 from topologies.fabric import Fabric
 from topologies.addressing import TELEMETRY_BRIDGE
+from topologies.heartbeat_generator import NODE_NAME as HEARTBEATS_NODE
+from topologies.heartbeat_generator import HeartbeatGenerator
 from topologies.mininet_topo import make_net, stop_net
 from topologies.p4switch import RUN_DIR, THRIFT_PORT_BASE, Leftovers, cleanup, leftovers
 
@@ -88,7 +93,8 @@ class Lab:
                  log_dir: Path | None = None, progress: Progress | None = None,
                  telemetry: TelemetryConfig | None = None, ecmp_seeds: bool = True,
                  hostagent: AgentConfig | None = None, run_controller: bool = True,
-                 failover: HeartbeatConfig | None = None, failover_reroute: bool = True):
+                 failover: HeartbeatConfig | None = None, failover_reroute: bool = True,
+                 link_heartbeat_ms: float | None = None):
         if not run_controller and telemetry is not None:
             raise ValueError("telemetry needs our controller (it installs ECN and INT): "
                              "run_controller=False takes no telemetry=")
@@ -106,6 +112,10 @@ class Lab:
         self.failover = failover
         self.failover_reroute = failover_reroute     # False: data-plane failover alone, no route recomputed
         self.failure_handler: FailureHandler | None = None
+        if link_heartbeat_ms is None and failover is not None:
+            link_heartbeat_ms = failover.link_interval_ms
+        self.link_heartbeat_ms = link_heartbeat_ms
+        self.heartbeats: HeartbeatGenerator | None = None
         self.agents: AgentSet | None = None
         self.net = None
         self.controller: FabricController | None = None
@@ -133,10 +143,16 @@ class Lab:
                       f"({self.fabric.describe()}, target {self.target})")
         t0 = time.monotonic()
         int_on = self.telemetry is not None and self.telemetry.int_enabled
-        self.net = make_net(self.fabric, target=self.target, log_dir=self.log_dir, telemetry=int_on)
+        self.net = make_net(self.fabric, target=self.target, log_dir=self.log_dir, telemetry=int_on,
+                            heartbeat_generator=self.link_heartbeat_ms is not None)
         self.progress(f"{len(self.net.hosts)} hosts and {len(self.net.links)} links made; starting the switch targets")
         self.net.start()
         self.bring_up.targets_s = time.monotonic() - t0
+        if self.link_heartbeat_ms is not None:
+            self.heartbeats = HeartbeatGenerator(self.fabric.fabric_ports(), self.link_heartbeat_ms, RUN_DIR,
+                                                 log_file=Path(self.log_dir) / "heartbeats.log")
+            self.heartbeats.start()
+            self.progress(f"link heartbeats every {self.link_heartbeat_ms:g} ms on every fabric port")
         if int_on:
             assert self.telemetry is not None
             self.collector = IntCollector(self.telemetry.collector_ip, self.telemetry.collector_port).start()
@@ -169,8 +185,11 @@ class Lab:
         if self.failover is not None:
             self.failure_handler = self.controller.start_failure_handling(self.failover,
                                                                           reroute=self.failover_reroute)
-            self.progress(f"failure handling on: heartbeats every {self.failover.interval_ms:g} ms, "
-                          f"dead after {self.failover.multiplier} missed"
+            beats = self.failover
+            link = (f"link heartbeats every {beats.link_interval_ms:g} ms (a switch skips a port after "
+                    f"{beats.link_multiplier} missed), " if beats.link_interval_ms is not None else "")
+            self.progress(f"failure handling on: {link}controller heartbeats every {beats.interval_ms:g} ms, "
+                          f"dead after {beats.multiplier} missed"
                           + ("" if self.failover_reroute else "; data-plane failover alone (no reroute)"))
 
     def _start_hostagents(self) -> None:
@@ -192,6 +211,7 @@ class Lab:
             report = Teardown()
             closing: list[threading.Thread] = []
             for what, step in (("host agents", self._stop_agents),
+                               ("heartbeat generator", self._stop_heartbeats),
                                ("INT collector", self._stop_collector),
                                ("controller", lambda: closing.extend(self._close_controller())),
                                ("switches and hosts", self._stop_net),
@@ -227,6 +247,11 @@ class Lab:
         if agents is not None:
             agents.stop()
 
+    def _stop_heartbeats(self) -> None:
+        heartbeats, self.heartbeats = self.heartbeats, None
+        if heartbeats is not None:
+            heartbeats.stop()
+
     def _stop_collector(self) -> None:
         collector, self.collector = self.collector, None
         if collector is not None:
@@ -257,7 +282,7 @@ class Lab:
             stop_net(net)
 
     def _nodes(self) -> list[str]:
-        return fabric_nodes(self.fabric)
+        return fabric_nodes(self.fabric) + ([HEARTBEATS_NODE] if self.link_heartbeat_ms is not None else [])
 
     def _ports(self) -> list[int]:
         """The TCP ports this lab's targets listen on (P4Runtime, run-time control)."""

@@ -141,12 +141,7 @@ def validate(args: argparse.Namespace) -> None:
         if getattr(args, "no_reroute", False) and not failover:
             raise ValueError("--no-reroute needs --failover (it leaves failure handling to the data plane)")
         if failover:
-            from controller.failover import HeartbeatConfig
-            try:
-                HeartbeatConfig(interval_ms=args.heartbeat_ms, multiplier=args.heartbeat_multiplier)
-            except ValueError as e:
-                raise ValueError(f"--heartbeat-ms {args.heartbeat_ms:g} --heartbeat-multiplier "
-                                 f"{args.heartbeat_multiplier}: {e}") from None
+            failover_config(args)
         if args.describe:
             prepare_output("--describe", args.describe)
         if args.hostagent:
@@ -199,3 +194,22 @@ def check_allreduce(args: argparse.Namespace) -> None:
     if not 1 <= args.rate <= MAX_LINK_RATE_PPS:
         raise ValueError(f"--rate {args.rate}: must be 1..{MAX_LINK_RATE_PPS} packets/s")
     prepare_output("--png", args.png or demo_allreduce.DEFAULT_PNG)
+
+
+def failover_config(args: argparse.Namespace):
+    """The HeartbeatConfig of ``aifabric up --failover``'s options (``--link-heartbeat-ms 0``:
+    no link heartbeats; not given: the target's `link_interval_for`); ValueError naming the
+    options when they make none."""
+    from controller.failover import HeartbeatConfig
+    from controller.failover.config import link_interval_for
+
+    link_ms = args.link_heartbeat_ms
+    if link_ms is None:
+        link_ms = link_interval_for(resolve_target(args.target)[0])
+    try:
+        return HeartbeatConfig(interval_ms=args.heartbeat_ms, multiplier=args.heartbeat_multiplier,
+                               link_interval_ms=link_ms or None, link_multiplier=args.link_heartbeat_multiplier)
+    except ValueError as e:
+        raise ValueError(f"--heartbeat-ms {args.heartbeat_ms:g} --heartbeat-multiplier {args.heartbeat_multiplier} "
+                         f"--link-heartbeat-ms {link_ms:g} --link-heartbeat-multiplier "
+                         f"{args.link_heartbeat_multiplier}: {e}") from None

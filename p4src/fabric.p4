@@ -37,12 +37,14 @@ control FabricIngress(inout headers_t hdr,
     Aggregation() aggregation;
     LoadBalance() load_balance;
     TeOverride() te_override;
+    LinkHeartbeat() link_heartbeat;
     PortLiveness() port_liveness;
     FlowSampling() flow_sampling;
 
     apply {
         meta.cpu_ig_port = standard_metadata.ingress_port;
         packetio.apply(hdr, meta, standard_metadata);   // packet-outs exit here
+        link_heartbeat.apply(hdr, meta, standard_metadata);   // link heartbeats exit here
         // Unless a reply, a route or the ACL chooses a port, the packet is
         // dropped (BMv2 would otherwise send it to port 0).
         mark_to_drop(standard_metadata);
@@ -77,7 +79,9 @@ control FabricEgress(inout headers_t hdr,
     Loss() loss;
 
     // egress_port_counter: packets and bytes sent per port (CPU_PORT
-    // included, counted once), indexed by standard_metadata.egress_port.
+    // included, counted once), indexed by standard_metadata.egress_port;
+    // link heartbeats are not counted (at 100 a second per fabric port they
+    // would swamp the traffic that tests and benchmarks read here).
     // Read by the controller (P4Runtime CounterEntry).
     counter(PORT_COUNTER_SIZE, CounterType.packets_and_bytes) egress_port_counter;
 
@@ -94,7 +98,7 @@ control FabricEgress(inout headers_t hdr,
                 || standard_metadata.instance_type == PKT_INSTANCE_TYPE_REPLICATION) {
             loss.apply(hdr, meta, standard_metadata);   // emulated link loss, if configured
         }
-        if (!meta.lost) {
+        if (!meta.lost && !hdr.link_heartbeat.isValid()) {
             egress_port_counter.count((bit<32>)standard_metadata.egress_port);
         }
     }

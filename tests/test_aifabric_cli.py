@@ -79,6 +79,9 @@ def _processes_naming(text: str) -> list[str]:
     (["up", "--controller", "none", "--failover"], ["--controller none", "--failover needs our controller"]),
     (["up", "--failover", "--heartbeat-ms", "0"], ["--heartbeat-ms 0", "interval_ms must be > 0"]),
     (["up", "--failover", "--heartbeat-multiplier", "0"], ["--heartbeat-multiplier 0", "multiplier must be >= 1"]),
+    (["up", "--failover", "--link-heartbeat-ms", "-1"], ["--link-heartbeat-ms -1", "link_interval_ms must be > 0"]),
+    (["up", "--failover", "--target", "softswitch", "--link-heartbeat-multiplier", "0"],
+     ["--link-heartbeat-ms 10 --link-heartbeat-multiplier 0", "link_multiplier must be >= 1"]),
     (["up", "--no-reroute"], ["--no-reroute needs --failover"]),
     (["up", "--describe", "{tmp}"], ["--describe {tmp}", "is a directory"]),
 ])

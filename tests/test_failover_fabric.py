@@ -6,13 +6,15 @@ by the data plane and routed around, every host pair reaches each other, the rou
 loop and never cross the link, and bringing it up restores everything; an aggregation switch
 killed is named as a failed switch by its neighbours, every host still reaches every other, and
 when it runs again it is programmed and its links come back. Data-plane failover alone (no
-reroute) carries flows over a cut link's backup port.
+reroute) carries flows over a cut link's backup port, driven by the controller's heartbeats
+and, before the controller knows anything, by the switches' own link heartbeats.
 """
 from __future__ import annotations
 
 import os
 import signal
 import time
+from dataclasses import replace
 
 import pytest
 from targets import FABRIC_TARGETS
@@ -36,10 +38,11 @@ WAIT_S = 15.0
 def lab(request, tmp_path_factory):
     from aifabric.lab import Lab
     from controller.failover import HeartbeatConfig
+    from controller.failover.config import link_interval_for
     from topologies.fabric import fat_tree
 
     with Lab(fat_tree(4), target=request.param, log_dir=tmp_path_factory.mktemp("failover"),
-             failover=HeartbeatConfig()) as lab:
+             failover=HeartbeatConfig(link_interval_ms=link_interval_for(request.param))) as lab:
         yield lab
 
 
@@ -195,60 +198,108 @@ def test_aggregation_switch_killed_then_restarted(lab):
     _all_pairs_reached(lab)
 
 
+class _WayUp:
+    """Flows from pod 0's hosts up through CORE_LINK's aggregation switch (the same source ports
+    every time: the same ECMP choices), and what that switch sent out of its ports meanwhile."""
+
+    def __init__(self, lab) -> None:
+        self.lab = lab
+        self.agg, self.core = CORE_LINK[1], CORE_LINK[0]
+        ports = lab.fabric.ports_of(self.agg)
+        self.dead_port = next(p for p, peer in ports.items() if peer == self.core)
+        self.backup_port = next(p for p, peer in ports.items()
+                                if peer != self.core and lab.fabric.switch(peer).role == lab.fabric.switch(self.core).role)
+        srcs = ["p0e0h0", "p0e0h1", "p0e1h0", "p0e1h1"]
+        self.pairs = [(s, d) for s in srcs for d in ("p2e0h0", "p3e1h1")]
+        self.hosts = {n: lab.host(n) for pair in self.pairs for n in pair}
+
+    def flows(self, size: int) -> list:
+        from hostagent.traffic.flows import FlowSpec
+        return [FlowSpec(src, dst, "udp", 42000 + i, 4791, size, payload=500, rate_pps=100)
+                for i, (src, dst) in enumerate(self.pairs)]
+
+    def counters(self, counter: str | None = None) -> dict[int, int]:
+        ctl = self.lab.controller
+        cells = ctl.read_port_counters(self.agg, *([counter] if counter else []))
+        return {port: cells[port].packets if port in cells else 0 for port in (self.dead_port, self.backup_port)}
+
+    def send(self, size: int) -> tuple[dict[str, int], dict[int, int], dict[int, int]]:
+        """Received per flow, and packets sent out of (and moved off) the dead and backup ports."""
+        from controller.failover.entries import FAILED_OVER
+        from hostagent.traffic.drive import run_traffic
+
+        before, moved_before = self.counters(), self.counters(FAILED_OVER)
+        results = run_traffic(self.hosts, self.flows(size), quiet=1.0, deadline=30.0)
+        after, moved_after = self.counters(), self.counters(FAILED_OVER)
+        got = {f"{r.flow.src}->{r.flow.dst}": r.received.unique if r.received else 0 for r in results}
+        return (got, {p: after[p] - before[p] for p in after}, {p: moved_after[p] - moved_before[p] for p in after})
+
+    def check_carried_by_backup(self, size: int) -> None:
+        got, sent, moved = self.send(size)
+        assert all(n >= 0.95 * size for n in got.values()), f"flows lost their way up: {got}"
+        assert sent[self.backup_port] >= size, f"{self.agg} sent nothing up through its backup port: {sent}"
+        assert sent[self.dead_port] < 0.05 * sent[self.backup_port], f"{self.agg} still sent data into the dead port: {sent}"
+        # at least one flow crosses the dead port (checked before the cut): its packets were moved
+        assert moved[self.dead_port] >= 0.9 * size, f"failed_over did not count the packets moved off the dead port: {moved}"
+
+
 def test_data_plane_failover_alone_carries_the_way_up_without_a_reroute(lab):
     """Failure handling with ``reroute=False`` (as `aifabric up --failover --no-reroute` starts
-    it): a core link cut, both ends found dead and written to port_status; flows from pod 0
-    upward keep arriving through the aggregation switch's other core port (the failover table's
-    backup), with no reroute and the model's links untouched."""
-    from controller.failover import HeartbeatConfig
-    from hostagent.traffic.drive import run_traffic
-    from hostagent.traffic.flows import FlowSpec
+    it), link heartbeats off: a core link cut, both ends found dead by the controller and written
+    to port_status; flows from pod 0 upward keep arriving through the aggregation switch's other
+    core port (the failover table's backup), with no reroute and the model's links untouched."""
 
     lab.failure_handler.stop()
-    handler = lab.controller.start_failure_handling(HeartbeatConfig(), reroute=False)
+    handler = lab.controller.start_failure_handling(replace(lab.failover, link_interval_ms=None), reroute=False)
     assert not handler.reroute_enabled
-    agg, core = CORE_LINK[1], CORE_LINK[0]
-    dead_port = next(p for p, peer in lab.fabric.ports_of(agg).items() if peer == core)
-    backup_port = next(p for p, peer in lab.fabric.ports_of(agg).items()
-                       if peer != core and lab.fabric.switch(peer).role == lab.fabric.switch(core).role)
-    srcs = ["p0e0h0", "p0e0h1", "p0e1h0", "p0e1h1"]
-    pairs = [(s, d) for s in srcs for d in ("p2e0h0", "p3e1h1")]
-    hosts = {n: lab.host(n) for pair in pairs for n in pair}
-
-    def flows(size: int) -> list:           # the same ports every time: the same ECMP choices
-        return [FlowSpec(src, dst, "udp", 42000 + i, 4791, size, payload=500, rate_pps=100)
-                for i, (src, dst) in enumerate(pairs)]
-
-    def sent_through(port: int, size: int) -> int:
-        before = lab.controller.read_port_counters(agg)
-        run_traffic(hosts, flows(size), quiet=1.0, deadline=30.0)
-        after = lab.controller.read_port_counters(agg)
-        return after[port].packets - (before[port].packets if port in before else 0)
-
+    up = _WayUp(lab)
     try:
         time.sleep(handler.config.grace_ms / 1000 + 0.5)
-        used = sent_through(dead_port, 50)        # while the link is up: some flows take it
-        assert used >= 50, f"none of the flows crosses {agg}-{core} ({used} packets): the test proves nothing"
-        _set_link(lab, core, agg, up=False)
-        link = handler.link(core, agg)
+        _, sent, _ = up.send(50)        # while the link is up: some flows take it
+        assert sent[up.dead_port] >= 50, f"none of the flows crosses {up.agg}-{up.core} ({sent}): the test proves nothing"
+        _set_link(lab, up.core, up.agg, up=False)
+        link = handler.link(up.core, up.agg)
         _wait("both ends of the link marked dead", lambda: set(link.ends()) <= handler.dead_ports())
         _wait("port_status written at both ends",
               lambda: len([e for e in handler.events if not e.alive and e.written is not None]) == 2)
-        before = lab.controller.read_port_counters(agg)
-        results = run_traffic(hosts, flows(300), quiet=1.0, deadline=30.0)
-        after = lab.controller.read_port_counters(agg)
-        got = {f"{r.flow.src}->{r.flow.dst}": r.received.unique if r.received else 0 for r in results}
-        assert all(n >= 0.95 * 300 for n in got.values()), f"flows lost their way up: {got}"
-        grew = {p: after[p].packets - (before[p].packets if p in before else 0) for p in (dead_port, backup_port)}
-        assert grew[backup_port] >= 300, f"{agg} sent nothing up through its backup port: {grew}"
-        assert grew[dead_port] < 0.05 * grew[backup_port], f"{agg} still sent data into the dead port: {grew}"
+        up.check_carried_by_backup(300)
         assert handler.reroutes == [] and lab.controller.model.down_links() == []
     finally:
-        _set_link(lab, core, agg, up=True)
+        _set_link(lab, up.core, up.agg, up=True)
         try:
-            _wait("the link alive again", lambda: handler.link_up(core, agg))
+            _wait("the link alive again", lambda: handler.link_up(up.core, up.agg))
         finally:
             handler.stop()
-            lab.failure_handler = lab.controller.start_failure_handling(HeartbeatConfig())
+            lab.failure_handler = lab.controller.start_failure_handling(lab.failover)
+    assert lab.controller.wait_in_sync(30)
+    _all_pairs_reached(lab)
+
+
+def test_link_heartbeats_alone_carry_the_way_up_before_the_controller_knows(lab):
+    """The controller's own heartbeats slowed to a minute of detection, no reroute: a core link
+    cut is skipped by the switches themselves (their link heartbeats stopped), flows from pod 0
+    upward arrive through the backup port while the controller still finds no port dead; the
+    link repaired, the switch uses the port again by itself."""
+
+    lab.failure_handler.stop()
+    handler = lab.controller.start_failure_handling(replace(lab.failover, interval_ms=1000, multiplier=60), reroute=False)
+    up = _WayUp(lab)
+    try:
+        time.sleep(handler.config.grace_ms / 1000 + 0.5)
+        _, sent, _ = up.send(50)
+        assert sent[up.dead_port] >= 50, f"none of the flows crosses {up.agg}-{up.core} ({sent}): the test proves nothing"
+        _set_link(lab, up.core, up.agg, up=False)
+        time.sleep(0.5)
+        up.check_carried_by_backup(300)
+        assert handler.dead_ports() == set() and handler.events == [], "the controller found it, not the data plane"
+    finally:
+        _set_link(lab, up.core, up.agg, up=True)
+    time.sleep(0.5)
+    got, sent, moved = up.send(100)
+    assert all(n >= 0.95 * 100 for n in got.values()), f"flows lost after the repair: {got}"
+    assert sent[up.dead_port] >= 100, f"{up.agg} does not use the repaired port again: {sent}"
+    assert moved[up.dead_port] < 0.1 * sent[up.dead_port], f"packets still moved off the repaired port: {moved}"
+    handler.stop()
+    lab.failure_handler = lab.controller.start_failure_handling(lab.failover)
     assert lab.controller.wait_in_sync(30)
     _all_pairs_reached(lab)

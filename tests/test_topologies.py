@@ -103,6 +103,9 @@ def test_fat_tree_4_is_20_switches_and_16_hosts() -> None:
     assert len(fab.switches) == 20 and len(fab.hosts) == 16
     assert [sw.name for sw in fab.switches[:4]] == ["p0e0", "p0e1", "p0a0", "p0a1"]
     assert [sw.name for sw in fab.switches[-4:]] == ["c0", "c1", "c2", "c3"]
+    ports = fab.fabric_ports()       # where link heartbeats go: the ports facing a switch
+    assert ports["p0e0"] == [3, 4] and ports["p0a0"] == [1, 2, 3, 4] and ports["c0"] == [1, 2, 3, 4]
+    assert sum(map(len, ports.values())) == 2 * len(list(fab.switch_links())) == 64
 
 
 @pytest.mark.parametrize("k", K_VALUES)
@@ -274,7 +277,8 @@ def test_cleanup_recognises_only_aifabric_processes_and_interfaces() -> None:
     for node in ("t0h1", "g2r1", "g2r1h0", "s1g0", "p1s0"):
         assert _is_fabric_host_shell(["bash", "--norc", "-is", f"mininet:{node}"]), node
     for name in ("p0e0-eth1", "p12a3-eth8", "c15-eth4", "l3-eth2", "s1-eth9", "p0e0h1-eth0", "l2h3-eth0",
-                 "r3-eth1", "s1g3-eth0", "p1l0-eth3", "p0s1-eth2", "t2h1-eth1", "g3r1-eth4", "g3r1h0-eth0"):
+                 "r3-eth1", "s1g3-eth0", "p1l0-eth3", "p0s1-eth2", "t2h1-eth1", "g3r1-eth4", "g3r1h0-eth0",
+                 "p0a1-eth254"):      # a switch's link-heartbeat generator port
         assert _FABRIC_INTF.match(name), name
     for name in ("eth0", "veth1234", "h1-eth0", "p0e0x-eth1", "docker0"):
         assert not _FABRIC_INTF.match(name), name

@@ -156,6 +156,14 @@ class Fabric:
         names = {sw.name for sw in self.switches}
         return (ln for ln in self.links if ln.a in names and ln.b in names)
 
+    def fabric_ports(self) -> dict[str, list[int]]:
+        """Each switch's ports with a switch at the other end."""
+        ports: dict[str, list[int]] = {sw.name: [] for sw in self.switches}
+        for ln in self.switch_links():
+            ports[ln.a].append(ln.a_port)
+            ports[ln.b].append(ln.b_port)
+        return {name: sorted(p) for name, p in ports.items()}
+
     def ports_of(self, switch: str) -> dict[int, str]:
         """port number -> name of the node at the other end."""
         ports: dict[int, str] = {}

@@ -5,7 +5,9 @@ switch's ports and returns, ``batchStartup()`` (called by ``Mininet.start()``) w
 target's gRPC port accepts a TCP connection, ``connected()`` is the readiness check, ``stop()``
 terminates the process (SIGTERM, then SIGKILL) and deletes the switch's interfaces. Switch nodes
 live in the root namespace; link interfaces are ``<switch>-eth<port>`` and the Mininet port number
-is the P4 port number given to the target with ``-i PORT@IFACE``.
+is the P4 port number given to the target with ``-i PORT@IFACE``. With
+``heartbeat_generator=True`` the switch has one more port, 254, on ``<switch>-eth254``: the
+link-heartbeat generator's (`topologies.heartbeat_generator`), created at the first start.
 
 Command lines (``--target auto`` picks ``simple_switch_grpc`` when it is on PATH, else
 ``softswitch``)::
@@ -54,6 +56,7 @@ from mininet.log import debug, info, warn
 from mininet.node import Switch
 
 from topologies import addressing as ap
+from topologies import heartbeat_generator as hbgen
 from topologies.procs import (Proc, interfaces_in_netns_of, listening_tcp_ports, marked_env, own_netns,
                               snapshot, stop_processes)
 
@@ -184,6 +187,7 @@ class P4Switch(MarkedNode, Switch):
         stop_timeout: float = 5.0,
         thrift_port: int | None = None,
         extra_args: Sequence[str] = (),
+        heartbeat_generator: bool = False,
         **params: object,
     ) -> None:
         params["inNamespace"] = False
@@ -198,6 +202,8 @@ class P4Switch(MarkedNode, Switch):
         self.start_timeout = start_timeout
         self.stop_timeout = stop_timeout
         self.extra_args = tuple(extra_args)
+        # one more port, GEN_PORT, on a veth of its own for the link-heartbeat generator
+        self.heartbeat_generator = heartbeat_generator
         self.thrift_port = thrift_port or THRIFT_PORT_BASE + self.device_id
         self.process: subprocess.Popen | None = None
         self._console: object | None = None
@@ -237,13 +243,18 @@ class P4Switch(MarkedNode, Switch):
             (port, intf.name) for port, intf in self.intfs.items() if intf.name != "lo" and port != 0
         )
 
+    def target_ports(self) -> list[tuple[int, str]]:
+        """The data ports and, with a heartbeat generator, its port."""
+        extra = [(hbgen.GEN_PORT, hbgen.switch_interface(self.name))] if self.heartbeat_generator else []
+        return self.data_ports() + extra
+
     def command(self) -> list[str]:
         return target_command(
             self.target_kind,
             self.executable,
             name=self.name,
             device_id=self.device_id,
-            ports=self.data_ports(),
+            ports=self.target_ports(),
             grpc_port=self.grpc_port,
             log_dir=self.log_dir,
             cpu_port=self.cpu_port,
@@ -319,7 +330,9 @@ class P4Switch(MarkedNode, Switch):
                 f"switch {self.name}: run-time control port {self.thrift_port} is already in use "
                 f"(another target with device id {self.device_id}? pass thrift_port=)"
             )
-        for _, intf in self.data_ports():
+        if self.heartbeat_generator and not Path(f"/sys/class/net/{hbgen.switch_interface(self.name)}").exists():
+            hbgen.add_link(self.name)     # kept over restarts: the generator stays bound to its end
+        for _, intf in self.target_ports():
             prepare_switch_interface(intf)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.pid_file.parent.mkdir(parents=True, exist_ok=True)

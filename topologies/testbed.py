@@ -177,10 +177,13 @@ class Testbed:
         for _ in range(self.nports):
             self.add_port()
 
-    def add_port(self) -> HostPort:
+    def add_port(self, number: int | None = None) -> HostPort:
         """One more veth pair (switch end up in the root namespace, host end in a namespace of
-        its own, IPv6 off on both so the kernel sends nothing on its own), waited until up."""
-        n = len(self.ports) + 1
+        its own, IPv6 off on both so the kernel sends nothing on its own), waited until up; the
+        switch's port ``number`` (default: the next after the highest so far)."""
+        n = number if number is not None else max(self.ports, default=0) + 1
+        if n in self.ports or not 1 <= n <= 510:
+            raise ValueError(f"port {n}: taken already or not a port number (1..510)")
         hp = HostPort(n, f"{self.prefix}s{n}", f"{self.prefix}h{n}", f"{self.prefix}n{n}")
         self.ports[n] = hp
         with IPRoute() as ipr:

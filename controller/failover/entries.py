@@ -2,7 +2,9 @@
 
 * ``port_status``: one entry ``port -> port_down()`` per dead port of the switch;
 * ``failover``: for every group of two or more members, ``(next_id, member port) ->
-  reroute(backup)``, the backup being the next member in port order (wrapping around).
+  reroute(backup)``, the backup being the next member in port order (wrapping around);
+* ``heartbeat_watch``: ``port -> watch(timeout_us)`` for every fabric port while link heartbeats
+  run.
 """
 
 from __future__ import annotations
@@ -17,12 +19,15 @@ PORT_STATUS = "FabricIngress.port_liveness.port_status"
 PORT_DOWN = "FabricIngress.port_liveness.port_down"
 FAILOVER = "FabricIngress.port_liveness.failover"
 REROUTE = "FabricIngress.port_liveness.reroute"
+HEARTBEAT_WATCH = "FabricIngress.port_liveness.heartbeat_watch"
+FAILED_OVER = "FabricIngress.port_liveness.failed_over"     # counter: packets moved off each dead port
+WATCH = "FabricIngress.port_liveness.watch"
 
 
 def owned_tables(p4info: P4Info) -> set[tuple]:
-    """What the reconcile loop keeps in sync: the backups. ``port_status`` is written by the
+    """What the reconcile loop keeps in sync: the backups and the watched ports. ``port_status`` is written by the
     failure handler alone, at once (a reconcile that read it a moment before must not undo it)."""
-    return {("table", p4info.table_id(FAILOVER))}
+    return {("table", p4info.table_id(FAILOVER)), ("table", p4info.table_id(HEARTBEAT_WATCH))}
 
 
 def port_down(p4info: P4Info, port: int) -> p4runtime_pb2.Entity:
@@ -48,3 +53,7 @@ def failover_entities(p4info: P4Info, state: SwitchForwarding) -> list[p4runtime
         for (next_id, port), hop in sorted(backups(state).items())
     ]
 
+
+def watch_entities(p4info: P4Info, ports: list[int], timeout_us: int) -> list[p4runtime_pb2.Entity]:
+    return [entity(p4info.table_entry(HEARTBEAT_WATCH, {"port": port}, action=WATCH, params={"timeout_us": timeout_us}))
+            for port in sorted(ports)]

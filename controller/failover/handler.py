@@ -17,6 +17,10 @@ the routes never recomputed:
    The monitor only blames a port for its own silence (see `controller.failover.monitor`), and
    finds no port dead while a reroute runs or for a detection time after it (reconciling every
    switch at once makes every heartbeat late).
+   Sooner, with link heartbeats on (``config.link_interval_ms``; the fabric's generator is the
+   lab's): ``heartbeat_watch`` lists every fabric port with ``link_multiplier`` x
+   ``link_interval_ms`` as its timeout, and each switch skips a port that long silent by itself,
+   the same way, before this monitor has a verdict.
 3. **Reroute.** Then (a thread of its own) the links with a dead end are marked down in the
    controller's topology model, routes are recomputed and every connected switch reconciled.
    The dead port stays marked meanwhile, so nothing is ever sent into it (make-before-break:
@@ -173,7 +177,7 @@ class FailureHandler:
 
     def _clear_switches(self) -> None:
         """Delete what failure handling installed (nobody owns its tables once it stopped)."""
-        tables = [self.p4info.table_id(FE.PORT_STATUS), self.p4info.table_id(FE.FAILOVER)]
+        tables = [self.p4info.table_id(t) for t in (FE.PORT_STATUS, FE.FAILOVER, FE.HEARTBEAT_WATCH)]
         for name, agent in self.controller.agents.items():
             conn = agent.conn          # read once: teardown may drop it meanwhile
             if conn is None or not conn.connected:
@@ -198,7 +202,15 @@ class FailureHandler:
 
     def entities(self, switch: str) -> list[p4runtime_pb2.Entity]:
         state = self.controller.forwarding.get(switch)
-        return FE.failover_entities(self.p4info, state) if state is not None else []
+        found = FE.failover_entities(self.p4info, state) if state is not None else []
+        timeout_us = self.config.link_timeout_us
+        if timeout_us is not None:
+            found += FE.watch_entities(self.p4info, self.fabric_ports(switch), timeout_us)
+        return found
+
+    def fabric_ports(self, switch: str) -> list[int]:
+        """The switch's ports with a switch at the other end (where heartbeats go)."""
+        return self.controller.fabric.fabric_ports().get(switch, [])
 
     # --- observation -----------------------------------------------------------------------
 

@@ -13,12 +13,21 @@ typedef bit<32>  next_id_t;
 // Ports. Start targets with `--cpu-port 255`; BMv2 drops packets sent to 511.
 const port_num_t CPU_PORT  = 255;
 const port_num_t DROP_PORT = 511;
+// The switch's link-heartbeat generator (topologies/heartbeat_generator.py,
+// the emulated counterpart of an ASIC's packet generator) injects here: start
+// targets with `-i 254@<switch>-hbg` where data-plane heartbeats are wanted.
+const port_num_t HEARTBEAT_GEN_PORT = 254;
 
 // Egress priority of packet-outs (the controller's heartbeats among them): they
 // leave a congested port ahead of queued data, as BFD's packets do on a switch.
 // Start targets with `--priority-queues 8` (topologies/p4switch.py does): with
 // fewer queues than that, a target drops the packet (BMv2 and softswitch alike).
 const bit<3> PRIORITY_CONTROL = 7;
+// Egress priority of link heartbeats (include/control/liveness.p4): ahead of
+// data too, but in a queue of their own, so that on a link slower than they
+// come (an emulated link of a few dozen packets a second) it is theirs that
+// overflow, not the controller's packet-outs.
+const bit<3> PRIORITY_LINK_HEARTBEAT = 6;
 
 // Clone session of copy_to_cpu; the controller configures it (P4Runtime
 // CloneSessionEntry) with a single replica to CPU_PORT.
@@ -33,6 +42,9 @@ const bit<16> ETHERTYPE_IPV6 = 0x86dd;
 // Heartbeats between neighbouring switches (IEEE local experimental ether type);
 // see include/control/liveness.p4 and controller/failover/.
 const bit<16> ETHERTYPE_HEARTBEAT = 0x88b5;
+// Link heartbeats kept in the data plane (include/control/liveness.p4): sent
+// through HEARTBEAT_GEN_PORT, heard by the neighbour's pipeline, never punted.
+const bit<16> ETHERTYPE_LINK_HEARTBEAT = 0x88b6;
 
 // IP protocol numbers / IPv6 next headers.
 const bit<8> PROTO_ICMP   = 1;
@@ -159,6 +171,8 @@ const bit<32> FLOWLET_ID_SCRAMBLE = 0x85EBCA6B; // odd: consecutive flowlet ids 
 // Port liveness and failover (include/control/liveness.p4).
 #define PORT_STATUS_TABLE_SIZE     512    // one entry per dead port
 #define FAILOVER_TABLE_SIZE        4096   // one entry per (next id, member port)
+#define HEARTBEAT_WATCH_TABLE_SIZE 512    // one entry per watched fabric port
+const bit<32> PORT_LIVENESS_SIZE = 512;   // indexed by 9-bit port numbers
 
 // Table and counter sizes.
 const bit<32> PORT_COUNTER_SIZE  = 512;   // indexed by 9-bit port numbers

@@ -18,6 +18,13 @@ header packet_in_t {
     bit<7>     _pad;
 }
 
+// Link heartbeat (ETHERTYPE_LINK_HEARTBEAT), 2 bytes after Ethernet: from the
+// generator, the port to send it out of; on the wire, the port it left by.
+header link_heartbeat_t {
+    bit<7>     _pad;
+    port_num_t port;
+}
+
 header ethernet_t {
     mac_addr_t dst_addr;
     mac_addr_t src_addr;
@@ -275,6 +282,7 @@ struct headers_t {
     report_individual_t report_individual;
     report_int_t        report_int;
     ethernet_t   ethernet;
+    link_heartbeat_t link_heartbeat;
     arp_t        arp;
     ipv4_t       ipv4;
     ipv6_t       ipv6;

@@ -28,8 +28,14 @@ parser FabricParser(packet_in packet,
             ETHERTYPE_ARP:  parse_arp;
             ETHERTYPE_IPV4: parse_ipv4;
             ETHERTYPE_IPV6: parse_ipv6;
+            ETHERTYPE_LINK_HEARTBEAT: parse_link_heartbeat;
             default:        accept;
         }
+    }
+
+    state parse_link_heartbeat {
+        packet.extract(hdr.link_heartbeat);
+        transition accept;
     }
 
     state parse_arp {
@@ -191,6 +197,7 @@ control FabricDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.report_individual);
         packet.emit(hdr.report_int);
         packet.emit(hdr.ethernet);
+        packet.emit(hdr.link_heartbeat);
         packet.emit(hdr.arp);
         packet.emit(hdr.ipv4);
         packet.emit(hdr.ipv6);

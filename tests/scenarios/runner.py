@@ -153,6 +153,7 @@ class Scenario:
     packets: list[Send | Step]
     setup: Callable[[Setup], None] = lambda s: None
     ports: int = 4
+    extra_ports: tuple[int, ...] = ()        # more ports by number (e.g. the heartbeat generator's 254)
     # Bytes that legitimately differ between runs (timestamps): a function that blanks them
     # for the comparison of targets (`expect` sees them as they were, to check them).
     normalise: Callable[[int, bytes], bytes] | None = None
@@ -178,6 +179,8 @@ def run(target: str, sc: Scenario) -> Outputs:
     info = load_p4info(p4info_path)
     prefix = f"d{os.getpid() % 1000}{target[0]}"
     with Testbed(nports=sc.ports, prefix=prefix) as tb:
+        for number in sc.extra_ports:
+            tb.add_port(number)
         runtime_addr = f"127.0.0.1:{_free_tcp_port()}" if target == "softswitch" else ""
         thrift_port = _free_tcp_port() if target == "bmv2" else 0   # test runs may share the machine
         t = tb.start_target(target, device_id=1, cpu_port=CPU_PORT, thrift_port=thrift_port or None,
