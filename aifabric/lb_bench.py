@@ -9,6 +9,10 @@ same source ports); the figures per run:
 * throughput / ideal: the flows' mean delivery rate over the rate each would get on a
   non-blocking fabric (a permutation: every flow its full rate);
 * core-link imbalance: max / mean of the packets on the 32 aggregation-core link directions;
+  beside it the floor no placement can beat: each flow between pods crosses two of those
+  directions, a mean of m = 2 x flows / 32 flows a direction, and flows of equal size that are
+  not split put ceil(m) on some direction, so max / mean >= ceil(m) / m (on k=4, with at most
+  four flows leaving and entering each pod, a core per flow reaches it);
 * flow completion time p50 / p99, packets delivered out of order, lost;
 * CPU busy share of the machine during the run.
 
@@ -30,6 +34,7 @@ the deepest mean queue) and the deepest queue seen.
 """
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,6 +123,7 @@ class ModeRun:
         return {"mode": self.mode, "pattern": self.pattern, "seed": self.seed,
                 "throughput_vs_ideal": round(statistics.mean(rates), 3) if rates else 0.0,
                 "core_imbalance": round(max(loads) / mean, 2) if mean else None,
+                "core_imbalance_floor": imbalance_floor(self.flows, len(loads)),
                 "fct_p50_s": round(_pct(fcts, 50), 2) if fcts else None,
                 "fct_p99_s": round(_pct(fcts, 99), 2) if fcts else None,
                 "out_of_order": sum(f["out_of_order"] or 0 for f in self.flows),
@@ -128,6 +134,15 @@ class ModeRun:
                 "queue_max": self.queues.get("queue_max"),
                 "per_flow": [{k: f[k] for k in ("src", "dst", "sport", "complete", "lost", "fct_s", "out_of_order",
                                                 "sender_late_s", "error")} for f in self.flows]}
+
+
+def imbalance_floor(flows: list[dict], directions: int) -> float | None:
+    """A lower bound of the core imbalance of any placement of ``flows`` (equal sizes, unsplit)."""
+    between = sum(patterns.pod_of(f["src"]) != patterns.pod_of(f["dst"]) for f in flows)
+    if not between or not directions:
+        return None
+    mean = 2 * between / directions
+    return round(math.ceil(mean) / mean, 2)
 
 
 def _pct(values: list[float], p: float) -> float:
@@ -267,7 +282,7 @@ def setup(lab: Lab, plan: LbPlan) -> tuple[LbModes, TeLoop]:
 
 def summarise(runs: list[dict]) -> list[dict]:
     """Medians over seeds, per (pattern, mode)."""
-    keys = ("throughput_vs_ideal", "core_imbalance", "fct_p50_s", "fct_p99_s", "out_of_order", "lost",
+    keys = ("throughput_vs_ideal", "core_imbalance", "core_imbalance_floor", "fct_p50_s", "fct_p99_s", "out_of_order", "lost",
             "pins_moved", "repaths", "cnps", "ce_marks", "cpu_busy", "hot_queue_mean", "queue_max")
     out = []
     for pattern in dict.fromkeys(r["pattern"] for r in runs):

@@ -63,11 +63,11 @@ def run(args: argparse.Namespace, pipeline=None) -> int:
                     heat.setdefault((pattern, mode), []).append(r.core_links)
     rows = summarise(runs)
     queues = ["hot queue (mean)", "deepest queue"] if plan.int_queues else []
-    print(report.table(["pattern", "mode", "runs", "throughput/ideal", "core imbalance", "FCT p50 (s)",
+    print(report.table(["pattern", "mode", "runs", "throughput/ideal", "core imbalance", "floor", "FCT p50 (s)",
                         "FCT p99 (s)", "out of order", "lost", "path changes", "CE marks", "CNPs", "CPU busy"]
                        + queues,
                        [(r["pattern"], r["mode"], r["runs"], r["throughput_vs_ideal"], r["core_imbalance"],
-                         r["fct_p50_s"], r["fct_p99_s"], r["out_of_order"], r["lost"],
+                         r["core_imbalance_floor"], r["fct_p50_s"], r["fct_p99_s"], r["out_of_order"], r["lost"],
                          r["repaths"] if r["repaths"] is not None else r["pins_moved"], r["ce_marks"], r["cnps"],
                          r["cpu_busy"]) + ((r["hot_queue_mean"], r["queue_max"]) if plan.int_queues else ())
                         for r in rows],

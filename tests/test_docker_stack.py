@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -185,11 +186,24 @@ def test_stack_fabric_prometheus_and_every_dashboard_query(stack: Stack) -> None
     expressions = dashboard_expressions()
     assert len(expressions) >= 12
     empty = {}
-    for board, panel, expr in expressions:
-        try:
-            wait_until(f"{board} / {panel}", lambda: stack.query(expr), DATA_TIMEOUT_S if not empty else 5)
-        except AssertionError:
-            empty[f"{board} / {panel}"] = expr
+    # rate() panels see the last 30 s only: the flows go on while the panels are queried
+    done = threading.Event()
+
+    def keep_sending() -> None:
+        while not done.wait(2.0):
+            traffic.udp_flows(h["l0h0"], addr["l1h1"], flows=8, count=20)
+
+    more = threading.Thread(target=keep_sending, daemon=True)
+    more.start()
+    try:
+        for board, panel, expr in expressions:
+            try:
+                wait_until(f"{board} / {panel}", lambda: stack.query(expr), DATA_TIMEOUT_S if not empty else 5)
+            except AssertionError:
+                empty[f"{board} / {panel}"] = expr
+    finally:
+        done.set()
+        more.join(30)
     assert not empty, f"dashboard queries with no data: {empty}"
     print(f"\n{len(expressions)} dashboard PromQL expressions returned data")
 

@@ -39,3 +39,19 @@ def test_the_plan_gives_the_agents_its_plb_n_and_names_a_bad_one():
     assert LbPlan(plb_rehash_rounds=3).agent_config("plb+dcqcn", seed=1).plb.rehash_rounds == 3
     with pytest.raises(ValueError, match="rehash_rounds 40"):
         LbPlan(plb_rehash_rounds=40)
+
+
+def test_the_imbalance_floor_is_one_flow_per_core_link_direction_at_best():
+    from aifabric.lb_bench import imbalance_floor
+
+    def flows(*pairs):
+        return [{"src": s, "dst": d} for s, d in pairs]
+    # 12 flows between pods on 32 directions: 24 crossings, a mean of 0.75 flow, a max of 1 at best
+    between = flows(*[(f"p{i % 4}e0h{i % 2}", f"p{(i + 1) % 4}e1h{i % 2}") for i in range(12)])
+    assert imbalance_floor(between, 32) == 1.33
+    # flows inside a pod cross no core link: they do not count; 16 between pods fill every direction
+    assert imbalance_floor(between + flows(("p0e0h0", "p0e1h0")), 32) == 1.33
+    assert imbalance_floor(flows(*[(f"p{i % 4}e0h0", f"p{(i + 2) % 4}e0h1") for i in range(16)]), 32) == 1.0
+    assert imbalance_floor(flows(("p0e0h0", "p0e1h1")), 32) is None     # nothing crosses the cores
+    # 20 between pods: a mean of 1.25 a direction, so some direction carries 2 at best
+    assert imbalance_floor(flows(*[(f"p{i % 4}e0h0", f"p{(i + 1) % 4}e0h1") for i in range(20)]), 32) == 1.6
