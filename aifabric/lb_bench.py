@@ -9,10 +9,11 @@ same source ports); the figures per run:
 * throughput / ideal: the flows' mean delivery rate over the rate each would get on a
   non-blocking fabric (a permutation: every flow its full rate);
 * core-link imbalance: max / mean of the packets on the 32 aggregation-core link directions;
-  beside it the floor no placement can beat: each flow between pods crosses two of those
-  directions, a mean of m = 2 x flows / 32 flows a direction, and flows of equal size that are
-  not split put ceil(m) on some direction, so max / mean >= ceil(m) / m (on k=4, with at most
-  four flows leaving and entering each pod, a core per flow reaches it);
+  beside it the floor for flows that each keep one path (ECMP, TE pins, PLB between its moves):
+  each flow between pods crosses two of those directions, a mean of m = 2 x flows / 32 flows a
+  direction, and flows of equal size on one path each put ceil(m) on some direction, so
+  max / mean >= ceil(m) / m (on k=4, with at most four flows leaving and entering each pod, a core
+  per flow reaches it). Splitting flows (spraying, flowlets, many moves) can go below it;
 * flow completion time p50 / p99, packets delivered out of order, lost;
 * CPU busy share of the machine during the run.
 
@@ -137,7 +138,7 @@ class ModeRun:
 
 
 def imbalance_floor(flows: list[dict], directions: int) -> float | None:
-    """A lower bound of the core imbalance of any placement of ``flows`` (equal sizes, unsplit)."""
+    """A lower bound of the core imbalance of ``flows`` (equal sizes) placed on one path each."""
     between = sum(patterns.pod_of(f["src"]) != patterns.pod_of(f["dst"]) for f in flows)
     if not between or not directions:
         return None

@@ -41,7 +41,7 @@ def test_the_plan_gives_the_agents_its_plb_n_and_names_a_bad_one():
         LbPlan(plb_rehash_rounds=40)
 
 
-def test_the_imbalance_floor_is_one_flow_per_core_link_direction_at_best():
+def test_the_imbalance_floor_is_the_fullest_direction_of_flows_on_one_path_each():
     from aifabric.lb_bench import imbalance_floor
 
     def flows(*pairs):

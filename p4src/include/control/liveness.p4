@@ -97,7 +97,7 @@ control PortLiveness(inout headers_t hdr,
     //            a port that has heard none since the switch started is alive
     //            (not armed yet); default nop (not watched)
     //   filled by the controller (controller/failover/) for every fabric port
-    //   while data-plane heartbeats run.
+    //   while link heartbeats run.
     table heartbeat_watch {
         key = {
             standard_metadata.egress_spec: exact @name("port");
