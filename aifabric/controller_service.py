@@ -168,6 +168,11 @@ def run(opts: ServiceOptions, stop: threading.Event) -> int:
     service = ControllerService(desc, pipeline, opts)
     log.warning("controlling %d switches of %s (%s)", len(desc.switches), opts.fabric_file,
                 service.controller.fabric.describe())
+    def end_connects() -> None:     # a stop asked for while connects wait on silent switches ends them
+        stop.wait()
+        service.controller.abort_connects()
+
+    threading.Thread(target=end_connects, name="stop-connects", daemon=True).start()
     try:
         service.start()
         stop.wait()

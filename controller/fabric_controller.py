@@ -169,6 +169,8 @@ class SwitchAgent:
         self._failures = 0
         self._retry_at = 0.0
         self._lock = threading.RLock()          # the session: connecting, reconciling, closing
+        self._connecting: SwitchConnection | None = None   # a connect under way (`abort` ends it)
+        self._aborted = False
         # the desired state alone: a recompute never waits for a session (connecting to a dead
         # switch takes up to connect_timeout)
         self._desired_lock = threading.Lock()
@@ -202,6 +204,9 @@ class SwitchAgent:
             if self.conn is not None:
                 self.conn.close()
                 self.conn = None
+            if self._aborted:
+                raise SwitchConnectionError(self.switch.name, self.switch.device_id, "the controller is closing",
+                                            self.switch.grpc_address)
             conn = SwitchConnection(
                 self.switch.name,
                 self.switch.grpc_address,
@@ -212,7 +217,11 @@ class SwitchAgent:
                 on_stream_broken=self._stream_broken,
                 packet_handlers=self.packet_handlers,
             )
-            conn.connect(timeout=self.connect_timeout)
+            self._connecting = conn
+            try:
+                conn.connect(timeout=self.connect_timeout)
+            finally:
+                self._connecting = None
             self.conn = conn
             self.status.connects += 1
             self.status.connected = True
@@ -324,7 +333,22 @@ class SwitchAgent:
                     raise
         return todo
 
+    def abort(self) -> None:
+        """Connect no more (the controller is closing): a connect under way ends now, none starts
+        again."""
+        self._aborted = True
+        self._end_connect()
+
+    def _end_connect(self) -> None:
+        """End a connect under way (it would hold the session for up to ``connect_timeout``
+        against a switch that does not answer)."""
+        pending = self._connecting
+        if pending is not None:
+            pending.close()
+
     def close(self) -> None:
+        """Drop the session (a later `connection` opens a new one)."""
+        self._end_connect()
         with self._lock:
             if self.conn is not None:
                 self.conn.close()
@@ -562,7 +586,14 @@ class FabricController:
         cells = conn.read_counter(self.pipeline.p4info.counter_id(counter))
         return {port: PortCounter(p, b) for port, (p, b) in sorted(cells.items()) if p or b}
 
+    def abort_connects(self) -> None:
+        """End every connect under way and start none: the first step of closing (a switch that
+        does not answer would otherwise hold each session for its connect timeout)."""
+        for agent in self.agents.values():
+            agent.abort()
+
     def close(self) -> None:
+        self.abort_connects()
         try:
             self.stop_failure_handling()
         finally:                  # the sessions and threads go whatever failure handling's stop did

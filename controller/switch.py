@@ -105,6 +105,7 @@ class SwitchConnection:
         self._arbitration_status: tuple[int, str] | None = None  # (code, message) of the last update
         self._closing = False
         self._broken: str | None = None
+        self._ready: grpc.Future | None = None      # the channel's readiness while connecting
 
     # --- identity --------------------------------------------------------------------------
 
@@ -134,8 +135,12 @@ class SwitchConnection:
             self._arbitration_status = None
             self._requests.put(request)
             done = self._arbitration.wait_for(
-                lambda: self._arbitration_status is not None or self._broken is not None, timeout=timeout
+                lambda: self._arbitration_status is not None or self._broken is not None or self._closing,
+                timeout=timeout,
             )
+        if self._closing:
+            self.close()
+            raise SwitchConnectionError(self.name, self.device_id, "closed while connecting", self.address)
         if self._broken is not None:
             reason = self._broken
             self.close()
@@ -162,13 +167,18 @@ class SwitchConnection:
         self._closing = False
         self._broken = None
         self._channel = grpc.insecure_channel(self.address, options=_CHANNEL_OPTIONS)
+        self._ready = grpc.channel_ready_future(self._channel)
+        if self._closing:              # closed from another thread before the future existed
+            self._ready.cancel()
         try:
-            grpc.channel_ready_future(self._channel).result(timeout=timeout)
-        except grpc.FutureTimeoutError:
+            self._ready.result(timeout=timeout)
+        except (grpc.FutureTimeoutError, grpc.FutureCancelledError) as err:
             self.close()
-            raise SwitchConnectionError(
-                self.name, self.device_id, f"no P4Runtime server answered within {timeout:g} s", self.address
-            ) from None
+            why = ("closed while connecting" if isinstance(err, grpc.FutureCancelledError)
+                   else f"no P4Runtime server answered within {timeout:g} s")
+            raise SwitchConnectionError(self.name, self.device_id, why, self.address) from None
+        finally:
+            self._ready = None
         self._stub = p4runtime_pb2_grpc.P4RuntimeStub(self._channel)
 
     def connect_for_reads(self, timeout: float = 10.0) -> None:
@@ -192,8 +202,14 @@ class SwitchConnection:
         return self._broken
 
     def close(self) -> None:
-        """End the stream and the channel (idempotent)."""
+        """End the stream and the channel (idempotent); from another thread, a `connect` under
+        way ends at once with SwitchConnectionError."""
         self._closing = True
+        ready = self._ready
+        if ready is not None:
+            ready.cancel()
+        with self._arbitration:
+            self._arbitration.notify_all()
         if self._stream is not None:
             self._requests.put(None)
             self._stream.cancel()

@@ -132,3 +132,22 @@ def test_each_log_line_is_written_once_and_ends_its_line(tmp_path: Path) -> None
     assert out.count("controlling 3 switches") == 1, out
     first = next(line for line in out.splitlines() if "controlling 3 switches" in line)
     assert first.endswith("(leaf_spine(leaves=2, spines=1, hosts_per_leaf=1))"), out
+
+
+def test_sigterm_ends_the_service_while_its_switches_do_not_answer(tmp_path: Path) -> None:
+    """Nothing listens at the switches' addresses: each connect would wait its 10 s timeout,
+    and the service used to wait for them (over 30 s, longer than `docker stop` grants). A stop
+    now ends the connects under way and starts none."""
+    fabric_file = describe({n: f"127.0.0.1:{free_tcp_port()}" for n in ("l0", "l1", "s0")}, tmp_path / "fabric.json")
+    with service(fabric_file, free_tcp_port()) as proc:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert "controlling 3 switches" in first, first
+        time.sleep(1.0)                            # the first connects are under way
+        asked = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+        took = time.monotonic() - asked
+    assert proc.returncode == 0, first + out
+    assert "stopped" in out, out
+    assert took < 5.0, f"the service took {took:.1f} s to stop: it waited for its connects\n{out}"
