@@ -24,7 +24,7 @@ restored. From the receiver's timestamps (CLOCK_MONOTONIC, the injector's clock 
 Scenarios (``SCENARIOS``):
 
 * ``none``: no failure handling; the ECMP group keeps its dead member until the repair;
-* ``heartbeat``: the failover handler (heartbeats at `HeartbeatConfig` defaults): data-plane
+* ``heartbeat``: the failover handler (the bench's `HeartbeatConfig`, link heartbeats on): data-plane
   failover (``port_status`` written as soon as a port is dead) and then controller reroute;
 * ``dataplane``: data-plane failover alone: the same handler with ``reroute=False``, so traffic
   comes back only through the switches' backup members (on the probes' path the failed link's
@@ -41,7 +41,7 @@ Scenarios (``SCENARIOS``):
   in-network AllReduce of 4 workers running across it; its result must be exact (every worker
   checks it): ``exact``, ``WRONG``, or ``not run`` when the job could not start.
 
-Times are counted from `failed_at` (the first end of the link down, the switch killed).
+Times are counted from `failed_at` (the first end of the link told to go down, the switch killed).
 The machine's CPU busy share over each run is reported (``/proc/stat``) to show it was not the
 bottleneck.
 """
@@ -62,8 +62,8 @@ from aifabric.lab import Lab
 from controller.failover import HeartbeatConfig
 from topologies.fabric import Role
 
-SCENARIOS = ("none", "heartbeat", "dataplane", "dataplane-controller", "oracle", "agg-kill", "agg-kill-oracle", "allreduce",
-             "allreduce-oracle")
+SCENARIOS = ("none", "heartbeat", "dataplane", "dataplane-controller", "oracle", "agg-kill", "agg-kill-oracle",
+             "allreduce", "allreduce-oracle")
 PROBE_PORT, FLOW_PORT = 7000, 7001
 Progress = Callable[[str], None]
 
