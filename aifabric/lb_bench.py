@@ -80,6 +80,8 @@ class LbPlan:
 
     def __post_init__(self) -> None:
         PlbParams(rehash_rounds=self.plb_rehash_rounds)      # a bad N is named before any bring-up
+        if not self.plb_round_s > 0:
+            raise ValueError(f"PLB round {self.plb_round_s * 1000:g} ms: must be positive")
 
     @property
     def link_bps(self) -> float:

@@ -30,6 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", default="softswitch")
     p.add_argument("--plb-rehash-rounds", type=int, default=LbPlan.plb_rehash_rounds, metavar="N",
                    help="plb modes: congested PLB rounds before a flow repaths (default %(default)s, the kernel's)")
+    p.add_argument("--plb-round-ms", type=float, default=LbPlan.plb_round_s * 1000, metavar="MS",
+                   help="plb modes: the PLB round, about one RTT (default %(default)g)")
     p.add_argument("--int", dest="int_queues", action="store_true",
                    help="INT on every flow: report the queue depth at the hot port per mode")
     p.add_argument("--json", default="out/load_balance.json")
@@ -41,7 +43,7 @@ def run(args: argparse.Namespace, pipeline=None) -> int:
     from topologies.fabric import fat_tree
 
     plan = LbPlan(rate_pps=args.rate, packets=args.packets, int_queues=args.int_queues,
-                  plb_rehash_rounds=args.plb_rehash_rounds)
+                  plb_rehash_rounds=args.plb_rehash_rounds, plb_round_s=args.plb_round_ms / 1000)
     runs, heat = [], {}
     skipped = unavailable_modes(args.modes)
     for mode, why in skipped.items():
@@ -72,7 +74,8 @@ def run(args: argparse.Namespace, pipeline=None) -> int:
                          r["cpu_busy"]) + ((r["hot_queue_mean"], r["queue_max"]) if plan.int_queues else ())
                         for r in rows],
                        title=f"\nLoad balancing on a k=4 fat-tree ({args.target}), links {args.rate} packets/s, "
-                             f"{args.packets} packets per flow, PLB N={plan.plb_rehash_rounds}, medians over seeds {args.seeds}"))
+                             f"{args.packets} packets per flow, PLB N={plan.plb_rehash_rounds} rounds of {args.plb_round_ms:g} ms, "
+                             f"medians over seeds {args.seeds}"))
     if skipped:
         print("skipped: " + "; ".join(f"{mode} ({why})" for mode, why in skipped.items()))
     report.write_json(args.json, {"plan": vars(plan), "runs": runs, "medians": rows, "skipped": skipped})

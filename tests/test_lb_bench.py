@@ -36,6 +36,9 @@ def test_no_reports_no_hot_port():
 
 def test_the_plan_gives_the_agents_its_plb_n_and_names_a_bad_one():
     assert LbPlan().agent_config("plb", seed=1).plb.rehash_rounds == 12          # the kernel's default
+    assert LbPlan(plb_round_s=0.05).agent_config("plb", seed=1).round_s == 0.05
+    with pytest.raises(ValueError, match="PLB round 0 ms"):
+        LbPlan(plb_round_s=0)
     assert LbPlan(plb_rehash_rounds=3).agent_config("plb+dcqcn", seed=1).plb.rehash_rounds == 3
     with pytest.raises(ValueError, match="rehash_rounds 40"):
         LbPlan(plb_rehash_rounds=40)
