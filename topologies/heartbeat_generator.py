@@ -93,15 +93,11 @@ class HeartbeatGenerator:
         return self.process is not None and self.process.poll() is None
 
     def stop(self, timeout: float = 5.0) -> None:
+        from topologies.p4switch import stop_process     # p4switch imports this module
+
         proc, self.process = self.process, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout)
+        if proc is not None and proc.poll() is None:
+            stop_process(proc.pid, timeout, proc)
 
 
 def _parse_plan(items: Sequence[str]) -> dict[str, list[int]]:

@@ -53,7 +53,7 @@ class HeartbeatConfig:
     multiplier: int = 5
     recover_after: int = 3
     grace_ms: float = 1000.0
-    link_interval_ms: float | None = 10.0     # None: no link heartbeats (no data-plane detection)
+    link_interval_ms: float | None = LINK_INTERVAL_MS["softswitch"]   # None: no link heartbeats
     link_multiplier: int = 3
 
     def __post_init__(self) -> None:

@@ -103,6 +103,7 @@ class FailureHandler:
         self.reroute_enabled = reroute      # False: data-plane failover alone, the model keeps every link
         self.p4info = controller.pipeline.p4info
         self.links: list[Link] = fabric_links(controller.model)
+        self._fabric_ports = controller.fabric.fabric_ports()    # where link heartbeats go, per switch
         self._peer: dict[PortKey, PortKey] = {}
         for link in self.links:
             a, b = link.ends()
@@ -205,12 +206,8 @@ class FailureHandler:
         found = FE.failover_entities(self.p4info, state) if state is not None else []
         timeout_us = self.config.link_timeout_us
         if timeout_us is not None:
-            found += FE.watch_entities(self.p4info, self.fabric_ports(switch), timeout_us)
+            found += FE.watch_entities(self.p4info, self._fabric_ports.get(switch, []), timeout_us)
         return found
-
-    def fabric_ports(self, switch: str) -> list[int]:
-        """The switch's ports with a switch at the other end (where heartbeats go)."""
-        return self.controller.fabric.fabric_ports().get(switch, [])
 
     # --- observation -----------------------------------------------------------------------
 
