@@ -22,6 +22,7 @@ p4:
 
 bench: setup
 	$(PY) benchmarks/target_pps.py
+	$(PY) benchmarks/softswitch_path.py
 	$(PY) benchmarks/bringup.py
 	$(PY) benchmarks/int_collector_rate.py
 	$(PY) benchmarks/p4runtime_hostile.py

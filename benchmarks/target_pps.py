@@ -19,7 +19,8 @@ on PATH and from an optimised build at /opt/bmv2-opt where present.
 Fabric (--fabric): a running k=4 fat-tree per target, one UDP flow between pods at a stated
 offered load (--fabric-pps). Every switch's CPU time is read over an idle window and over the
 traffic; the flow crosses five switches, the five whose CPU grew most, and their cost per
-packet is (CPU during traffic - idle CPU over the same time) / packets received.
+packet is (CPU during traffic - idle CPU over the same time) / packets received. The
+optimised BMv2 build runs a fabric by being first on PATH.
 
     .venv/bin/python benchmarks/target_pps.py [--seconds 5] [--rounds 3] [--json out/target_pps.json]
     .venv/bin/python benchmarks/target_pps.py --fabric [--fabric-pps 2000] [--fabric-seconds 10]
@@ -27,6 +28,7 @@ packet is (CPU during traffic - idle CPU over the same time) / packets received.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing as mp
 import os
 import shutil
@@ -34,6 +36,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -126,7 +129,7 @@ def blast(port: HostPort, payloads: list[bytes], seconds: float, sent: mp.Value)
 # BMv2 builds to compare with: the one on PATH, and an optimised one (built with BMv2's
 # recommended `CXXFLAGS=-O3 --disable-logging-macros --disable-elogger`) where present.
 BMV2_OPTIMISED = Path("/opt/bmv2-opt/bin/simple_switch_grpc")
-BMV2_QUIET = ("--log-level", "off")      # no per-packet log lines (BMv2 logs at trace by default)
+BMV2_QUIET = "off"                        # BMv2's log level here: no log lines at all
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PATH_SWITCHES = 5                         # switches a flow between pods of a fat-tree crosses
 
@@ -176,7 +179,7 @@ def measure_once(target: str, program: str, seconds: float) -> dict:
     pipe = Pipeline.from_build_dir(build_dir, json_name)
     kind, exe = ("bmv2", str(BMV2_OPTIMISED)) if target == "bmv2-opt" else (target, None)
     with Testbed(nports=2, prefix=f"bp{target[0]}") as tb:
-        t = tb.start_target(kind, device_id=1, executable=exe, extra_args=BMV2_QUIET if kind == "bmv2" else ())
+        t = tb.start_target(kind, device_id=1, executable=exe, bmv2_log_level=BMV2_QUIET)
         conn = SwitchConnection(f"{target}", t.grpc_addr, device_id=1)
         conn.connect()
         try:
@@ -255,6 +258,21 @@ def saturation(programs: list[str], targets: list[str], seconds: float, rounds: 
     return results, summary
 
 
+@contextlib.contextmanager
+def bmv2_build(target: str) -> Iterator[str]:
+    """The Lab target kind for ``target``; for ``bmv2-opt`` the optimised build is first on
+    PATH meanwhile (a fabric's switches are started by name, ``simple_switch_grpc``)."""
+    if target != "bmv2-opt":
+        yield target
+        return
+    saved = os.environ["PATH"]
+    os.environ["PATH"] = f"{BMV2_OPTIMISED.parent}{os.pathsep}{saved}"
+    try:
+        yield "bmv2"
+    finally:
+        os.environ["PATH"] = saved
+
+
 def fabric_cost(target: str, pps: int, seconds: float, idle_seconds: float = 4.0) -> dict:
     """Per-switch CPU in a running k=4 fat-tree carrying one flow between pods at ``pps``."""
     from aifabric.lab import Lab
@@ -262,7 +280,7 @@ def fabric_cost(target: str, pps: int, seconds: float, idle_seconds: float = 4.0
     from topologies.fabric import fat_tree
 
     fabric = fat_tree(4)
-    with Lab(fabric, target=target, progress=report.progress) as lab:
+    with bmv2_build(target) as kind, Lab(fabric, target=kind, progress=report.progress) as lab:
         pids = lab.switch_pids()
 
         def sample() -> dict[str, float]:
@@ -312,8 +330,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fabric-pps", type=int, default=2000, help="offered load of the flow between pods")
     ap.add_argument("--fabric-seconds", type=float, default=10.0)
     args = ap.parse_args(argv)
+    targets = args.targets or (["softswitch"] + (["bmv2"] if shutil.which("simple_switch_grpc") else [])
+                               + (["bmv2-opt"] if BMV2_OPTIMISED.exists() else []))
     if args.fabric:
-        targets = args.targets or (["softswitch"] + (["bmv2"] if shutil.which("simple_switch_grpc") else []))
         rows = []
         for target in targets:
             report.progress(f"{target}: k=4 fat-tree, {args.fabric_pps} pps for {args.fabric_seconds:g} s")
@@ -321,8 +340,6 @@ def main(argv: list[str] | None = None) -> int:
         fabric_table(rows)
         report.write_json(args.json, {"fabric": rows})
     else:
-        targets = args.targets or (["softswitch"] + (["bmv2"] if shutil.which("simple_switch_grpc") else [])
-                                   + (["bmv2-opt"] if BMV2_OPTIMISED.exists() else []))
         results, summary = saturation(args.programs, targets, args.seconds, args.rounds)
         report.write_json(args.json, {"results": results, "summary": summary})
     print(f"JSON: {args.json}")

@@ -1,10 +1,12 @@
-"""The packet path: simple_switch's ingress, replication, queueing and egress in one loop.
+"""The packet loop: simple_switch's ingress, replication, queueing and egress in one thread.
 
 One thread waits on the port sockets (epoll), runs each received packet through the parser
 and the ingress pipeline, hands copies to the replication engine and puts them in per-port
 egress queues; the same loop takes packets off the queues when their departure time has
-come, runs egress, deparses and sends them. The order of steps, the instance types and the
-metadata a copy keeps follow BMv2's targets/simple_switch/simple_switch.cpp.
+come, runs egress, deparses and sends them. The steps a packet takes are the program's
+packet path (packet_path.py, specialised when the program is set); copies, resubmission and
+recirculation are here. The order of steps, the instance types and the metadata a copy
+keeps follow BMv2's targets/simple_switch/simple_switch.cpp.
 
 Control-plane writes and program swaps take ``lock``; the loop holds it while it processes a
 burst, so a packet sees a write batch either whole or not at all.
@@ -20,6 +22,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
+from .packet_path import EGRESS_CLONE, INGRESS_CLONE, NO_TRUNCATION, PacketPath, build_packet_path
 from .pipeline.helpers import Abort
 from .pipeline.program import Program
 from .ports import MAX_FRAME, Port
@@ -36,13 +39,10 @@ from .runtime.pre import ReplicationEngine
 
 log = logging.getLogger("softswitch.dataplane")
 
-NORMAL, INGRESS_CLONE, EGRESS_CLONE, COALESCED, RECIRC, REPLICATION, RESUBMIT = range(7)
 DEFAULT_DROP_PORT = 511
-MIRROR_SESSION_ID_MASK = 0x7FFF
 RX_BURST = 128                 # packets read from one port before looking at the others
 INTERNAL_QUEUE_CAPACITY = 1024  # resubmit/recirculate queue, as simple_switch's
 MAX_TIMEOUT_S = 0.5
-NO_TRUNCATION = 1 << 62
 DRAIN_ROUNDS = 64              # rounds of egress + resubmit/recirculate per loop iteration
 
 
@@ -66,6 +66,7 @@ class Dataplane:
         self.cpu_port = cpu_port
         self.drop_port = drop_port
         self.program: Program | None = None
+        self._path: PacketPath | None = None     # the program's packet path
         self.pre = ReplicationEngine()
         self.lock = threading.RLock()
         self.counters = Counters()
@@ -81,7 +82,7 @@ class Dataplane:
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         self._stopping = False
-        self._start_ns = time.monotonic_ns()
+        self.start_ns = time.monotonic_ns()
         self._thread: threading.Thread | None = None
         self._error_log_budget = 100
 
@@ -89,6 +90,7 @@ class Dataplane:
     def set_program(self, program: Program | None) -> None:
         with self.lock:
             self.program = program
+            self._path = build_packet_path(self, program) if program is not None else None
             for q in self.queues.values():
                 q.clear()
             self._internal.clear()
@@ -155,7 +157,7 @@ class Dataplane:
 
     def now_us(self) -> int:
         """Microseconds since the switch started, as BMv2's timestamps."""
-        return (time.monotonic_ns() - self._start_ns) // 1000
+        return (time.monotonic_ns() - self.start_ns) // 1000
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self.run, name="dataplane", daemon=True)
@@ -221,119 +223,78 @@ class Dataplane:
         while self._packet_outs:
             frame = self._packet_outs.popleft()
             self.counters.packet_out += 1
-            if self.cpu_port is not None:
-                self._guarded(self.ingress, self.cpu_port, frame)
+            if self.cpu_port is not None and self._path is not None:
+                try:
+                    self._path.arrival(self.cpu_port, frame)
+                except Exception as e:
+                    self._packet_failed(e)
 
     def _receive_burst(self, port: Port) -> None:
-        recv = port.sock.recv
+        path = self._path
+        recv, number, counters = port.sock.recv, port.number, self.counters
         for _ in range(RX_BURST):
             try:
                 frame = recv(MAX_FRAME)
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError:
+            except OSError:        # BlockingIOError: nothing more to read
                 return
             port.rx_packets += 1
-            self.counters.rx += 1
-            self._guarded(self.ingress, port.number, frame)
+            counters.rx += 1
+            if path is None:
+                continue
+            try:
+                path.arrival(number, frame)
+            except Exception as e:
+                self._packet_failed(e)
             # BMv2's egress threads run while ingress takes the next packet: whatever may
             # leave now leaves before the next arrival is queued (or a burst at full rate
             # would fill the queue and be dropped, which BMv2 does not do)
             self._drain_queues()
 
     def _run_internal(self) -> None:
+        path = self._path
         budget = INTERNAL_QUEUE_CAPACITY
         while self._internal and budget:
             budget -= 1
             F, frame = self._internal.popleft()
-            self._guarded(self._ingress_state, F, frame)
+            try:
+                path.ingress_state(F, frame)
+            except Exception as e:
+                self._packet_failed(e)
 
     def _drain_queues(self) -> None:
+        path = self._path
+        if path is None:
+            return
+        egress = path.egress
         now = self.now_us()
         for _ in range(DRAIN_ROUNDS):   # bounded: a program that recirculates forever must not wedge the loop
             progress = False
             for q in self.queues.values():   # queue() replaces the dict, never changes it: no copy
-                if not q.items:         # most queues are empty most of the time: no call for them
-                    continue
-                item = q.pop_ready(now)
-                if item is not None:
+                items = q.items
+                # most queues are empty most of the time; the head is the earliest departure
+                if items and items[0][0] <= now:
                     progress = True
-                    self._guarded(self.egress, q, item)
+                    try:
+                        egress(q, items.popleft()[1])
+                    except Exception as e:
+                        self._packet_failed(e)
             if self._internal:
                 self._run_internal()
                 progress = True
             if not progress:
                 return
 
-    def _guarded(self, fn, *args) -> None:
-        """Run one packet's processing; a failure drops that packet only."""
-        try:
-            fn(*args)
-        except Abort as e:
-            self.counters.errors += 1
+    def _packet_failed(self, e: Exception) -> None:
+        """One packet's processing failed: that packet is dropped, the switch goes on."""
+        self.counters.errors += 1
+        if isinstance(e, Abort):
             log.error("packet dropped: %s", e)
-        except Exception:  # a malformed packet must never stop the switch
-            self.counters.errors += 1
-            if self._error_log_budget > 0:
-                self._error_log_budget -= 1
-                log.exception("packet dropped: error while processing it")
+        elif self._error_log_budget > 0:   # a malformed packet must never stop the switch
+            self._error_log_budget -= 1
+            log.error("packet dropped: error while processing it", exc_info=e)
 
-    # -- ingress -------------------------------------------------------------------------
-    def ingress(self, port: int, frame: bytes) -> None:
-        prog = self.program
-        if prog is None:
-            return
-        F = prog.new_packet_state()
-        s = prog.intrinsics
-        F[s["ingress_port"]] = port
-        if s["ingress_global_timestamp"] is not None:   # only on arrival, as in BMv2
-            F[s["ingress_global_timestamp"]] = self.now_us()
-        self._ingress_state(F, frame)
-
-    def _ingress_state(self, F: list, frame: bytes) -> None:
-        """Parse and run ingress on a packet whose metadata is already set up."""
-        prog = self.program
-        if prog is None:
-            return
-        s = prog.intrinsics
-        h = prog.layout.hidden
-        length = len(frame)
-        F[s["packet_length"]] = length
-        F[h["packet_length"]] = length
-        F[h["ingress_length"]] = length
-        F[h["truncate_length"]] = NO_TRUNCATION
-        consumed = prog.parse(F, frame)
-        F[h["payload"]] = frame[consumed:]
-        ok = prog.verify_checksums(F)
-        if s["checksum_error"] is not None:
-            F[s["checksum_error"]] = 0 if ok else 1
-        prog.ingress(F)
-
-        ingress_port = F[s["ingress_port"]]
-        clone = F[h["clone_session"]]
-        if clone:
-            F[h["clone_session"]] = 0
-            self._clone_ingress(prog, F, frame, clone & MIRROR_SESSION_ID_MASK, ingress_port)
-        resubmit = F[h["resubmit_field_list"]]
-        if resubmit:
-            F2 = prog.new_packet_state()
-            self._copy_field_list(prog, resubmit, F, F2)
-            F2[s["instance_type"]] = RESUBMIT
-            self._push_internal(F2, frame)
-            return
-        mgid = F[s["mcast_grp"]] if s["mcast_grp"] is not None else 0
-        if mgid:
-            F[s["instance_type"]] = REPLICATION
-            self._replicate(prog, F, self.pre.multicast(mgid), NO_TRUNCATION)
-            return
-        egress_spec = F[s["egress_spec"]]
-        if egress_spec == self.drop_port:
-            self.counters.dropped += 1
-            return
-        F[s["instance_type"]] = NORMAL
-        self._enqueue(prog, egress_spec, F)
-
-    def _clone_ingress(self, prog: Program, F: list, frame: bytes, session: int, ingress_port: int) -> None:
+    # -- what leaves the straight packet path (packet_path.py) ------------------------------
+    def clone_ingress(self, prog: Program, F: list, frame: bytes, session: int, ingress_port: int) -> None:
         targets = self.pre.clone_targets(session)
         if targets is None:
             return
@@ -347,94 +308,12 @@ class Dataplane:
         C[h["payload"]] = frame[consumed:]
         for slot in prog.layout.metadata_slots:
             C[slot] = 0
-        self._copy_field_list(prog, F[h["clone_field_list"]], F, C)
+        self.copy_field_list(prog, F[h["clone_field_list"]], F, C)
         C[s["instance_type"]] = INGRESS_CLONE
         C[h["packet_length"]] = C[h["ingress_length"]] = len(frame)
-        self._replicate(prog, C, targets, self._session_truncation(session))
+        self.replicate(C, targets, self._session_truncation(session))
 
-    def _session_truncation(self, session: int) -> int:
-        sess = self.pre.sessions.get(session)
-        return sess.packet_length_bytes if sess and sess.packet_length_bytes else NO_TRUNCATION
-
-    def _copy_field_list(self, prog: Program, field_list_id: int, src: list, dst: list) -> None:
-        for slot in prog.field_lists.get(field_list_id, ()):
-            dst[slot] = src[slot]
-
-    def _replicate(self, prog: Program, F: list, targets: list[tuple[int, int]], truncate: int) -> None:
-        """Copies to (port, rid) targets. A copy is a new packet in BMv2: a truncate() the
-        original asked for does not apply to it; only the clone session's length does."""
-        rid_slot = prog.intrinsics["egress_rid"]
-        trunc_slot = prog.layout.hidden["truncate_length"]
-        for port, rid in targets:
-            copy = F[:]
-            if rid_slot is not None:
-                copy[rid_slot] = rid
-            copy[trunc_slot] = truncate
-            self._enqueue(prog, port, copy)
-
-    def _push_internal(self, F: list, frame: bytes) -> None:
-        if len(self._internal) < INTERNAL_QUEUE_CAPACITY:
-            self._internal.append((F, frame))
-        else:
-            self.counters.queue_drops += 1
-
-    def _enqueue(self, prog: Program, port: int, F: list) -> None:
-        s = prog.intrinsics
-        prio = F[s["priority"]] if s["priority"] is not None else 0
-        if prio >= self.priority_queues:        # as simple_switch
-            self.counters.dropped += 1
-            log.error("priority %d out of range (%d queues per port), dropping packet", prio, self.priority_queues)
-            return
-        q = self.queue(port, prio)
-        now = self.now_us()
-        if prog.with_queueing_metadata:
-            F[s["enq_timestamp"]] = now
-            F[s["enq_qdepth"]] = len(q)
-        if not q.push(F, now):
-            self.counters.queue_drops += 1
-
-    # -- egress --------------------------------------------------------------------------
-    def egress(self, q: EgressQueue, F: list) -> None:
-        prog = self.program
-        if prog is None:
-            return
-        s = prog.intrinsics
-        h = prog.layout.hidden
-        now = self.now_us()
-        if s["egress_global_timestamp"] is not None:
-            F[s["egress_global_timestamp"]] = now
-        if prog.with_queueing_metadata:
-            F[s["deq_timedelta"]] = now - F[s["enq_timestamp"]]
-            F[s["deq_qdepth"]] = len(q)
-            if s["qid"] is not None:
-                F[s["qid"]] = q.priority
-        F[s["egress_port"]] = q.port
-        F[s["egress_spec"]] = (self.drop_port + 1) & 0x1FF
-        F[s["packet_length"]] = F[h["packet_length"]]
-        prog.egress(F)
-
-        clone = F[h["clone_session"]]
-        if clone:
-            F[h["clone_session"]] = 0
-            self._clone_egress(prog, F, clone & MIRROR_SESSION_ID_MASK)
-        if F[s["egress_spec"]] == self.drop_port:
-            self.counters.dropped += 1
-            return
-        prog.update_checksums(F)
-        frame = prog.deparse(F) + F[h["payload"]]
-        recirc = F[h["recirculate_field_list"]]
-        if recirc:             # a new packet in BMv2, of the whole deparsed frame (not truncated)
-            R = prog.new_packet_state()
-            self._copy_field_list(prog, recirc, F, R)
-            R[s["instance_type"]] = RECIRC
-            self._push_internal(R, frame)
-            return
-        trunc = F[h["truncate_length"]]
-        if trunc < len(frame):
-            frame = frame[:trunc]
-        self.transmit(q.port, frame)
-
-    def _clone_egress(self, prog: Program, F: list, session: int) -> None:
+    def clone_egress(self, prog: Program, F: list, session: int) -> None:
         targets = self.pre.clone_targets(session)
         if targets is None:
             return
@@ -443,11 +322,45 @@ class Dataplane:
         C = F[:]                     # headers as egress left them, metadata reset
         for slot in prog.layout.metadata_slots:
             C[slot] = 0
-        self._copy_field_list(prog, F[h["clone_field_list"]], F, C)
+        self.copy_field_list(prog, F[h["clone_field_list"]], F, C)
         C[s["instance_type"]] = EGRESS_CLONE
         for name in ("resubmit_field_list", "recirculate_field_list", "clone_field_list", "learn_id"):
             C[h[name]] = 0
-        self._replicate(prog, C, targets, self._session_truncation(session))
+        self.replicate(C, targets, self._session_truncation(session))
+
+    def _session_truncation(self, session: int) -> int:
+        sess = self.pre.sessions.get(session)
+        return sess.packet_length_bytes if sess and sess.packet_length_bytes else NO_TRUNCATION
+
+    @staticmethod
+    def copy_field_list(prog: Program, field_list_id: int, src: list, dst: list) -> None:
+        for slot in prog.field_lists.get(field_list_id, ()):
+            dst[slot] = src[slot]
+
+    def replicate(self, F: list, targets: list[tuple[int, int]], truncate: int) -> None:
+        """Copies to (port, rid) targets. A copy is a new packet in BMv2: a truncate() the
+        original asked for does not apply to it; only the clone session's length does."""
+        prog = self.program
+        rid_slot = prog.intrinsics["egress_rid"]
+        trunc_slot = prog.layout.hidden["truncate_length"]
+        enqueue = self._path.enqueue
+        for port, rid in targets:
+            copy = F[:]
+            if rid_slot is not None:
+                copy[rid_slot] = rid
+            copy[trunc_slot] = truncate
+            enqueue(port, copy)
+
+    def push_internal(self, F: list, frame: bytes) -> None:
+        if len(self._internal) < INTERNAL_QUEUE_CAPACITY:
+            self._internal.append((F, frame))
+        else:
+            self.counters.queue_drops += 1
+
+    def bad_priority(self, priority: int) -> None:
+        """A packet whose priority names a queue the ports do not have: dropped, as simple_switch."""
+        self.counters.dropped += 1
+        log.error("priority %d out of range (%d queues per port), dropping packet", priority, self.priority_queues)
 
     def transmit(self, port: int, frame: bytes) -> None:
         if port == self.cpu_port and self.cpu_port is not None:

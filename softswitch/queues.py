@@ -89,12 +89,5 @@ class EgressQueue:
     def next_departure(self) -> float | None:
         return self.items[0][0] if self.items else None
 
-    def pop_ready(self, now_us: float):
-        """The next item whose time has come, or None."""
-        items = self.items
-        if items and items[0][0] <= now_us:
-            return items.popleft()[1]
-        return None
-
     def clear(self) -> None:
         self.items.clear()

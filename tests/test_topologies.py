@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import shutil
 import time
 from collections import Counter
 from pathlib import Path
@@ -253,6 +254,20 @@ def test_target_command_lines() -> None:
         "--grpc-server-addr", "127.0.0.1:50001", "--cpu-port", "255", "--priority-queues", "8",
         "--log-file", "/tmp/aifabric/logs/p0e0.log",
     ]  # fmt: skip
+
+
+@pytest.mark.bmv2
+@pytest.mark.skipif(shutil.which("simple_switch_grpc") is None, reason="BMv2 simple_switch_grpc is not on PATH")
+def test_bmv2_started_at_another_log_level_serves_p4runtime() -> None:
+    """The benchmarks run BMv2 with no logging: its level is given once, in place of the
+    fabric's (simple_switch refuses an option given twice and exits)."""
+    from topologies.testbed import Testbed
+
+    with Testbed(nports=1, prefix="lvl") as tb:
+        target = tb.start_target("bmv2", bmv2_log_level="off")
+        cmd = Path(f"/proc/{target.proc.pid}/cmdline").read_bytes().split(b"\0")
+        assert target.proc.poll() is None
+        assert cmd.count(b"--log-level") == 1 and cmd[cmd.index(b"--log-level") + 1] == b"off"
 
 
 def test_unknown_target_is_named() -> None:

@@ -117,11 +117,12 @@ def target_command(
     extra_args: Sequence[str] = (),
     runtime_port: int | None = None,
     grpc_host: str = ap.GRPC_HOST,
+    bmv2_log_level: str = BMV2_LOG_LEVEL,
 ) -> list[str]:
     """The command line that starts switch ``name`` (see the module docstring); BMv2's Thrift
     port defaults to THRIFT_PORT_BASE + device id; softswitch gets ``--runtime-addr`` only when
     ``runtime_port`` is given; the P4Runtime server listens on ``grpc_host`` (0.0.0.0 in a
-    container of its own)."""
+    container of its own); BMv2 logs at ``bmv2_log_level`` (``off``: nothing, a benchmark's best case)."""
     cmd = [executable, "--device-id", str(device_id)]
     for port, intf in ports:
         cmd += ["-i", f"{port}@{intf}"]
@@ -130,8 +131,8 @@ def target_command(
               "--priority-queues", str(PRIORITY_QUEUES)]
     if kind == "bmv2":
         cmd += ["--thrift-port", str(thrift_port or THRIFT_PORT_BASE + device_id)]
-        cmd += ["--log-file", str(log_dir / name), "--log-level", BMV2_LOG_LEVEL]
-        if BMV2_LOG_LEVEL in ("trace", "debug"):
+        cmd += ["--log-file", str(log_dir / name), "--log-level", bmv2_log_level]
+        if bmv2_log_level in ("trace", "debug"):
             cmd.append("--log-flush")            # each packet's lines there when the packet is
         cmd += extra_args
         cmd += ["--", *server]          # the target's own options, after simple_switch's

@@ -27,7 +27,15 @@ from pathlib import Path
 
 from pyroute2 import IPRoute, NetNS, netns
 
-from topologies.p4switch import P4SwitchError, port_accepts, resolve_target, stop_process, tail, target_command
+from topologies.p4switch import (
+    BMV2_LOG_LEVEL,
+    P4SwitchError,
+    port_accepts,
+    resolve_target,
+    stop_process,
+    tail,
+    target_command,
+)
 
 ETH_P_ALL = 0x0003
 SOL_PACKET = 263
@@ -228,7 +236,8 @@ class Testbed:
     # -- targets -------------------------------------------------------------------------
     def start_target(self, target: str = "softswitch", device_id: int = 1, grpc_port: int | None = None,
                      cpu_port: int = 255, extra_args: tuple[str, ...] = (), timeout: float = 20.0,
-                     thrift_port: int | None = None, executable: str | None = None) -> Target:
+                     thrift_port: int | None = None, executable: str | None = None,
+                     bmv2_log_level: str = BMV2_LOG_LEVEL) -> Target:
         """Start a P4 target (``softswitch``, ``bmv2`` or ``auto``) on all ports, ``--no-p4``,
         and wait until its P4Runtime port answers. BMv2's Thrift port defaults to
         THRIFT_PORT_BASE + device id (pass a free one when several test runs share a machine)."""
@@ -240,7 +249,8 @@ class Testbed:
         ports = {n: hp.switch_iface for n, hp in self.ports.items()}
         cmd = target_command(kind, exe, name=name, device_id=device_id, ports=sorted(ports.items()),
                              grpc_port=grpc_port, log_dir=self.run_dir, cpu_port=cpu_port,
-                             thrift_port=thrift_port or free_tcp_port(), extra_args=extra_args)
+                             thrift_port=thrift_port or free_tcp_port(), extra_args=extra_args,
+                             bmv2_log_level=bmv2_log_level)
         log_path = self.run_dir / (name if kind == "bmv2" else f"{name}.log")
         out = open(self.run_dir / f"{name}.out", "w")
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)

@@ -1,0 +1,153 @@
+"""A program's per-packet steps, specialised when the program is set.
+
+What simple_switch does to every packet (metadata on arrival, parse, ingress, where the
+packet goes, queueing, egress, deparse, send) is the same for all packets of one program;
+only where the program keeps the fields it touches, and whether it has timestamps or
+queueing metadata at all, depends on the program. Looking those up for every packet was a
+third of softswitch's own time on the fabric program: here they are resolved once, when
+the program is set, and bound into the closures the data plane loop calls. Clones,
+multicast copies, resubmission and recirculation leave this straight path through the
+Dataplane's own methods.
+
+The order of steps, instance types and the metadata a packet keeps follow BMv2's
+targets/simple_switch/simple_switch.cpp.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from .pipeline.program import Program
+from .queues import EgressQueue
+
+if TYPE_CHECKING:
+    from .dataplane import Dataplane
+
+NORMAL, INGRESS_CLONE, EGRESS_CLONE, COALESCED, RECIRC, REPLICATION, RESUBMIT = range(7)
+MIRROR_SESSION_ID_MASK = 0x7FFF
+NO_TRUNCATION = 1 << 62
+
+
+@dataclass(frozen=True)
+class PacketPath:
+    """The entry points of one program's packet path."""
+    arrival: Callable[[int, bytes], None]          # a frame that came in on a port
+    ingress_state: Callable[[list, bytes], None]   # a packet whose metadata is already set (resubmit, recirculate)
+    enqueue: Callable[[int, list], None]           # a packet (or copy) to an egress port's queue
+    egress: Callable[[EgressQueue, list], None]    # a packet whose departure time has come
+
+
+def build_packet_path(dp: "Dataplane", prog: Program) -> PacketPath:
+    s, h = prog.intrinsics, prog.layout.hidden
+    ingress_port, egress_spec, egress_port = s["ingress_port"], s["egress_spec"], s["egress_port"]
+    instance_type, packet_length = s["instance_type"], s["packet_length"]
+    # fields a program may lack (None)
+    ingress_ts, egress_ts = s["ingress_global_timestamp"], s["egress_global_timestamp"]
+    checksum_error, mcast_grp, priority, qid = s["checksum_error"], s["mcast_grp"], s["priority"], s["qid"]
+    queueing = prog.with_queueing_metadata
+    enq_ts, enq_qdepth, deq_timedelta, deq_qdepth = (s["enq_timestamp"], s["enq_qdepth"],
+                                                     s["deq_timedelta"], s["deq_qdepth"])
+    # simple_switch's per-packet registers
+    h_length, h_ingress_length, h_truncate, h_payload = (h["packet_length"], h["ingress_length"],
+                                                         h["truncate_length"], h["payload"])
+    h_clone, h_resubmit, h_recirculate = h["clone_session"], h["resubmit_field_list"], h["recirculate_field_list"]
+
+    template = prog.layout.template
+    parse, verify_checksums, run_ingress = prog.parse, prog.verify_checksums, prog.ingress
+    run_egress, update_checksums, deparse = prog.egress, prog.update_checksums, prog.deparse
+    counters, drop_port, transmit = dp.counters, dp.drop_port, dp.transmit
+    not_dropped = (drop_port + 1) & 0x1FF          # egress_spec before egress runs, as BMv2
+    monotonic_ns, start_ns = time.monotonic_ns, dp.start_ns
+
+    def arrival(port: int, frame: bytes) -> None:
+        F = template[:]
+        F[ingress_port] = port
+        if ingress_ts is not None:                 # only on arrival, as in BMv2
+            F[ingress_ts] = (monotonic_ns() - start_ns) // 1000
+        ingress_state(F, frame)
+
+    def ingress_state(F: list, frame: bytes) -> None:
+        length = len(frame)
+        F[packet_length] = F[h_length] = F[h_ingress_length] = length
+        F[h_truncate] = NO_TRUNCATION
+        consumed = parse(F, frame)
+        F[h_payload] = frame[consumed:]
+        ok = verify_checksums(F)
+        if checksum_error is not None:
+            F[checksum_error] = 0 if ok else 1
+        run_ingress(F)
+
+        clone = F[h_clone]
+        if clone:
+            F[h_clone] = 0
+            dp.clone_ingress(prog, F, frame, clone & MIRROR_SESSION_ID_MASK, F[ingress_port])
+        resubmit = F[h_resubmit]
+        if resubmit:
+            F2 = template[:]
+            dp.copy_field_list(prog, resubmit, F, F2)
+            F2[instance_type] = RESUBMIT
+            dp.push_internal(F2, frame)
+            return
+        if mcast_grp is not None and F[mcast_grp]:
+            F[instance_type] = REPLICATION
+            dp.replicate(F, dp.pre.multicast(F[mcast_grp]), NO_TRUNCATION)
+            return
+        port = F[egress_spec]
+        if port == drop_port:
+            counters.dropped += 1
+            return
+        F[instance_type] = NORMAL
+        enqueue(port, F)
+
+    def enqueue(port: int, F: list) -> None:
+        prio = F[priority] if priority is not None else 0
+        q = dp.queues.get((port, prio))
+        if q is None:
+            if prio >= dp.priority_queues:           # as simple_switch
+                dp.bad_priority(prio)
+                return
+            q = dp.queue(port, prio)
+        now = (monotonic_ns() - start_ns) // 1000
+        if queueing:
+            F[enq_ts] = now
+            F[enq_qdepth] = len(q.items)
+        if not q.push(F, now):
+            counters.queue_drops += 1
+
+    def egress(q: EgressQueue, F: list) -> None:
+        now = (monotonic_ns() - start_ns) // 1000
+        if egress_ts is not None:
+            F[egress_ts] = now
+        if queueing:
+            F[deq_timedelta] = now - F[enq_ts]
+            F[deq_qdepth] = len(q.items)
+            if qid is not None:
+                F[qid] = q.priority
+        F[egress_port] = q.port
+        F[egress_spec] = not_dropped
+        F[packet_length] = F[h_length]
+        run_egress(F)
+
+        clone = F[h_clone]
+        if clone:
+            F[h_clone] = 0
+            dp.clone_egress(prog, F, clone & MIRROR_SESSION_ID_MASK)
+        if F[egress_spec] == drop_port:
+            counters.dropped += 1
+            return
+        update_checksums(F)
+        frame = deparse(F) + F[h_payload]
+        recirculate = F[h_recirculate]
+        if recirculate:        # a new packet in BMv2, of the whole deparsed frame (not truncated)
+            R = template[:]
+            dp.copy_field_list(prog, recirculate, F, R)
+            R[instance_type] = RECIRC
+            dp.push_internal(R, frame)
+            return
+        truncate = F[h_truncate]
+        if truncate < len(frame):
+            frame = frame[:truncate]
+        transmit(q.port, frame)
+
+    return PacketPath(arrival, ingress_state, enqueue, egress)
