@@ -5,8 +5,9 @@ A softswitch device runs in this process with no ports; its pipeline and entries
 over P4Runtime (gRPC), the same programs and frames as target_pps.py. Its packet loop is not
 started: this script hands it the frames one at a time (the arrival, then the drain of the
 egress queues the loop does after every packet) with the send replaced by a count per port,
-so what is timed is softswitch's Python alone (target_pps.py measures it with the sockets
-and the kernel). Then each stage of the packet path is timed on the state a frame had when
+so what is timed is softswitch's own work alone (target_pps.py measures it with the sockets
+and the kernel), on the generated Python and, where Cython and a C compiler are, on the
+compiled path (softswitch/pipeline/compiled.py). Then each stage of the packet path is timed on the state a frame had when
 the path reached that stage (recorded while one frame went through it):
 
     state copy          a fresh packet state (the program's template list)
@@ -39,11 +40,13 @@ from aifabric import report  # noqa: E402
 from controller.fabric_controller import Pipeline  # noqa: E402
 from controller.switch import SwitchConnection  # noqa: E402
 from softswitch.packet_path import build_packet_path  # noqa: E402
+from softswitch.pipeline.compiled import PathCompiler  # noqa: E402
 from softswitch.switch import Switch, SwitchConfig  # noqa: E402
 from topologies.testbed import free_tcp_port  # noqa: E402
 
 REPEATS = 5
 EXPECTED_PORT = 2      # every program's frames leave by port 2 (target_pps.py's setups)
+COMPILER_MISSING = PathCompiler().missing()    # None: the compiled path is measured too
 STAGES = ("parse", "verify_checksums", "ingress", "egress", "update_checksums", "deparse")
 
 
@@ -52,11 +55,12 @@ def best_us(stmt, packets: int) -> float:
     return 1e6 * min(timeit.repeat(stmt, number=packets, repeat=REPEATS)) / packets
 
 
-def measure(program: str, packets: int) -> dict:
+def measure(program: str, packets: int, compiled: bool = False) -> dict:
+    """One program on a fresh switch (fresh registers), on the Python or the compiled path."""
     build_dir, json_name, setup, make_frames = PROGRAMS[program]
     pipe = Pipeline.from_build_dir(build_dir, json_name)
     addr = f"127.0.0.1:{free_tcp_port()}"
-    sw = Switch(SwitchConfig(device_id=1, grpc_addr=addr, cpu_port=255, priority_queues=8))
+    sw = Switch(SwitchConfig(device_id=1, grpc_addr=addr, cpu_port=255, priority_queues=8, compiled="off"))
     sw.start()
     conn = SwitchConnection(program, addr, device_id=1)
     try:
@@ -71,7 +75,9 @@ def measure(program: str, packets: int) -> dict:
         conn.connect()
         conn.set_pipeline(pipe.p4info, pipe.device_config)
         setup(pipe, conn)
-        return _timings(program, dp, make_frames(), sent, packets)
+        if compiled:
+            dp.adopt_compiled(dp.program, PathCompiler().build(dp.program))
+        return dict(_timings(program, dp, make_frames(), sent, packets), path="compiled" if compiled else "python")
     finally:
         conn.close()
         sw.stop()
@@ -157,12 +163,18 @@ def main(argv: list[str] | None = None) -> int:
     for program in args.programs:
         report.progress(f"{program}: {args.packets} packets x {REPEATS}, then each stage")
         rows.append(measure(program, args.packets))
+        if COMPILER_MISSING is None:
+            report.progress(f"{program}: the same on the compiled path (built first unless cached)")
+            rows.append(measure(program, args.packets, compiled=True))
+    if COMPILER_MISSING:
+        print(f"no compiled path here: {COMPILER_MISSING}")
     stages = list(rows[0]["stages_us"])
-    print(report.table(["stage (us / packet)", *(r["program"] for r in rows)],
+    print(report.table(["stage (us / packet)", *(r["program"] + ("" if r["path"] == "python" else " (compiled)")
+                                                 for r in rows)],
                        [(st, *(r["stages_us"][st] for r in rows)) for st in stages]
                        + [("whole path", *(r["us_per_packet"] for r in rows)),
                           ("packet state slots", *(r["state_slots"] for r in rows))],
-                       title="softswitch's Python per packet, in-process (no sockets, no kernel), best of "
+                       title="softswitch's own work per packet, in-process (no sockets, no kernel), best of "
                              f"{REPEATS}"))
     report.write_json(args.json, {"results": rows})
     print(f"JSON: {args.json}")

@@ -14,7 +14,9 @@ plus an ECMP selector) and the fabric's in-network aggregation (314-byte aggrega
 of a job whose root is this switch with one child, so every packet completes its slot: 64
 register reads and writes, and one result out of port 2).
 BMv2 runs with --log-level off (its best case; the fabric runs it with logging) from the build
-on PATH and from an optimised build at /opt/bmv2-opt where present.
+on PATH and from an optimised build at /opt/bmv2-opt where present. softswitch runs twice: as
+users run it (its compiled packet path, built before the run, where Cython and a C compiler
+are) and as ``softswitch-python`` (the generated Python alone, the reference).
 
 Fabric (--fabric): a running k=4 fat-tree per target, one UDP flow between pods at a stated
 offered load (--fabric-pps). Every switch's CPU time is read over an idle window and over the
@@ -51,6 +53,8 @@ from controller import entries as E  # noqa: E402
 from controller.fabric_controller import Pipeline  # noqa: E402
 from controller.routing import NextHop  # noqa: E402
 from controller.switch import SwitchConnection  # noqa: E402
+from softswitch.pipeline.compiled import PathCompiler  # noqa: E402
+from softswitch.pipeline.program import Program  # noqa: E402
 from topologies.testbed import HostPort, Testbed  # noqa: E402
 
 ROUTER_MAC = "00:00:00:00:00:aa"
@@ -132,6 +136,12 @@ BMV2_OPTIMISED = Path("/opt/bmv2-opt/bin/simple_switch_grpc")
 BMV2_QUIET = "off"                        # BMv2's log level here: no log lines at all
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PATH_SWITCHES = 5                         # switches a flow between pods of a fat-tree crosses
+# softswitch's two packet paths: "softswitch" as users run it, compiled where Cython and a C
+# compiler are (built before the run, so it runs compiled from its first packet), and
+# "softswitch-python", the generated Python alone (the reference the compiled path must match)
+TARGET_KIND = {"softswitch-python": "softswitch"}
+SOFTSWITCH_ARGS = {"softswitch": ("--compiled", "now"), "softswitch-python": ("--compiled", "off")}
+TARGET_LETTER = {"softswitch": "s", "softswitch-python": "p", "bmv2": "b", "bmv2-opt": "o"}
 
 
 def cpu_seconds(pids: list[int]) -> dict[int, float]:
@@ -177,9 +187,10 @@ def measure(target: str, program: str, seconds: float, attempts: int = 3) -> dic
 def measure_once(target: str, program: str, seconds: float) -> dict:
     build_dir, json_name, setup, make_frames = PROGRAMS[program]
     pipe = Pipeline.from_build_dir(build_dir, json_name)
-    kind, exe = ("bmv2", str(BMV2_OPTIMISED)) if target == "bmv2-opt" else (target, None)
-    with Testbed(nports=2, prefix=f"bp{target[0]}") as tb:
-        t = tb.start_target(kind, device_id=1, executable=exe, bmv2_log_level=BMV2_QUIET)
+    kind, exe = ("bmv2", str(BMV2_OPTIMISED)) if target == "bmv2-opt" else (TARGET_KIND.get(target, target), None)
+    with Testbed(nports=2, prefix=f"bp{TARGET_LETTER[target]}") as tb:
+        t = tb.start_target(kind, device_id=1, executable=exe, bmv2_log_level=BMV2_QUIET,
+                            extra_args=SOFTSWITCH_ARGS.get(target, ()))
         conn = SwitchConnection(f"{target}", t.grpc_addr, device_id=1)
         conn.connect()
         try:
@@ -247,11 +258,11 @@ def saturation(programs: list[str], targets: list[str], seconds: float, rounds: 
                                    "aggregation: 314; port 1 -> port 2)"))
     by = {(s["program"], s["target"]): s for s in summary}
     for program in programs:
-        soft = by.get((program, "softswitch"))
-        for bmv2 in ("bmv2", "bmv2-opt"):
-            other = by.get((program, bmv2))
+        for mine, theirs in (("softswitch", "bmv2"), ("softswitch", "bmv2-opt"), ("softswitch-python", "bmv2-opt"),
+                             ("softswitch", "softswitch-python")):
+            soft, other = by.get((program, mine)), by.get((program, theirs))
             if soft and other and other["delivered_pps"]:
-                line = f"{program}: softswitch / {bmv2} = {soft['delivered_pps'] / other['delivered_pps']:.2f} (rate)"
+                line = f"{program}: {mine} / {theirs} = {soft['delivered_pps'] / other['delivered_pps']:.2f} (rate)"
                 if soft["cpu_us_per_packet"] and other["cpu_us_per_packet"]:
                     line += f", {other['cpu_us_per_packet'] / soft['cpu_us_per_packet']:.2f} (CPU per packet)"
                 print(line)
@@ -259,18 +270,35 @@ def saturation(programs: list[str], targets: list[str], seconds: float, rounds: 
 
 
 @contextlib.contextmanager
-def bmv2_build(target: str) -> Iterator[str]:
-    """The Lab target kind for ``target``; for ``bmv2-opt`` the optimised build is first on
-    PATH meanwhile (a fabric's switches are started by name, ``simple_switch_grpc``)."""
-    if target != "bmv2-opt":
-        yield target
-        return
-    saved = os.environ["PATH"]
-    os.environ["PATH"] = f"{BMV2_OPTIMISED.parent}{os.pathsep}{saved}"
+def lab_target(target: str) -> Iterator[str]:
+    """The Lab target kind for ``target``, with what the switches must find in the environment
+    meanwhile: for ``bmv2-opt`` the optimised build first on PATH (a fabric's switches are
+    started by name, ``simple_switch_grpc``); for ``softswitch-python`` SOFTSWITCH_COMPILED=off."""
+    env = {"bmv2-opt": {"PATH": f"{BMV2_OPTIMISED.parent}{os.pathsep}{os.environ['PATH']}"},
+           "softswitch-python": {"SOFTSWITCH_COMPILED": "off"}}.get(target, {})
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
     try:
-        yield "bmv2"
+        yield "bmv2" if target == "bmv2-opt" else TARGET_KIND.get(target, target)
     finally:
-        os.environ["PATH"] = saved
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def build_compiled_paths(programs: list[str]) -> None:
+    """softswitch's compiled path for each program, built now (cached) rather than during a
+    measurement; without Cython or a compiler, "softswitch" runs the Python path and says so."""
+    why = PathCompiler().missing()
+    if why:
+        SOFTSWITCH_ARGS["softswitch"] = ("--compiled", "off")
+        report.progress(f"softswitch runs its Python path: {why}")
+        return
+    for json_path in sorted({PROGRAMS[p][0] / f"{PROGRAMS[p][1]}.json" for p in programs}):
+        report.progress(f"compiled packet path for {json_path.name} (once per program text; ~75 s for the fabric)")
+        PathCompiler().build(Program(json_path.read_bytes()))
 
 
 def fabric_cost(target: str, pps: int, seconds: float, idle_seconds: float = 4.0) -> dict:
@@ -280,7 +308,7 @@ def fabric_cost(target: str, pps: int, seconds: float, idle_seconds: float = 4.0
     from topologies.fabric import fat_tree
 
     fabric = fat_tree(4)
-    with bmv2_build(target) as kind, Lab(fabric, target=kind, progress=report.progress) as lab:
+    with lab_target(target) as kind, Lab(fabric, target=kind, progress=report.progress) as lab:
         pids = lab.switch_pids()
 
         def sample() -> dict[str, float]:
@@ -324,14 +352,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", default=str(REPO / "out/target_pps.json"))
     ap.add_argument("--targets", nargs="*", default=None,
-                    help="softswitch, bmv2, bmv2-opt (default: those installed)")
+                    help="softswitch (compiled path), softswitch-python, bmv2, bmv2-opt (default: those installed)")
     ap.add_argument("--programs", nargs="*", default=list(PROGRAMS), choices=list(PROGRAMS))
     ap.add_argument("--fabric", action="store_true", help="measure the per-switch cost in a k=4 fat-tree instead")
     ap.add_argument("--fabric-pps", type=int, default=2000, help="offered load of the flow between pods")
     ap.add_argument("--fabric-seconds", type=float, default=10.0)
     args = ap.parse_args(argv)
-    targets = args.targets or (["softswitch"] + (["bmv2"] if shutil.which("simple_switch_grpc") else [])
+    targets = args.targets or (["softswitch", "softswitch-python"]
+                               + (["bmv2"] if shutil.which("simple_switch_grpc") else [])
                                + (["bmv2-opt"] if BMV2_OPTIMISED.exists() else []))
+    unknown = [t for t in targets if t not in TARGET_LETTER]
+    if unknown:
+        ap.error(f"--targets: unknown {', '.join(unknown)} (known: {', '.join(TARGET_LETTER)})")
+    if "softswitch" in targets:
+        build_compiled_paths(["fabric"] if args.fabric else args.programs)
     if args.fabric:
         rows = []
         for target in targets:

@@ -14,6 +14,7 @@ APT_PACKAGES=(
   iproute2 iputils-ping tcpdump iperf3 ethtool procps psmisc
   python3-venv python3-dev python3-pip prometheus
   python3-crcmod  # C CRCs for softswitch's hashes (checked against its Python ones; optional)
+  gcc             # softswitch's compiled packet path (with python3-dev and Cython; optional)
 )
 
 need_root() {

@@ -16,6 +16,8 @@ import sys
 import threading
 
 from .addr import host_port_arg
+from .fastpath import MODES
+from .pipeline.compiled import CompileError
 from .pipeline.errors import ProgramError
 from .ports import PortError, PortSpec
 from .queues import MAX_PRIORITY_QUEUES, check_depth, check_port, check_priority_queues, check_rate
@@ -68,6 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--priority-queues", type=int, default=1, metavar="N",
                    help=f"egress queues per port, served by standard_metadata.priority, highest first "
                         f"(1..{MAX_PRIORITY_QUEUES}; default 1: a packet of priority 1 or more is dropped)")
+    p.add_argument("--compiled", choices=MODES, default=os.environ.get("SOFTSWITCH_COMPILED", "auto"),
+                   help="the compiled packet path (Cython + a C compiler): auto = when built (in the "
+                        "background, cached), now = before the program runs (or fail), off = Python only "
+                        "(default: $SOFTSWITCH_COMPILED, else auto)")
     p.add_argument("--log-level", "-L", choices=LOG_LEVELS, default="info")
     p.add_argument("--log-file", default=None, help="log to this file instead of standard error")
     p.add_argument("--log-console", action="store_true", help="accepted for BMv2 compatibility")
@@ -77,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse_config(argv: list[str]) -> tuple[SwitchConfig, argparse.Namespace]:
     args = build_parser().parse_args([a for a in argv if a != "--"])
+    if args.compiled not in MODES:     # argparse checks a given value, not the default
+        raise CliError(f"SOFTSWITCH_COMPILED={args.compiled!r} is not one of {', '.join(MODES)}")
     if args.json and args.no_p4:
         raise CliError("give either a JSON program or --no-p4, not both")
     if not args.json and not args.no_p4:
@@ -99,7 +107,7 @@ def parse_config(argv: list[str]) -> tuple[SwitchConfig, argparse.Namespace]:
     cfg = SwitchConfig(device_id=args.device_id, ports=ports, cpu_port=args.cpu_port,
                        drop_port=args.drop_port, grpc_addr=args.grpc_server_addr,
                        runtime_addr=args.runtime_addr, json_path=args.json,
-                       priority_queues=args.priority_queues)
+                       priority_queues=args.priority_queues, compiled=args.compiled)
     known_ports = [p.number for p in ports] + ([args.cpu_port] if args.cpu_port is not None else [])
     # (flag, values, bounds check, per-port dict, default attribute)
     for flag, values, check, per_port, default in (
@@ -149,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         setup_logging(args.log_level, args.log_file)
         switch = Switch(cfg)
         switch.start()
-    except (CliError, PortError, ProgramError) as e:
+    except (CliError, PortError, ProgramError, CompileError) as e:
         print(f"softswitch: error: {e}", file=sys.stderr)
         return 2
     except FileNotFoundError as e:

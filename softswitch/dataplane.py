@@ -100,6 +100,16 @@ class Dataplane:
                 q.clear()
             self._internal.clear()
 
+    def adopt_compiled(self, program: Program, functions: dict) -> bool:
+        """Run ``program``'s compiled functions (fastpath.py) from the next packet on; False
+        when another program has replaced it meanwhile."""
+        with self.lock:
+            if self.program is not program:
+                return False
+            program.use_compiled(functions)
+            self._path = build_packet_path(self, program)
+            return True
+
     def queue(self, port: int, priority: int = 0) -> EgressQueue:
         q = self.queues.get((port, priority))
         if q is None:

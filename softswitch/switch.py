@@ -7,6 +7,7 @@ import threading
 from dataclasses import dataclass, field
 
 from .dataplane import DEFAULT_DROP_PORT, Dataplane
+from .fastpath import FastPath
 from .pipeline.program import Program
 from .ports import Port, PortSpec, open_ports
 from .queues import DEFAULT_DEPTH, DEFAULT_RATE
@@ -29,6 +30,7 @@ class SwitchConfig:
     port_queue_rates: dict[int, int] = field(default_factory=dict)
     priority_queues: int = 1                   # egress queues per port (simple_switch's --priority-queues)
     arbitration_timeout: float | None = None   # seconds a new StreamChannel has to arbitrate (None: default)
+    compiled: str = "auto"                     # the compiled packet path: auto, now or off (fastpath.py)
 
 
 class Switch:
@@ -44,6 +46,7 @@ class Switch:
         self.device_config: bytes = b""    # its BMv2 JSON
         self.cookie: int = 0
         self.config_lock = threading.RLock()
+        self.fast_path = FastPath(config.compiled)
         self._servers: list = []
 
     @property
@@ -60,6 +63,7 @@ class Switch:
             with open(cfg.json_path, "rb") as f:
                 data = f.read()
             program = Program(data)
+            self.fast_path.prepare(program)
             self.device_config = data
         self.ports = open_ports(cfg.ports)
         try:
@@ -70,6 +74,7 @@ class Switch:
             for port, rate in cfg.port_queue_rates.items():
                 dp.set_queue_rate(rate, port)
             dp.set_program(program)
+            self.fast_path.follow(program, dp)
             self.dataplane = dp
             if cfg.runtime_addr:
                 ctl = RuntimeControlServer(self, cfg.runtime_addr)
@@ -87,6 +92,7 @@ class Switch:
         log.info("device %d up: %d ports, P4Runtime on %s", cfg.device_id, len(self.ports), cfg.grpc_addr)
 
     def stop(self) -> None:
+        self.fast_path.stop()
         for srv in reversed(self._servers):
             try:
                 srv.stop()

@@ -3,7 +3,9 @@
 Every scenario in tests/scenarios/ (one module per P4 test program, plus the fabric) runs on
 softswitch over veth pairs: its explicit expectations must hold. Where BMv2's
 simple_switch_grpc is installed the same scenario runs on it too, and softswitch must send
-the same frames out of the same ports for every packet (the differential test).
+the same frames out of the same ports for every packet (the differential test). Where
+softswitch's compiled packet path can be built (Cython, a C compiler), the scenario runs on it
+as well and must give what the generated Python, the reference, gives.
 """
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ import shutil
 import pytest
 
 import scenarios
-from scenarios.runner import Scenario, comparable, describe, program_files, run
+from scenarios.runner import Scenario, build_compiled, comparable, describe, program_files, run
+from softswitch.pipeline.compiled import PathCompiler
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (veths, namespaces, raw sockets)")
 
@@ -57,3 +60,16 @@ def test_same_as_bmv2(sc: Scenario):
     soft = comparable(sc, _outputs("softswitch", sc))
     bmv2 = comparable(sc, _outputs("bmv2", sc))
     assert soft == bmv2, f"softswitch:\n{describe(soft)}\nBMv2:\n{describe(bmv2)}"
+
+
+_COMPILER_MISSING = PathCompiler().missing()
+
+
+@pytest.mark.skipif(_COMPILER_MISSING is not None, reason=f"compiled packet path: {_COMPILER_MISSING}")
+@pytest.mark.parametrize("sc", SCENARIOS, ids=lambda s: s.name)
+def test_compiled_same_as_python(sc: Scenario):
+    if program_files(sc.program)[0].exists():
+        build_compiled(sc.program)        # once per program text (cached); the first fabric build takes ~75 s
+    python = comparable(sc, _outputs("softswitch", sc))
+    compiled = comparable(sc, _outputs("softswitch-compiled", sc))
+    assert compiled == python, f"compiled:\n{describe(compiled)}\nPython:\n{describe(python)}"

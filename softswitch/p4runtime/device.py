@@ -20,6 +20,7 @@ from google.protobuf.message import DecodeError
 from p4.v1 import p4runtime_pb2
 
 from . import entities, pre_entries, table_entries
+from ..pipeline.compiled import CompileError
 from .arbitration import Arbiter, Connection, election_of
 from .errors import P4RTError, invalid, not_found, unimplemented, ABORTED, DEADLINE_EXCEEDED, FAILED_PRECONDITION, \
     INTERNAL, PERMISSION_DENIED
@@ -128,6 +129,10 @@ class P4RuntimeDevice:
         new = Pipeline(cfg.p4info, cfg.p4_device_config, cookie)
         if action == SetAction.VERIFY:
             return
+        try:
+            self.switch.fast_path.prepare(new.program)     # "now": the compiled path, or this fails
+        except CompileError as e:
+            raise P4RTError(INTERNAL, f"the compiled packet path (--compiled now) cannot be had: {e}") from None
         with self._locked(timeout):
             if action == SetAction.VERIFY_AND_SAVE:
                 self.current = self.pending = new
@@ -143,6 +148,7 @@ class P4RuntimeDevice:
             if dp is not None:
                 dp.set_program(new.program)
                 dp.pre = new.pre.engine
+                self.switch.fast_path.follow(new.program, dp)
             self.current = self.committed = new
             self.pending = None
             self.switch.p4info = new.p4info

@@ -76,6 +76,7 @@ class CodeGenerator:
         self.calculation_inputs: dict[str, str] = {}   # calculation name -> input function
         self.calculation_direct: dict[str, str] = {}   # calculation name -> value function (csum16)
         self.pipeline_fns: dict[str, str] = {}         # pipeline name -> function
+        self.defined_names: frozenset[str] = frozenset()   # set by generate()
 
     # -- namespace -----------------------------------------------------------------------
     def _ident(self, prefix: str) -> str:
@@ -122,7 +123,9 @@ class CodeGenerator:
             code = compile(src, "<softswitch pipeline>", "exec")
         except SyntaxError as e:  # a bug in the generator, never the user's
             raise ProgramError(f"internal error: generated code does not compile: {e}") from e
+        bound = set(self.ns)
         exec(code, self.ns)
+        self.defined_names = frozenset(self.ns) - bound      # what the generated module defines
         return src, self.ns
 
     # -- actions -------------------------------------------------------------------------

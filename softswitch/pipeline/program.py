@@ -171,6 +171,9 @@ class Program:
 
         gen = CodeGenerator(js, self.layout, self, fuse=self.fuse)
         self.source, ns = gen.generate()
+        self.namespace = ns              # what the generated code refers to (compiled.py binds it too)
+        self.generated_names = gen.defined_names - {"__builtins__"}
+        self.compiled = False            # running the compiled functions (use_compiled)
         self.error_codes = gen.errors
         for name, fn_name in gen.calculation_inputs.items():
             self.calculations[name].input_fn = ns[fn_name]
@@ -258,6 +261,20 @@ class Program:
             prio = CONST_ENTRY_PRIORITY_BASE - int(e.get("priority", 0)) if table.needs_priority else 0
             table.insert(Entry(tuple(match), prio, spec, data))
         table.immutable = True
+
+    def use_compiled(self, functions: dict[str, Callable]) -> None:
+        """Run ``functions`` (this program's generated code compiled, by name: compiled.py)
+        instead of the generated Python from now on. Whoever runs the program holds it still."""
+        def compiled(fn: Callable) -> Callable:
+            return functions.get(fn.__name__, fn) if fn is not None and fn is not _nothing else fn
+
+        for name in ("parse", "verify_checksums", "update_checksums", "deparse", "ingress", "egress"):
+            setattr(self, name, compiled(getattr(self, name)))
+        for spec in self.actions.values():
+            spec.fn = compiled(spec.fn)
+        for calc in self.calculations.values():
+            calc.input_fn, calc.direct = compiled(calc.input_fn), compiled(calc.direct)
+        self.compiled = True
 
     # -- run-time state --------------------------------------------------------------------
     def new_packet_state(self) -> list:

@@ -174,22 +174,41 @@ def load_p4info(path: Path) -> P4Info:
     return P4Info(text_format.Parse(path.read_text(), p4info_pb2.P4Info()))
 
 
+# target -> (kind, letter for interface names, extra arguments): softswitch's two packet paths,
+# the generated Python (the reference) and the compiled one (built beforehand: build_compiled)
+TARGETS = {"softswitch": ("softswitch", "s", ("--compiled", "off")),
+           "softswitch-compiled": ("softswitch", "c", ("--compiled", "now")),
+           "bmv2": ("bmv2", "b", ())}
+
+
+def build_compiled(program: str) -> None:
+    """Build ``program``'s compiled packet path into softswitch's cache (a P4Runtime pipeline
+    push with ``--compiled now`` then finds it instead of building it within its deadline)."""
+    from softswitch.pipeline.compiled import PathCompiler
+    from softswitch.pipeline.program import Program
+    json_path, _ = program_files(program)
+    PathCompiler().build(Program(json_path.read_bytes()))
+
+
 def run(target: str, sc: Scenario) -> Outputs:
     json_path, p4info_path = program_files(sc.program)
     info = load_p4info(p4info_path)
-    prefix = f"d{os.getpid() % 1000}{target[0]}"
+    kind, letter, args = TARGETS[target]
+    prefix = f"d{os.getpid() % 1000}{letter}"
     with Testbed(nports=sc.ports, prefix=prefix) as tb:
         for number in sc.extra_ports:
             tb.add_port(number)
-        runtime_addr = f"127.0.0.1:{_free_tcp_port()}" if target == "softswitch" else ""
-        thrift_port = _free_tcp_port() if target == "bmv2" else 0   # test runs may share the machine
-        t = tb.start_target(target, device_id=1, cpu_port=CPU_PORT, thrift_port=thrift_port or None,
-                            extra_args=("--runtime-addr", runtime_addr) if runtime_addr else ())
+        runtime_addr = f"127.0.0.1:{_free_tcp_port()}" if kind == "softswitch" else ""
+        thrift_port = _free_tcp_port() if kind == "bmv2" else 0   # test runs may share the machine
+        if runtime_addr:
+            args += ("--runtime-addr", runtime_addr)
+        t = tb.start_target(kind, device_id=1, cpu_port=CPU_PORT, thrift_port=thrift_port or None,
+                            extra_args=args)
         conn = SwitchConnection(f"{target}:{sc.name}", t.grpc_addr, device_id=1)
         try:
             conn.connect()
             conn.set_pipeline(info, json_path.read_bytes())
-            setup = Setup(info, conn, target, runtime_addr, thrift_port)
+            setup = Setup(info, conn, kind, runtime_addr, thrift_port)
             sc.setup(setup)
             outputs: Outputs = []
             for pkt in sc.packets:

@@ -1,0 +1,228 @@
+"""softswitch's compiled packet path (softswitch/pipeline/compiled.py, softswitch/fastpath.py):
+built from the generated Python by Cython and a C compiler, it must compute what the Python
+does; it must never let the JSON's text reach the C compiler as code, nor load a module
+someone else could have written; without a compiler the switch goes on in Python, and
+``--compiled now`` fails saying what is missing. (Packets through the compiled path on every
+test program, against the Python path: tests/test_packet_scenarios.py.)"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+import tokenize
+from pathlib import Path
+
+import pytest
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+from scapy.packet import raw
+
+from softswitch.ctl import send_command
+from softswitch.pipeline import compiled
+from softswitch.pipeline.compiled import CompileError, PathCompiler, factory_source
+from softswitch.pipeline.program import Program
+from softswitch.runtime.tables import Entry
+from softswitch.switch import Switch, SwitchConfig
+from topologies.testbed import free_tcp_port
+
+REPO = Path(__file__).resolve().parent.parent
+BASIC_JSON = REPO / "tests/p4/build/basic_router.json"
+SOFTSWITCH = str(Path(sys.executable).parent / "softswitch")
+MISSING = PathCompiler().missing()
+needs_compiler = pytest.mark.skipif(MISSING is not None, reason=f"compiled packet path: {MISSING}")
+
+# what a name or a log_msg format would hold to break out of a C comment or string constant
+HOSTILE = '*/ int pwned = 1; /* " \\" \n#include "/etc/shadow" ??/ \x00 \u2028'
+
+
+def hostile_program() -> bytes:
+    """basic_router with every table and action named HOSTILE, wherever the name is used, and
+    its drop action logging a HOSTILE format (the JSON text that stays a string literal)."""
+    js = json.loads(BASIC_JSON.read_text())
+    for a in js["actions"]:
+        if any(p["op"] == "mark_to_drop" for p in a["primitives"]):
+            a["primitives"].append({"op": "log_msg", "parameters": [
+                {"type": "string", "value": HOSTILE},
+                {"type": "parameters_vector", "value": []}]})
+    names = {a["name"] for a in js["actions"]} | {t["name"] for p in js["pipelines"] for t in p["tables"]}
+    text = json.dumps(js)
+    for i, name in enumerate(sorted(names)):
+        text = text.replace(json.dumps(name), json.dumps(f"{HOSTILE}{i}"))
+    return text.encode()
+
+
+def frame(dst: str = "10.9.9.9") -> bytes:
+    return raw(Ether(dst="00:00:00:00:00:aa") / IP(src="10.0.0.1", dst=dst, ttl=9) / UDP(sport=1, dport=2))
+
+
+def run_packet(prog: Program, data: bytes) -> tuple[list, bytes]:
+    """One frame through parser, ingress, egress and deparser: the state and the bytes."""
+    F = prog.new_packet_state()
+    prog.parse(F, data)
+    prog.verify_checksums(F)
+    prog.ingress(F)
+    prog.egress(F)
+    prog.update_checksums(F)
+    return F, prog.deparse(F)
+
+
+@needs_compiler
+def test_json_text_reaches_the_compiled_source_only_as_a_string_constant(tmp_path: Path):
+    data = hostile_program()
+    python, fast = Program(data), Program(data)
+    source = factory_source(fast)
+    tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    assert not [t for t in tokens if t.type == tokenize.COMMENT], "comments reach the compiler"
+    in_strings = sum(t.string.count("pwned") for t in tokens if t.type == tokenize.STRING)
+    assert in_strings == source.count("pwned") > 0       # the log_msg format (drop actions, inlined too)
+    fast.use_compiled(PathCompiler(tmp_path).build(fast))
+    assert fast.compiled and type(fast.ingress).__name__ == "cython_function_or_method"
+    # the dropping action runs (and logs the hostile format) the same way in both
+    assert run_packet(fast, frame()) == run_packet(python, frame())
+
+
+@needs_compiler
+def test_one_build_per_program_text_and_each_program_its_own_objects(tmp_path: Path):
+    a, b = Program(BASIC_JSON.read_bytes()), Program(BASIC_JSON.read_bytes())
+    pc = PathCompiler(tmp_path)
+    assert pc.cached(a) is None
+    a.use_compiled(pc.build(a))
+    built = sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".so")
+    b.use_compiled(pc.cached(b))
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".so") == built and len(built) == 1
+    # the same module, yet a's tables are not b's: a routes 10.9.0.0/16, b does not
+    table = a.tables["MyIngress.ipv4_lpm"]
+    spec = next(s for s in a.actions.values() if s.name == "MyIngress.ipv4_forward")
+    table.insert(Entry(((0x0A090000, 16),), 0, spec, (0x000000000002, 2)))
+    F_a, _ = run_packet(a, frame())
+    F_b, _ = run_packet(b, frame())
+    egress_spec = a.intrinsics["egress_spec"]
+    assert (F_a[egress_spec], F_b[egress_spec]) == (2, 511)
+
+
+@needs_compiler
+@pytest.mark.parametrize("what", ["directory", "module", "parent"])
+def test_code_someone_else_could_have_written_is_not_loaded(tmp_path: Path, monkeypatch, what: str):
+    prog = Program(BASIC_JSON.read_bytes())
+    cache = tmp_path / "parent" / "cache"
+    PathCompiler(cache).build(prog)
+    monkeypatch.setattr(compiled, "_loaded", {})          # as a new process would find it
+    target = {"directory": cache, "module": next(cache.glob("*.so")), "parent": cache.parent}[what]
+    os.chmod(target, 0o666 if what == "module" else 0o777)
+    with pytest.raises(CompileError, match="could have been written by another user|could be changed by another"):
+        PathCompiler(cache).cached(prog)
+    os.chmod(target, {"directory": 0o700, "module": 0o600, "parent": 0o1777}[what])   # sticky, as /tmp: fine
+    assert PathCompiler(cache).cached(prog) is not None
+
+
+def test_without_a_compiler_now_fails_naming_it_and_auto_goes_on_in_python(tmp_path: Path):
+    env = {**os.environ, "CC": "no-such-cc", "SOFTSWITCH_CACHE": str(tmp_path)}
+    res = subprocess.run([SOFTSWITCH, str(BASIC_JSON), "--compiled", "now"], capture_output=True, text=True,
+                         env=env, timeout=60)
+    assert res.returncode == 2
+    assert "no C compiler: 'no-such-cc' is not on PATH" in res.stderr
+    assert PathCompiler(tmp_path, cc="no-such-cc").missing() is not None
+
+
+def _wait_compiled(sw: Switch, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not sw.program.compiled and (sw.fast_path.building or sw.fast_path.last_error is None):
+        assert time.monotonic() < deadline, f"no compiled path after {timeout} s"
+        time.sleep(0.1)
+
+
+@needs_compiler
+def test_auto_builds_in_the_background_and_switches_over(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("SOFTSWITCH_CACHE", str(tmp_path))
+    ctl_port = free_tcp_port()
+    grpc_port = next(p for p in iter(free_tcp_port, None) if p != ctl_port)   # both free until bound
+    ctl = f"127.0.0.1:{ctl_port}"
+    sw = Switch(SwitchConfig(json_path=str(BASIC_JSON), grpc_addr=f"127.0.0.1:{grpc_port}",
+                             runtime_addr=ctl, compiled="auto"))
+    sw.start()
+    try:
+        assert not sw.program.compiled         # nothing cached: Python first
+        _wait_compiled(sw, 120)
+        status = json.loads(send_command(ctl, "packet_path"))
+        assert status == {"program": True, "compiled": True, "mode": "auto", "building": False, "error": None}
+        F, _ = run_packet(sw.program, frame())
+        assert F[sw.program.intrinsics["egress_spec"]] == 511      # no route: dropped, compiled
+    finally:
+        sw.stop()
+    # the next switch with this program runs compiled from the start
+    again = Switch(SwitchConfig(json_path=str(BASIC_JSON), grpc_addr=f"127.0.0.1:{free_tcp_port()}",
+                                compiled="auto"))
+    again.start()
+    try:
+        assert again.program.compiled
+    finally:
+        again.stop()
+
+
+@needs_compiler
+def test_a_failed_background_build_leaves_the_python_path_running(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("SOFTSWITCH_CACHE", str(tmp_path))
+    monkeypatch.setenv("CC", "false")               # a compiler that fails every build
+    sw = Switch(SwitchConfig(json_path=str(BASIC_JSON), grpc_addr=f"127.0.0.1:{free_tcp_port()}"))
+    sw.start()
+    try:
+        _wait_compiled(sw, 60)
+        assert not sw.program.compiled
+        assert "false failed (exit 1)" in sw.fast_path.status()["error"]
+        reference = Program(BASIC_JSON.read_bytes())
+        assert run_packet(sw.program, frame()) == run_packet(reference, frame())
+    finally:
+        sw.stop()
+
+
+def test_bad_mode_is_refused_by_name():
+    with pytest.raises(ValueError, match="'fast' is not one of auto, now, off"):
+        Switch(SwitchConfig(compiled="fast"))
+    res = subprocess.run([SOFTSWITCH, str(BASIC_JSON), "--compiled", "fast"], capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 2 and "--compiled: invalid choice: 'fast'" in res.stderr
+    res = subprocess.run([SOFTSWITCH, str(BASIC_JSON)], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "SOFTSWITCH_COMPILED": "fast"})
+    assert res.returncode == 2 and "SOFTSWITCH_COMPILED='fast' is not one of auto, now, off" in res.stderr
+
+
+
+SLOW_CC_SLEEP = "60.0123"      # a sleep no other process has
+
+
+@needs_compiler
+def test_a_stopping_switch_leaves_no_compiler_running(tmp_path: Path, monkeypatch):
+    slow_cc = tmp_path / "slow-cc"
+    slow_cc.write_text(f"#!/bin/sh\nsleep {SLOW_CC_SLEEP}\n")
+    slow_cc.chmod(0o755)
+    monkeypatch.setenv("SOFTSWITCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CC", str(slow_cc))
+    sw = Switch(SwitchConfig(json_path=str(BASIC_JSON), grpc_addr=f"127.0.0.1:{free_tcp_port()}"))
+    sw.start()
+    deadline = time.monotonic() + 60
+    while len(_compiler_processes(slow_cc)) < 2:       # cython done; the script and its sleep run
+        assert time.monotonic() < deadline and sw.fast_path.building, sw.fast_path.status()
+        time.sleep(0.1)
+    program = sw.program
+    sw.stop()
+    deadline = time.monotonic() + 5
+    while (_compiler_processes(slow_cc) or sw.fast_path.building) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _compiler_processes(slow_cc)
+    assert not program.compiled and "cancelled" in sw.fast_path.status()["error"]
+
+
+def _compiler_processes(cc: Path) -> list[int]:
+    """The fake compiler's shell and its sleep."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if str(cc).encode() in cmdline or cmdline == f"sleep\0{SLOW_CC_SLEEP}\0".encode():
+            found.append(int(pid))
+    return found
