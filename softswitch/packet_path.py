@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from .pipeline.program import Program
+from .pipeline.program import INTRINSICS, Program
 from .queues import EgressQueue
 
 if TYPE_CHECKING:
@@ -46,6 +46,11 @@ def build_packet_path(dp: "Dataplane", prog: Program) -> PacketPath:
     ingress_ts, egress_ts = s["ingress_global_timestamp"], s["egress_global_timestamp"]
     checksum_error, mcast_grp, priority, qid = s["checksum_error"], s["mcast_grp"], s["priority"], s["qid"]
     queueing = prog.with_queueing_metadata
+    # simple_switch sets a timestamp truncated to its field's width (32 bits for enq_timestamp
+    # and deq_timedelta: they wrap after 71 minutes of uptime; 48 for the global timestamps)
+    ingress_ts_mask, egress_ts_mask, enq_ts_mask, deq_timedelta_mask = (
+        prog.layout.intrinsic_mask(INTRINSICS[k]) for k in
+        ("ingress_global_timestamp", "egress_global_timestamp", "enq_timestamp", "deq_timedelta"))
     enq_ts, enq_qdepth, deq_timedelta, deq_qdepth = (s["enq_timestamp"], s["enq_qdepth"],
                                                      s["deq_timedelta"], s["deq_qdepth"])
     # simple_switch's per-packet registers
@@ -64,7 +69,7 @@ def build_packet_path(dp: "Dataplane", prog: Program) -> PacketPath:
         F = template[:]
         F[ingress_port] = port
         if ingress_ts is not None:                 # only on arrival, as in BMv2
-            F[ingress_ts] = (monotonic_ns() - start_ns) // 1000
+            F[ingress_ts] = ((monotonic_ns() - start_ns) // 1000) & ingress_ts_mask
         ingress_state(F, frame)
 
     def ingress_state(F: list, frame: bytes) -> None:
@@ -110,7 +115,7 @@ def build_packet_path(dp: "Dataplane", prog: Program) -> PacketPath:
             q = dp.queue(port, prio)
         now = (monotonic_ns() - start_ns) // 1000
         if queueing:
-            F[enq_ts] = now
+            F[enq_ts] = now & enq_ts_mask
             F[enq_qdepth] = len(q.items)
         if not q.push(F, now):
             counters.queue_drops += 1
@@ -118,9 +123,9 @@ def build_packet_path(dp: "Dataplane", prog: Program) -> PacketPath:
     def egress(q: EgressQueue, F: list) -> None:
         now = (monotonic_ns() - start_ns) // 1000
         if egress_ts is not None:
-            F[egress_ts] = now
+            F[egress_ts] = now & egress_ts_mask
         if queueing:
-            F[deq_timedelta] = now - F[enq_ts]
+            F[deq_timedelta] = (now - F[enq_ts]) & deq_timedelta_mask   # as BMv2: now less the truncated enqueue time
             F[deq_qdepth] = len(q.items)
             if qid is not None:
                 F[qid] = q.priority

@@ -152,6 +152,15 @@ class Layout:
         """Slot of a field simple_switch knows by name (``standard_metadata.egress_spec``,
         ``queueing_metadata.enq_qdepth``...), through the JSON's field aliases; None if the
         program does not have it."""
+        found = self._intrinsic_field(name)
+        return found[0] if found else None
+
+    def intrinsic_mask(self, name: str) -> int | None:
+        """All ones in the width of that field (what simple_switch truncates a value it sets to)."""
+        found = self._intrinsic_field(name)
+        return (1 << found[1].width) - 1 if found and found[1].width else None
+
+    def _intrinsic_field(self, name: str) -> tuple[int, FieldInfo] | None:
         hdr_name, _, fld = name.partition(".")
         if name in self.aliases:
             hdr_name, fld = self.aliases[name]
@@ -160,7 +169,7 @@ class Layout:
             return None
         for f in hdr.type.fields:
             if f.name == fld:
-                return hdr.base + 1 + f.index
+                return hdr.base + 1 + f.index, f
         return None
 
 
