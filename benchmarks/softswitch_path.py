@@ -7,8 +7,9 @@ started: this script hands it the frames one at a time (the arrival, then the dr
 egress queues the loop does after every packet) with the send replaced by a count per port,
 so what is timed is softswitch's own work alone (target_pps.py measures it with the sockets
 and the kernel), on the generated Python and, where Cython and a C compiler are, on the
-compiled path (softswitch/pipeline/compiled.py). Then each stage of the packet path is timed on the state a frame had when
-the path reached that stage (recorded while one frame went through it):
+compiled path (softswitch/pipeline/compiled.py). Then each stage of the packet path is timed
+on the state a frame had when the path reached that stage (recorded while one frame went
+through it):
 
     state copy          a fresh packet state (the program's template list)
     parse               parser (+ payload slice)            verify checksums
