@@ -14,6 +14,7 @@ from typing import Any
 
 from ..hashes import csum16
 from ..runtime.tables import EXACT
+from . import header_codec
 from .controlflow import Block, Structurer, post_dominators
 from .errors import ProgramError
 from .expressions import RUNTIME_HELPERS, ExpressionCompiler, parse_hexstr
@@ -73,6 +74,7 @@ class CodeGenerator:
         self._action_fns: dict[int, str] = {}          # action id -> function
         self._action_bodies: dict[int, list[str]] = {}  # action id -> its lines, when they inline
         self._state_fns: dict[str, str] = {}           # parser state name -> function
+        self._structs: dict[str, str] = {}             # header type name -> its bound struct.Struct
         self.calculation_inputs: dict[str, str] = {}   # calculation name -> input function
         self.calculation_direct: dict[str, str] = {}   # calculation name -> value function (csum16)
         self.pipeline_fns: dict[str, str] = {}         # pipeline name -> function
@@ -321,18 +323,14 @@ class CodeGenerator:
         if htype.fixed_bits % 8:
             raise ProgramError(f"header type '{htype.name}' is not a whole number of bytes")
         o(self._too_short(str(nbytes)))
-        o(f"_v = int.from_bytes(pkt[o:o + {nbytes}], 'big')")
-        shift = htype.fixed_bits
-        for f in htype.fields:
-            shift -= f.width
-            slot = _slot(base, 1 + f.index)
-            val = f"(_v >> {shift})" if shift else "_v"
-            if shift + f.width < htype.fixed_bits:
-                val = f"({val} & {_mask(f.width)})"
-            if f.signed:
-                val = f"_tcm({val}, {f.width})"
-            o(f"F[{slot}] = {val}")
+        o.block(header_codec.extract_lines(htype, lambda i: _slot(base, 1 + i), self._struct(htype)))
         o(f"o += {nbytes}")
+
+    def _struct(self, htype: HeaderType) -> str:
+        """The name of the header type's struct.Struct (header_codec.py), bound once."""
+        if htype.name not in self._structs:
+            self._structs[htype.name] = self.bind(header_codec.header_struct(htype))
+        return self._structs[htype.name]
 
     def _lookahead_lines(self, bit_offset: int, width: int, var: str) -> list[str]:
         nbytes = (bit_offset + width + 7) // 8
@@ -569,13 +567,15 @@ class CodeGenerator:
             o(f"if F[{hdr.base}]: out.append(_pack_header(F, {hdr.base}, {self.bind(t)}))")
             self.ns["_pack_header"] = pack_header
             return
-        terms = []
-        shift = t.fixed_bits
-        for f in t.fields:
-            shift -= f.width
-            v = f"(F[{hdr.base + 1 + f.index}] & {_mask(f.width)})"
-            terms.append(f"({v} << {shift})" if shift else v)
-        o(f"if F[{hdr.base}]: out.append(({' | '.join(terms)}).to_bytes({t.fixed_bits // 8}, 'big'))")
+        first, packed = header_codec.pack_source(t, lambda i: hdr.base + 1 + i, self._struct(t))
+        if not first:
+            o(f"if F[{hdr.base}]: out.append({packed})")
+            return
+        o(f"if F[{hdr.base}]:")
+        o.indent()
+        o.block(first)
+        o(f"out.append({packed})")
+        o.dedent()
 
     # -- control flow --------------------------------------------------------------------
     def _pipeline(self, pipe: dict) -> None:

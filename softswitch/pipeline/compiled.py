@@ -3,7 +3,8 @@
 The generated Python (codegen.py) is softswitch's packet path and its reference. Where
 Cython, a C compiler and Python's headers are present, the same source is compiled into an
 extension module; the switch then runs the compiled functions instead (same code, same
-semantics: untyped Cython keeps Python's integers and exceptions). On the fabric program
+semantics: Cython keeps Python's integers and exceptions; the one type it is told is that the
+packet state ``F`` is a list, so it indexes the list directly). On the fabric program
 this takes about a quarter off softswitch's own time per packet (benchmarks/softswitch_path.py).
 
 The source is turned into one factory, ``make(namespace)``, that binds the program's
@@ -40,7 +41,7 @@ from typing import Callable
 
 from .program import Program
 
-FORMAT = 2                       # bump when the factory's shape changes: older builds are not reused
+FORMAT = 3                       # bump when the factory's shape changes: older builds are not reused
 # -O2: Cython's small helpers (list item get/set, decref) inlined. At -O1 or -Os they stay calls,
 # and the fabric program's aggregation packets ran 10-15% slower than the Python path; -O2
 # builds the fabric program in ~75 s of one core (-O1: ~42 s).
@@ -64,6 +65,11 @@ def factory_source(program: Program) -> str:
     """The program's generated module as one function ``make(_ns)`` returning its functions by
     name, comments gone (ast.unparse keeps none)."""
     tree = ast.parse(program.source)
+    for fn in ast.walk(tree):    # the packet state is a list: Cython indexes it directly
+        if isinstance(fn, ast.FunctionDef):
+            for arg in fn.args.args:
+                if arg.arg == "F":
+                    arg.annotation = ast.Name("list")
     functions = []
     for node in tree.body:       # functions, and the next-node maps (``_nx0 = {}``, ``_nx0.update(...)``)
         if isinstance(node, ast.FunctionDef):
@@ -199,7 +205,6 @@ class PathCompiler:
                 raise CompileError(f"{path} does not load: {e}") from None
             _loaded[name] = mod
         return mod.make(program.namespace)
-
 
     def _run(self, cmd: list[str], what: str) -> None:
         """One build step, in a process group of its own (cancel() stops it whole)."""
