@@ -104,6 +104,31 @@ def test_one_build_per_program_text_and_each_program_its_own_objects(tmp_path: P
 
 
 @needs_compiler
+def test_the_cache_keeps_the_most_recently_used_builds(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(compiled, "KEEP_BUILDS", 2)
+    suffix = compiled._ext_suffix()
+    basic = Program(BASIC_JSON.read_bytes())
+    PathCompiler(tmp_path).build(basic)
+    (used,) = tmp_path.glob(f"*{suffix}")
+    now = time.time()
+    old = []
+    for age in (300, 200, 100):          # three older builds, as another program text left them
+        stale = tmp_path / f"softswitch_path_{age:024d}{suffix}"
+        stale.write_bytes(b"")
+        (tmp_path / f"{stale.name[:-len(suffix)]}.lock").write_bytes(b"")
+        os.utime(stale, (now - age, now - age))
+        old.append(stale)
+    os.utime(used, (now - 400, now - 400))   # built first, then loaded again below: used last
+    monkeypatch.setattr(compiled, "_loaded", {})
+    assert PathCompiler(tmp_path).cached(Program(BASIC_JSON.read_bytes())) is not None
+    other = Program(hostile_program())       # another program text: a build, then the pruning
+    PathCompiler(tmp_path).build(other)
+    kept = sorted(p.name for p in tmp_path.glob(f"*{suffix}"))
+    assert len(kept) == 2 and used.name in kept and not any(p.exists() for p in old)
+    assert not any((tmp_path / f"{p.name[:-len(suffix)]}.lock").exists() for p in old)
+
+
+@needs_compiler
 @pytest.mark.parametrize("what", ["directory", "module", "parent"])
 def test_code_someone_else_could_have_written_is_not_loaded(tmp_path: Path, monkeypatch, what: str):
     prog = Program(BASIC_JSON.read_bytes())

@@ -18,7 +18,8 @@ none of it into C comments, and it writes string constants escaped: the C compil
 generated identifiers, numbers and escaped constants only.
 Built modules are kept in a cache directory (one build per program text, ``SOFTSWITCH_CACHE`` or
 ~/.cache/aifabric/softswitch); a directory or a module file that anyone but this user could have
-written or replaced is refused.
+written or replaced is refused. A module is a few megabytes (the fabric program's ~6 MB): after
+each build only the KEEP_BUILDS most recently used stay (loading one marks it used).
 """
 from __future__ import annotations
 
@@ -47,6 +48,7 @@ FORMAT = 3                       # bump when the factory's shape changes: older 
 # builds the fabric program in ~75 s of one core (-O1: ~42 s).
 C_FLAGS = ("-shared", "-fPIC", "-O2", "-w")
 BUILD_TIMEOUT_S = 900
+KEEP_BUILDS = 24                 # modules kept in the cache, the most recently used (~150 MB at most)
 _loaded: dict[str, ModuleType] = {}    # module name -> module, once per process
 
 
@@ -138,6 +140,7 @@ class PathCompiler:
                 for stale in self.cache_dir.glob(f".{name}-*"):    # a build whose process was killed
                     shutil.rmtree(stale, ignore_errors=True)
                 self._compile(name, factory_source(program), path)
+                self._prune()
         return self._make(program, name, path)
 
     def cancel(self) -> None:
@@ -160,7 +163,20 @@ class PathCompiler:
         return "softswitch_path_" + hashlib.sha256(key.encode()).hexdigest()[:24]
 
     def _module_path(self, name: str) -> Path:
-        return self.cache_dir / (name + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
+        return self.cache_dir / (name + _ext_suffix())
+
+    def _prune(self) -> None:
+        """Delete all but the KEEP_BUILDS most recently used modules, and their lock files (a
+        process still running one keeps its copy; a module deleted is built again when needed)."""
+        def last_used(p: Path) -> float:
+            try:
+                return p.stat().st_mtime
+            except FileNotFoundError:       # another process pruned it meanwhile
+                return 0.0
+        modules = sorted(self.cache_dir.glob(f"softswitch_path_*{_ext_suffix()}"), key=last_used, reverse=True)
+        for old in modules[KEEP_BUILDS:]:
+            old.unlink(missing_ok=True)
+            (self.cache_dir / (old.name[:-len(_ext_suffix())] + ".lock")).unlink(missing_ok=True)
 
     def _safe_dir(self) -> None:
         """The cache directory exists, is ours alone, and no other user can replace it: each
@@ -204,6 +220,7 @@ class PathCompiler:
             except ImportError as e:
                 raise CompileError(f"{path} does not load: {e}") from None
             _loaded[name] = mod
+            os.utime(path)                  # used now: pruning keeps the most recently used
         return mod.make(program.namespace)
 
     def _run(self, cmd: list[str], what: str) -> None:
@@ -231,6 +248,10 @@ class PathCompiler:
         if proc.returncode != 0:
             tail = "\n".join((err or out).strip().splitlines()[-5:])
             raise CompileError(f"{what} failed (exit {proc.returncode}): {tail}")
+
+
+def _ext_suffix() -> str:
+    return sysconfig.get_config_var("EXT_SUFFIX") or ".so"
 
 
 def _check_ours(path: Path, what: str) -> None:
