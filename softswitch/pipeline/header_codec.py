@@ -3,13 +3,17 @@
 A header's fields are cut into chunks at byte boundaries (a chunk: the fewest consecutive
 fields that end on one); a chunk is read and written as big-endian struct items (B, H, I, Q;
 a 6-byte MAC address is I+H, a 16-byte IPv6 address Q+Q; a chunk over 16 bytes as raw bytes
-and int.from_bytes), and a chunk of several fields is shifted apart like any packed value. One ``unpack_from`` or ``pack`` per header replaces one
-integer as wide as the whole header (int.from_bytes, then a shift and a mask of a 160-bit
-integer per IPv4 field): about half the time per header in Python (0.38 -> 0.18 µs to read
-an IPv4 header, 0.41 -> 0.24 to write it).
+and int.from_bytes), and a chunk of several fields is shifted apart like any packed value.
+
+One ``unpack_from`` or ``pack`` per header replaces one integer as wide as the whole header
+(int.from_bytes, then a shift and a mask of a 160-bit integer per IPv4 field).
+benchmarks/softswitch_path.py, µs a packet on the Python path / the compiled path: the fabric
+program's parser 1.44 -> 0.97 / 1.02 -> 0.65, its deparser 0.97 -> 0.72 / 0.96 -> 0.65; an
+aggregation packet's (64 values of 32 bits) parser 4.8 -> 1.9 / 3.7 -> 1.3, deparser
+4.8 -> 2.7 / 4.2 -> 2.0.
 
 Fields of signed types are stored as their signed value (_tcm) and written back masked to
-their width, as before.
+their width.
 """
 from __future__ import annotations
 
