@@ -270,6 +270,29 @@ def test_bmv2_started_at_another_log_level_serves_p4runtime() -> None:
         assert cmd.count(b"--log-level") == 1 and cmd[cmd.index(b"--log-level") + 1] == b"off"
 
 
+def _in_netns_with_one_ephemeral_port(code: str) -> str:
+    """stdout of ``code`` run by Python in a new network namespace whose only ephemeral port
+    is 40000 (nothing listens there)."""
+    import subprocess
+    import sys
+    out = subprocess.run(
+        ["unshare", "-n", "sh", "-c", "ip link set lo up && "
+         "sysctl -q -w net.ipv4.ip_local_port_range='40000 40000' && \"$0\" -c \"$1\"", sys.executable, code],
+        capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parent.parent)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_a_probe_connected_to_itself_is_not_a_server_answering() -> None:
+    # a connect to 127.0.0.1:40000 is handed port 40000 and meets itself ...
+    assert _in_netns_with_one_ephemeral_port(
+        "import socket; s = socket.create_connection(('127.0.0.1', 40000), timeout=1); "
+        "print(s.getsockname() == s.getpeername())") == "True"
+    # ... which the probe does not take for a server
+    assert _in_netns_with_one_ephemeral_port(
+        "from topologies.p4switch import port_accepts; print(port_accepts(40000))") == "False"
+
+
 def test_unknown_target_is_named() -> None:
     from topologies.p4switch import P4SwitchError, resolve_target
 

@@ -146,10 +146,15 @@ def target_command(
 
 
 def port_accepts(port: int, host: str = ap.GRPC_HOST, timeout: float = 0.2) -> bool:
-    """True when something accepts TCP connections on host:port."""
+    """True when something accepts TCP connections on host:port.
+
+    A connection to itself is not: where nothing listens on a port of the ephemeral range,
+    Linux may give the probing socket that very port, and the connect succeeds (TCP
+    simultaneous open). Taken for a target's server, it also held the port the target was
+    binding: the target failed to start, and the caller waited on a server that never came."""
     try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
+        with socket.create_connection((host, port), timeout=timeout) as s:
+            return s.getsockname() != s.getpeername()
     except OSError:
         return False
 
