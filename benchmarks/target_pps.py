@@ -39,6 +39,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Iterator
+from unittest import mock
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -276,16 +277,8 @@ def lab_target(target: str) -> Iterator[str]:
     started by name, ``simple_switch_grpc``); for ``softswitch-python`` SOFTSWITCH_COMPILED=off."""
     env = {"bmv2-opt": {"PATH": f"{BMV2_OPTIMISED.parent}{os.pathsep}{os.environ['PATH']}"},
            "softswitch-python": {"SOFTSWITCH_COMPILED": "off"}}.get(target, {})
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
+    with mock.patch.dict(os.environ, env):
         yield "bmv2" if target == "bmv2-opt" else TARGET_KIND.get(target, target)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def build_compiled_paths(programs: list[str]) -> None:

@@ -159,7 +159,7 @@ class PathCompiler:
         """The module's name: a digest of everything its build depends on (the factory's text
         follows from the generated source and the bound names, and FORMAT)."""
         import Cython
-        key = "\0".join((str(FORMAT), Cython.__version__, sysconfig.get_config_var("EXT_SUFFIX") or "",
+        key = "\0".join((str(FORMAT), Cython.__version__, _ext_suffix(),
                          self.cc, " ".join(C_FLAGS), program.source, *_bound_names(program)))
         return "softswitch_path_" + hashlib.sha256(key.encode()).hexdigest()[:24]
 
