@@ -56,6 +56,12 @@ def _mask(width: int) -> str:
     return f"{(1 << width) - 1:#x}"
 
 
+# An action keeps up to this many temporaries in local variables, more in a list of its own:
+# gcc's time and memory on a function grow steeply with its C variables (the aggregation
+# action's 318 as locals took the fabric program's build past 8 minutes and 3.4 GB).
+MAX_LOCAL_VARIABLES = 16
+
+
 class CodeGenerator:
     def __init__(self, js: dict, layout: Layout, objects: Any, fuse: bool = True):
         self.js = js
@@ -149,15 +155,27 @@ class CodeGenerator:
         prims = a.get("primitives", [])
         o(f"def {fn}(F, D):  # {comment(a['name'])}")
         o.indent()
-        if not prims:
-            o("pass")
-            self._action_bodies[aid] = []
-        elif any(is_jump(p) for p in prims):
-            self._action_with_jumps(prims)
+        # its temporaries out of the packet state, starting at metadata's 0 (action_locals.py)
+        fields = self.obj.action_locals.get(aid, ())
+        if len(fields) <= MAX_LOCAL_VARIABLES:
+            self.ec.locals = {f: self._ident("_lv") for f in fields}
+            start = [f"{v} = 0" for v in self.ec.locals.values()]
         else:
-            body = [ln for p in prims for ln in self.pc.compile(p)]
-            o.block(body)
-            self._action_bodies[aid] = body
+            self.ec.locals = {f: f"_L[{i}]" for i, f in enumerate(fields)}
+            start = [f"_L = [0] * {len(fields)}"]
+        try:
+            if not prims:
+                o("pass")
+                self._action_bodies[aid] = []
+            elif any(is_jump(p) for p in prims):
+                o.block(start)
+                self._action_with_jumps(prims)
+            else:
+                body = start + [ln for p in prims for ln in self.pc.compile(p)]
+                o.block(body)
+                self._action_bodies[aid] = body
+        finally:
+            self.ec.locals = {}
         o.dedent()
         o()
 

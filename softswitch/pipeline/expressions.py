@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .action_locals import LOCALS_INSTANCE
 from .errors import ProgramError
 from .layout import Layout
 from .untrusted import json_int
@@ -79,6 +80,14 @@ class ExpressionCompiler:
         self.bind = bind
         self.registers = registers
         self._depth = 0
+        # while an action compiles: its LOCALS_INSTANCE fields kept in locals -> variable name
+        self.locals: dict[str, str] = {}
+
+    def local(self, ref: Any) -> str | None:
+        """The local variable a ``[header, field]`` reference is kept in, if it is one."""
+        if self.locals and isinstance(ref, list) and len(ref) == 2 and ref[0] == LOCALS_INSTANCE:
+            return self.locals.get(ref[1])
+        return None
 
     # -- public --------------------------------------------------------------------------
     def data(self, node: dict) -> str:
@@ -121,6 +130,9 @@ class ExpressionCompiler:
                 return self.compile(v)     # primitive arguments wrap operands (even fields) once more
             return self._op(v)
         if t == "field":
+            local = self.local(v)
+            if local is not None:
+                return Compiled(local, DATA)
             slot, _, _ = self.layout.field_ref(v)
             return Compiled(f"F[{slot}]", DATA)
         if t == "hexstr":

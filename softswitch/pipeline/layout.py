@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .action_locals import LOCALS_INSTANCE
 from .errors import ProgramError
 from .untrusted import MAX_BITWIDTH, json_int
 
@@ -112,6 +113,8 @@ class Layout:
     size: int = 0
     template: list[int] = field(default_factory=list)
     metadata_slots: list[int] = field(default_factory=list)
+    # fields of action_locals.LOCALS_INSTANCE kept in action locals, not slots (action_locals.py)
+    action_locals: dict[str, FieldInfo] = field(default_factory=dict)
 
     # -- lookups used by the code generator -------------------------------------------
     def header(self, name: str) -> HeaderInstance:
@@ -195,8 +198,16 @@ def _header_type(js: dict) -> HeaderType:
     return HeaderType(js["name"], tuple(fields), varbit, max_length)
 
 
-def build_layout(js: dict) -> Layout:
-    """Assign slots to everything in a BMv2 JSON program."""
+def _without(t: HeaderType, names: frozenset[str]) -> tuple[HeaderType, dict[str, FieldInfo]]:
+    """``t`` less the fields ``names`` (the rest renumbered), and the infos of those taken out."""
+    kept = [f for f in t.fields if f.name not in names]
+    renumbered = tuple(FieldInfo(f.name, f.width, f.signed, i) for i, f in enumerate(kept))
+    return HeaderType(t.name, renumbered, t.varbit, t.max_length), {f.name: f for f in t.fields if f.name in names}
+
+
+def build_layout(js: dict, local_fields: frozenset[str] = frozenset()) -> Layout:
+    """Assign slots to everything in a BMv2 JSON program; ``local_fields`` of the instance
+    ``LOCALS_INSTANCE`` get none (they are action locals)."""
     lay = Layout()
     for ht in js.get("header_types", []):
         t = _header_type(ht)
@@ -207,6 +218,8 @@ def build_layout(js: dict) -> Layout:
         t = lay.header_types.get(h["header_type"])
         if t is None:
             raise ProgramError(f"header '{h['name']}' has unknown type '{h['header_type']}'")
+        if h["name"] == LOCALS_INSTANCE and local_fields and t.varbit is None:
+            t, lay.action_locals = _without(t, local_fields)
         inst = HeaderInstance(h["name"], h["id"], t, bool(h.get("metadata")), slot)
         lay.headers[inst.name] = inst
         lay.headers_by_id[inst.id] = inst

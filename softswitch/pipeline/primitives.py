@@ -19,10 +19,11 @@ MIRROR_SESSION_VALID = 1 << 15   # BMv2 keeps "a clone was asked for" in this bi
 
 
 class Lvalue:
-    """A writable field: the source of its slot index and its width/signedness."""
+    """A writable field: the source that names it (``F[slot]``, or an action's local
+    variable) and its width/signedness."""
 
-    def __init__(self, slot_src: str, info: FieldInfo):
-        self.slot = slot_src
+    def __init__(self, target: str, info: FieldInfo):
+        self.target = target
         self.info = info
 
     def store(self, value_src: str) -> str:
@@ -30,8 +31,8 @@ class Lvalue:
         if w is None:
             raise ProgramError(f"cannot assign a plain value to variable-length field '{self.info.name}'")
         if self.info.signed:
-            return f"F[{self.slot}] = _tcm({value_src}, {w})"
-        return f"F[{self.slot}] = {value_src} & {(1 << w) - 1:#x}"
+            return f"{self.target} = _tcm({value_src}, {w})"
+        return f"{self.target} = {value_src} & {(1 << w) - 1:#x}"
 
 
 class PrimitiveCompiler:
@@ -48,10 +49,13 @@ class PrimitiveCompiler:
     def lvalue(self, p: dict) -> Lvalue:
         t, v = p["type"], p.get("value")
         if t == "field":
+            local = self.ec.local(v)
+            if local is not None:
+                return Lvalue(local, self.layout.action_locals[v[1]])
             slot, info, _ = self.layout.field_ref(v)
             if info is None:
                 raise ProgramError(f"'{v[0]}.$valid$' is read-only")
-            return Lvalue(str(slot), info)
+            return Lvalue(f"F[{slot}]", info)
         if t == "expression":
             e = v["value"] if v.get("type") == "expression" else v
             if e.get("op") != "access_field":
@@ -60,12 +64,12 @@ class PrimitiveCompiler:
             htype = self._header_type_of(e["left"])
             info = htype.fields[int(e["right"])]
             slot = str(int(base) + 1 + info.index) if base.isdigit() else f"{base} + {1 + info.index}"
-            return Lvalue(slot, info)
+            return Lvalue(f"F[{slot}]", info)
         if t == "stack_field":
             st = self.layout.stack(v[0])
             info = st.headers[0].type.field(v[1])
             bases = self.bind(tuple(h.base for h in st.headers))
-            return Lvalue(f"{bases}[F[{st.next_slot}] - 1] + {1 + info.index}", info)
+            return Lvalue(f"F[{bases}[F[{st.next_slot}] - 1] + {1 + info.index}]", info)
         raise ProgramError(f"cannot assign to a '{t}'")
 
     def _header_type_of(self, node: dict):
@@ -282,11 +286,11 @@ class PrimitiveCompiler:
     # P4_14-era arithmetic primitives, still accepted by simple_switch.
     def p_add_to_field(self, dst, v):
         d = self.lvalue(dst)
-        return [d.store(f"(F[{d.slot}] + {self.ec.data(v)})")]
+        return [d.store(f"({d.target} + {self.ec.data(v)})")]
 
     def p_subtract_from_field(self, dst, v):
         d = self.lvalue(dst)
-        return [d.store(f"(F[{d.slot}] - {self.ec.data(v)})")]
+        return [d.store(f"({d.target} - {self.ec.data(v)})")]
 
     def _binary(self, dst, a, b, op):
         return [self.lvalue(dst).store(f"({self.ec.data(a)} {op} {self.ec.data(b)})")]

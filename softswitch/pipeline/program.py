@@ -9,6 +9,7 @@ from .. import hashes
 from ..runtime.action_profiles import ActionProfile
 from ..runtime.stateful import CounterArray, MeterArray, RegisterArray
 from ..runtime.tables import ActionSpec, Entry, KeyField, MatchTable
+from .action_locals import action_locals
 from .codegen import CodeGenerator
 from .errors import ProgramError
 from .expressions import parse_hexstr
@@ -90,9 +91,11 @@ class ParseValueSet:
 class Program:
     """Everything one pipeline needs: layout, tables and externs, and the compiled code."""
 
-    def __init__(self, json_text: str | bytes, fuse: bool = True):
-        """``fuse=False`` runs controls node by node (the reference the fused code must match)."""
+    def __init__(self, json_text: str | bytes, fuse: bool = True, with_action_locals: bool = True):
+        """``fuse=False`` runs controls node by node (the reference the fused code must match);
+        ``with_action_locals=False`` keeps every temporary in the packet state (action_locals.py)."""
         self.fuse = fuse
+        self.with_action_locals = with_action_locals
         try:
             js = json.loads(json_text)
         except (ValueError, UnicodeDecodeError) as e:
@@ -118,7 +121,9 @@ class Program:
         if unsupported:
             raise ProgramError(f"extern types not supported: {', '.join(map(str, unsupported))}")
         self.json = js
-        self.layout = build_layout(js)
+        found = action_locals(js) if self.with_action_locals else {}
+        self.layout = build_layout(js, frozenset(f for fields in found.values() for f in fields))
+        self.action_locals = found if self.layout.action_locals else {}    # none where the layout kept them all
         self.intrinsics = {k: self.layout.intrinsic(v) for k, v in INTRINSICS.items()}
         for required in ("ingress_port", "egress_spec", "egress_port", "instance_type", "packet_length"):
             if self.intrinsics[required] is None:
