@@ -27,21 +27,17 @@ SWITCH_MIB = 40
 # A Mininet host: a `bash --norc` shell (3.3 MiB RSS, mostly shared with the other shells) in
 # its own network namespace with one veth pair; rounded up for the kernel's side.
 HOST_MIB = 2
-# A switch port's packet rings, kernel memory for the switch's lifetime: softswitch's 2 MiB to
-# receive and 0.5 to send (softswitch/rings.py); BMv2's libpcap buffer is 2 MiB.
-PORT_MIB = 2.5
 
 
 @dataclass(frozen=True)
 class FabricSize:
     switches: int
     hosts: int
-    switch_ports: int
 
     @property
     def memory_mib(self) -> int:
-        """What bringing it up needs, roughly (SWITCH_MIB, HOST_MIB, PORT_MIB)."""
-        return round(self.switches * SWITCH_MIB + self.hosts * HOST_MIB + self.switch_ports * PORT_MIB)
+        """What bringing it up needs, roughly (SWITCH_MIB, HOST_MIB)."""
+        return self.switches * SWITCH_MIB + self.hosts * HOST_MIB
 
 
 def fabric_size(args: argparse.Namespace) -> FabricSize:
@@ -49,12 +45,9 @@ def fabric_size(args: argparse.Namespace) -> FabricSize:
     parameter when the shape does not fit the address plan."""
     if args.command != "up" or args.topo == "fattree":     # sized without building a k=110 tree
         ap.check_fat_tree_k(args.k)
-        switches = 5 * args.k * args.k // 4
-        return FabricSize(switches, args.k ** 3 // 4, switches * args.k)     # k ports each
+        return FabricSize(5 * args.k * args.k // 4, args.k ** 3 // 4)
     fabric = topo_args.fabric_of(args)
-    names = {sw.name for sw in fabric.switches}
-    ports = sum(end in names for ln in fabric.links for end in (ln.a, ln.b))
-    return FabricSize(len(fabric.switches), len(fabric.hosts), ports)
+    return FabricSize(len(fabric.switches), len(fabric.hosts))
 
 
 def mem_available_mib() -> int:

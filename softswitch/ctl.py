@@ -93,8 +93,7 @@ class RuntimeControlServer:
                                    "occupancy": sum(len(q) for q in qs), "drops": sum(q.drops for q in qs),
                                    "priority_queues": dp.priority_queues})
             if cmd == "stats" and not nums:
-                ports = {p.number: {"iface": p.iface, "rx": p.rx_packets, "tx": p.tx_packets,
-                                   "rx_truncated": p.rx_truncated}
+                ports = {p.number: {"iface": p.iface, "rx": p.rx_packets, "tx": p.tx_packets}
                          for p in dp.ports.values()}
                 return json.dumps({"counters": dataclasses.asdict(dp.counters), "ports": ports})
             if cmd == "packet_path" and not nums:
