@@ -18,6 +18,10 @@ on PATH and from an optimised build at /opt/bmv2-opt where present. softswitch r
 users run it (its compiled packet path, built before the run, where Cython and a C compiler
 are) and as ``softswitch-python`` (the generated Python alone, the reference).
 
+--baseline REV runs softswitch as it was at an earlier revision beside today's, as the target
+``softswitch@COMMIT`` (benchmarks/past_softswitch.py), with the ratio of today's to it: how a
+speed goal stated against "today's" cost is checked on this machine, in one run.
+
 Fabric (--fabric): a running k=4 fat-tree per target, one UDP flow between pods at a stated
 offered load (--fabric-pps). Every switch's CPU time is read over an idle window and over the
 traffic; the flow crosses five switches, the five whose CPU grew most, and their cost per
@@ -25,6 +29,7 @@ packet is (CPU during traffic - idle CPU over the same time) / packets received.
 optimised BMv2 build runs a fabric by being first on PATH.
 
     .venv/bin/python benchmarks/target_pps.py [--seconds 5] [--rounds 3] [--json out/target_pps.json]
+    .venv/bin/python benchmarks/target_pps.py --programs fabric --targets softswitch --baseline 5259bc8
     .venv/bin/python benchmarks/target_pps.py --fabric [--fabric-pps 2000] [--fabric-seconds 10]
 """
 from __future__ import annotations
@@ -49,6 +54,7 @@ from scapy.layers.inet import IP, UDP  # noqa: E402
 from scapy.layers.l2 import Ether  # noqa: E402
 from scapy.packet import raw  # noqa: E402
 
+import past_softswitch  # noqa: E402
 from aifabric import report  # noqa: E402
 from controller import entries as E  # noqa: E402
 from controller.fabric_controller import Pipeline  # noqa: E402
@@ -143,6 +149,7 @@ PATH_SWITCHES = 5                         # switches a flow between pods of a fa
 TARGET_KIND = {"softswitch-python": "softswitch"}
 SOFTSWITCH_ARGS = {"softswitch": ("--compiled", "now"), "softswitch-python": ("--compiled", "off")}
 TARGET_LETTER = {"softswitch": "s", "softswitch-python": "p", "bmv2": "b", "bmv2-opt": "o"}
+PAST_EXECUTABLES: dict[str, str] = {}     # "softswitch@COMMIT" -> its executable (--baseline)
 
 
 def cpu_seconds(pids: list[int]) -> dict[int, float]:
@@ -189,6 +196,7 @@ def measure_once(target: str, program: str, seconds: float) -> dict:
     build_dir, json_name, setup, make_frames = PROGRAMS[program]
     pipe = Pipeline.from_build_dir(build_dir, json_name)
     kind, exe = ("bmv2", str(BMV2_OPTIMISED)) if target == "bmv2-opt" else (TARGET_KIND.get(target, target), None)
+    exe = PAST_EXECUTABLES.get(target, exe)
     with Testbed(nports=2, prefix=f"bp{TARGET_LETTER[target]}") as tb:
         t = tb.start_target(kind, device_id=1, executable=exe, bmv2_log_level=BMV2_QUIET,
                             extra_args=SOFTSWITCH_ARGS.get(target, ()))
@@ -260,7 +268,7 @@ def saturation(programs: list[str], targets: list[str], seconds: float, rounds: 
     by = {(s["program"], s["target"]): s for s in summary}
     for program in programs:
         for mine, theirs in (("softswitch", "bmv2"), ("softswitch", "bmv2-opt"), ("softswitch-python", "bmv2-opt"),
-                             ("softswitch", "softswitch-python")):
+                             ("softswitch", "softswitch-python"), *(("softswitch", p) for p in PAST_EXECUTABLES)):
             soft, other = by.get((program, mine)), by.get((program, theirs))
             if soft and other and other["delivered_pps"]:
                 line = f"{program}: {mine} / {theirs} = {soft['delivered_pps'] / other['delivered_pps']:.2f} (rate)"
@@ -292,6 +300,23 @@ def build_compiled_paths(programs: list[str]) -> None:
     for json_path in sorted({PROGRAMS[p][0] / f"{PROGRAMS[p][1]}.json" for p in programs}):
         report.progress(f"compiled packet path for {json_path.name} (once per program text; ~75 s for the fabric)")
         PathCompiler().build(Program(json_path.read_bytes()))
+
+
+def add_past_target(rev: str, programs: list[str]) -> str:
+    """softswitch at ``rev`` as a target of this run (built first where it had a compiled path)."""
+    report.progress(f"softswitch at {rev}: its tree, and its compiled packet path where it had one")
+    workdir = Path(os.environ.get("TMPDIR", "/tmp")) / "aifabric-past-softswitch"
+    try:
+        commit, exe, compiled = past_softswitch.prepare(
+            rev, workdir, sorted({PROGRAMS[p][0] / f"{PROGRAMS[p][1]}.json" for p in programs}))
+    except past_softswitch.PastError as e:
+        raise SystemExit(f"--baseline {rev}: {e}") from None
+    target = f"softswitch@{commit}"
+    PAST_EXECUTABLES[target] = str(exe)
+    TARGET_KIND[target] = "softswitch"
+    TARGET_LETTER[target] = str(len(PAST_EXECUTABLES) - 1)      # a testbed prefix letter
+    SOFTSWITCH_ARGS[target] = SOFTSWITCH_ARGS["softswitch"] if compiled else ()
+    return target
 
 
 def fabric_cost(target: str, pps: int, seconds: float, idle_seconds: float = 4.0) -> dict:
@@ -350,7 +375,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fabric", action="store_true", help="measure the per-switch cost in a k=4 fat-tree instead")
     ap.add_argument("--fabric-pps", type=int, default=2000, help="offered load of the flow between pods")
     ap.add_argument("--fabric-seconds", type=float, default=10.0)
+    ap.add_argument("--baseline", nargs="*", default=[], metavar="REV",
+                    help="also run softswitch as it was at these git revisions (saturation only)")
     args = ap.parse_args(argv)
+    if args.baseline and args.fabric:
+        ap.error("--baseline measures saturation through one switch, not --fabric")
     targets = args.targets or (["softswitch", "softswitch-python"]
                                + (["bmv2"] if shutil.which("simple_switch_grpc") else [])
                                + (["bmv2-opt"] if BMV2_OPTIMISED.exists() else []))
@@ -359,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--targets: unknown {', '.join(unknown)} (known: {', '.join(TARGET_LETTER)})")
     if "softswitch" in targets:
         build_compiled_paths(["fabric"] if args.fabric else args.programs)
+    for rev in args.baseline:
+        targets.append(add_past_target(rev, args.programs))
     if args.fabric:
         rows = []
         for target in targets:
