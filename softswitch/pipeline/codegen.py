@@ -60,6 +60,10 @@ def _mask(width: int) -> str:
 # gcc's time and memory on a function grow steeply with its C variables (the aggregation
 # action's 318 as locals took the fabric program's build past 8 minutes and 3.4 GB).
 MAX_LOCAL_VARIABLES = 16
+# A longer action is called, not copied into its table's code and into the structured control
+# (the aggregation action's ~1,000 lines were there three times: machine code that crowded
+# the processor's caches on every aggregation packet, and a third of the compile time).
+MAX_INLINE_LINES = 64
 
 
 class CodeGenerator:
@@ -675,10 +679,10 @@ class CodeGenerator:
         o()
 
     def _action_lines(self, action_id: int, data: tuple) -> list[str]:
-        """An action run with constant data: its body inline, or (with jumps) a call."""
+        """An action run with constant data: its body inline, or (with jumps, or long) a call."""
         fn = self.action_name(action_id)
         body = self._action_bodies.get(action_id)
-        if body is None:
+        if body is None or len(body) > MAX_INLINE_LINES:
             return [f"{fn}(F, {tuple(data)!r})"]
         return ([f"D = {tuple(data)!r}"] if data else []) + body
 
