@@ -47,9 +47,10 @@ def _git(*args: str) -> bytes:
     return res.stdout
 
 
-def prepare(rev: str, workdir: Path, programs: list[Path]) -> tuple[str, Path, bool]:
-    """(short commit, executable, has a compiled path) of softswitch at ``rev``, its tree in
-    ``workdir``; the compiled path built for ``programs`` (BMv2 JSON files) where it has one."""
+def prepare(rev: str, workdir: Path, programs: list[Path], compiled_path: bool = True) -> tuple[str, Path]:
+    """(short commit, executable) of softswitch at ``rev``, its tree in ``workdir``; its
+    compiled path built for ``programs`` (BMv2 JSON files) where it had one and
+    ``compiled_path`` (False: the harness runs every softswitch on its Python path)."""
     commit = _git("rev-parse", "--short", f"{rev}^{{commit}}").decode().strip()
     tree = workdir / commit
     if not (tree / "softswitch" / "cli.py").exists():
@@ -61,8 +62,7 @@ def prepare(rev: str, workdir: Path, programs: list[Path]) -> tuple[str, Path, b
     if helped.returncode != 0:
         raise PastError(f"softswitch at {commit} does not start: {helped.stderr.strip()[-300:]}")
     known = sorted(set(re.findall(r"(--[a-z][a-z0-9-]*)", helped.stdout)))
-    compiled = "--compiled" in known
-    if compiled:
+    if compiled_path and "--compiled" in known:
         build = ("import sys\nfrom softswitch.pipeline.compiled import PathCompiler\n"
                  "from softswitch.pipeline.program import Program\n"
                  "for path in sys.argv[1:]:\n    PathCompiler().build(Program(open(path, 'rb').read()))\n")
@@ -73,4 +73,4 @@ def prepare(rev: str, workdir: Path, programs: list[Path]) -> tuple[str, Path, b
     exe = tree / "run-softswitch"
     exe.write_text(WRAPPER.format(python=sys.executable, commit=commit, known=known, tree=str(tree)))
     exe.chmod(0o755)
-    return commit, exe, compiled
+    return commit, exe

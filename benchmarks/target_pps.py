@@ -307,15 +307,16 @@ def add_past_target(rev: str, programs: list[str]) -> str:
     report.progress(f"softswitch at {rev}: its tree, and its compiled packet path where it had one")
     workdir = Path(os.environ.get("TMPDIR", "/tmp")) / "aifabric-past-softswitch"
     try:
-        commit, exe, compiled = past_softswitch.prepare(
-            rev, workdir, sorted({PROGRAMS[p][0] / f"{PROGRAMS[p][1]}.json" for p in programs}))
+        commit, exe = past_softswitch.prepare(
+            rev, workdir, sorted({PROGRAMS[p][0] / f"{PROGRAMS[p][1]}.json" for p in programs}),
+            compiled_path=SOFTSWITCH_ARGS["softswitch"] == ("--compiled", "now"))
     except past_softswitch.PastError as e:
         raise SystemExit(f"--baseline {rev}: {e}") from None
     target = f"softswitch@{commit}"
     PAST_EXECUTABLES[target] = str(exe)
     TARGET_KIND[target] = "softswitch"
     TARGET_LETTER[target] = str(len(PAST_EXECUTABLES) - 1)      # a testbed prefix letter
-    SOFTSWITCH_ARGS[target] = SOFTSWITCH_ARGS["softswitch"] if compiled else ()
+    SOFTSWITCH_ARGS[target] = SOFTSWITCH_ARGS["softswitch"]    # dropped where that revision had no such option
     return target
 
 
