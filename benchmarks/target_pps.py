@@ -298,7 +298,7 @@ def build_compiled_paths(programs: list[str]) -> None:
         report.progress(f"softswitch runs its Python path: {why}")
         return
     for json_path in sorted({PROGRAMS[p][0] / f"{PROGRAMS[p][1]}.json" for p in programs}):
-        report.progress(f"compiled packet path for {json_path.name} (once per program text; ~75 s for the fabric)")
+        report.progress(f"compiled packet path for {json_path.name} (once per program text; ~2 minutes for the fabric)")
         PathCompiler().build(Program(json_path.read_bytes()))
 
 

@@ -4,7 +4,7 @@ Modes (``softswitch --compiled``):
 
     auto   the default: a program whose compiled build is cached runs it from the start;
            otherwise the Python path runs while the build goes on in the background (nice'd;
-           the fabric program takes about 75 s of one core, once per program text: switches
+           the fabric program takes about 2 minutes of one core, once per program text: switches
            running the same program share one build), and the data plane switches over when
            it is done. No compiler, Cython or headers here: the Python path, said once.
     now    compiled before the program takes effect; if it cannot be, setting the program
