@@ -78,7 +78,20 @@ def network_exists(name: str) -> bool:
 
 def manager_address() -> str:
     """The address of docker0 on this machine: the swarm's manager, reachable from a worker in a container."""
-    return command("docker", "network", "inspect", "bridge", "--format", "{{(index .IPAM.Config 0).Gateway}}").strip()
+    gateway = command("docker", "network", "inspect", "bridge", "--format", "{{(index .IPAM.Config 0).Gateway}}").strip()
+    if gateway and gateway != "<no value>":
+        return gateway
+    # an engine may leave the default bridge's IPAM without a gateway (Debian's 20.10 on a fresh
+    # machine does): the bridge interface's own address is the same thing
+    bridge = command("docker", "network", "inspect", "bridge", "--format",
+                     '{{index .Options "com.docker.network.bridge.name"}}').strip()
+    bridge = bridge if bridge and bridge != "<no value>" else "docker0"
+    shown = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", bridge], capture_output=True, text=True)
+    for word, value in zip(shown.stdout.split(), shown.stdout.split()[1:]):
+        if word == "inet":
+            return value.partition("/")[0]
+    raise DockerError(f"no address for the swarm's manager: Docker's bridge network names no gateway "
+                      f"and {bridge} has no IPv4 address ({shown.stderr.strip() or 'none shown'})")
 
 
 class ContainerHost:
