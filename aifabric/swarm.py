@@ -76,16 +76,20 @@ def network_exists(name: str) -> bool:
     return subprocess.run(["docker", "network", "inspect", name], capture_output=True, check=False).returncode == 0
 
 
+def _bridge_setting(template: str) -> str:
+    """One setting of the default bridge network ("" where it has none)."""
+    value = command("docker", "network", "inspect", "bridge", "--format", template).strip()
+    return "" if value == "<no value>" else value
+
+
 def manager_address() -> str:
     """The address of docker0 on this machine: the swarm's manager, reachable from a worker in a container."""
-    gateway = command("docker", "network", "inspect", "bridge", "--format", "{{(index .IPAM.Config 0).Gateway}}").strip()
-    if gateway and gateway != "<no value>":
+    gateway = _bridge_setting("{{(index .IPAM.Config 0).Gateway}}")
+    if gateway:
         return gateway
     # an engine may leave the default bridge's IPAM without a gateway (Debian's 20.10 on a fresh
     # machine does): the bridge interface's own address is the same thing
-    bridge = command("docker", "network", "inspect", "bridge", "--format",
-                     '{{index .Options "com.docker.network.bridge.name"}}').strip()
-    bridge = bridge if bridge and bridge != "<no value>" else "docker0"
+    bridge = _bridge_setting('{{index .Options "com.docker.network.bridge.name"}}') or "docker0"
     shown = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", bridge], capture_output=True, text=True)
     for word, value in zip(shown.stdout.split(), shown.stdout.split()[1:]):
         if word == "inet":

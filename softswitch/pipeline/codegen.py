@@ -61,8 +61,8 @@ def _mask(width: int) -> str:
 # action's 318 as locals took the fabric program's build past 8 minutes and 3.4 GB).
 MAX_LOCAL_VARIABLES = 16
 # A longer action is called, not copied into its table's code and into the structured control
-# (the aggregation action's ~1,000 lines were there three times: machine code that crowded
-# the processor's caches on every aggregation packet, and a third of the compile time).
+# (the aggregation action's ~1,000 lines were there three times). Measured together with the
+# locals above: the fabric program's compiled build 164 -> 123 s and 1.9 -> 1.7 GB.
 MAX_INLINE_LINES = 64
 
 
