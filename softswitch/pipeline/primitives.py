@@ -273,20 +273,15 @@ class PrimitiveCompiler:
                 "if _c is not None:",
                 "    " + self.lvalue(dst).store("_c")]
 
-    # Register reads and writes index the array's list here, bounds checked as RegisterArray's
-    # read and write do (out of range: nothing read or written), without a call per access:
-    # an aggregation packet makes some 140 of them.
     def p_register_read(self, dst, reg, index):
         r = self._object(self.obj.registers, reg, "register array")
-        return [f"_ri = {self.ec.data(index)}",
-                f"if 0 <= _ri < {r.size}:",
-                "    " + self.lvalue(dst).store(f"{self.bind(r.values)}[_ri]")]
+        return [f"_v = {self.bind(r)}.read({self.ec.data(index)})",
+                "if _v is not None:",
+                "    " + self.lvalue(dst).store("_v")]
 
     def p_register_write(self, reg, index, value):
         r = self._object(self.obj.registers, reg, "register array")
-        return [f"_ri = {self.ec.data(index)}",
-                f"if 0 <= _ri < {r.size}:",
-                f"    {self.bind(r.values)}[_ri] = ({self.ec.data(value)}) & {r.mask:#x}"]
+        return [f"{self.bind(r)}.write({self.ec.data(index)}, {self.ec.data(value)})"]
 
     # P4_14-era arithmetic primitives, still accepted by simple_switch.
     def p_add_to_field(self, dst, v):

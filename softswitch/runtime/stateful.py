@@ -138,4 +138,4 @@ class RegisterArray:
             self.values[index] = value & self.mask
 
     def reset(self) -> None:
-        self.values[:] = [0] * self.size     # in place: the generated code holds this list
+        self.values = [0] * self.size
