@@ -165,8 +165,7 @@ def test_reads_beyond_the_concurrency_limit_are_refused_and_writes_go_on(target,
         _wait_answering(calls, timeout=30)
         with pytest.raises(grpc.RpcError) as e:
             _read(primary, [whole], timeout=10)
-        refused = e.value
-        assert refused.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "Reads" in refused.details()
+        assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "Reads" in e.value.details()
         primary.write_ok((INS, _hit_entry(p)))
     finally:
         for call in calls:
