@@ -17,7 +17,7 @@ from ..runtime.tables import EXACT
 from . import header_codec
 from .controlflow import Block, Structurer, post_dominators
 from .errors import ProgramError
-from .expressions import RUNTIME_HELPERS, ExpressionCompiler, parse_hexstr
+from .expressions import RUNTIME_HELPERS, TARGET_WRITTEN_HEADERS, ExpressionCompiler, parse_hexstr
 from .helpers import BASE_NAMESPACE
 from .layout import HeaderInstance, HeaderType, Layout
 from .primitives import PrimitiveCompiler, is_jump, jump_target
@@ -275,7 +275,7 @@ class CodeGenerator:
                 o.block(self._lookahead_lines(*_lookahead_args(src["value"]), "_v"))
                 o(dst.store("_v"))
             else:
-                o(dst.store(self.ec.data(src)))
+                o(dst.assign(self.ec.value(src)))
         elif kind == "verify":
             o(f"if not {self.ec.boolean(params[0])}: raise _PErr({self.ec.data(params[1])})")
         elif kind in ("shift", "advance"):
@@ -409,9 +409,7 @@ class CodeGenerator:
     def _transition_key_part(self, k: dict) -> tuple[str, int]:
         t, v = k.get("type"), k.get("value")
         if t == "field":
-            slot, info, _ = self.layout.field_ref(v)
-            width = 1 if info is None else info.width
-            return f"(F[{slot}] & {_mask(width)})", width
+            return self._field_in_width(v)
         if t == "stack_field":
             st = self.layout.stack(v[0])
             info = st.headers[0].type.field(v[1])
@@ -433,6 +431,16 @@ class CodeGenerator:
             return self.ec.data(v), 32
         raise ProgramError(f"unsupported transition key type '{t}'")
 
+    def _field_in_width(self, ref: list) -> tuple[str, int]:
+        """(source, width) of a field's value, masked to its width unless its slot only ever
+        holds values that fit (expressions.Compiled.bits)."""
+        slot, info, _ = self.layout.field_ref(ref)
+        width = 1 if info is None else info.width
+        value = self.ec.value({"type": "field", "value": ref})
+        if value.bits is not None and value.bits <= width:
+            return value.src, width
+        return f"(F[{slot}] & {_mask(width)})", width
+
     # -- checksums and calculations ------------------------------------------------------
     def calculation_input(self, calc: dict) -> str:
         """Define a function building a calculation's input bytes; returns its name.
@@ -450,9 +458,8 @@ class CodeGenerator:
                 slot, info, hdr = self.layout.field_ref(v)
                 if info is not None and info.width is None:
                     raise ProgramError(f"calculation '{calc['name']}': varbit fields are not supported")
-                width = 1 if info is None else info.width
                 guard = None if hdr.metadata else hdr.base
-                part = (f"(F[{slot}] & {_mask(width)})", width)
+                part = self._field_in_width(v)
             elif t == "hexstr":
                 width = json_width(item["bitwidth"], f"calculation '{calc['name']}': bitwidth of a constant")
                 guard, part = None, (f"{parse_hexstr(v) & ((1 << width) - 1):#x}", width)
@@ -589,7 +596,8 @@ class CodeGenerator:
             o(f"if F[{hdr.base}]: out.append(_pack_header(F, {hdr.base}, {self.bind(t)}))")
             self.ns["_pack_header"] = pack_header
             return
-        first, packed = header_codec.pack_source(t, lambda i: hdr.base + 1 + i, self._struct(t))
+        first, packed = header_codec.pack_source(t, lambda i: hdr.base + 1 + i, self._struct(t),
+                                                 fits=hdr.name not in TARGET_WRITTEN_HEADERS)
         if not first:
             o(f"if F[{hdr.base}]: out.append({packed})")
             return

@@ -27,11 +27,21 @@ DATA, BOOL, HEADER, UNION, STACK, USTACK = "data", "bool", "header", "union", "s
 MAX_EXPRESSION_DEPTH = 64
 
 
+# Header instances whose fields the target itself writes from outside the program (ports,
+# lengths, timestamps, replica ids...): a value read from them may be wider than the field,
+# so it keeps every mask. Every other field's slot holds a value that fits its width
+# (extracted, or stored through a mask).
+TARGET_WRITTEN_HEADERS = frozenset({"standard_metadata", "intrinsic_metadata", "queueing_metadata"})
+
+
 @dataclass(frozen=True)
 class Compiled:
     src: str
     kind: str
     const: Any = None          # layout object for stack/union_stack kinds, or a constant int
+    # DATA: the value is known to be >= 0 and below 2**bits (None: not known). A mask that
+    # keeps all of those bits changes nothing, and the generated code leaves it out.
+    bits: int | None = None
 
 
 def parse_hexstr(value: str) -> int:
@@ -91,12 +101,18 @@ class ExpressionCompiler:
 
     # -- public --------------------------------------------------------------------------
     def data(self, node: dict) -> str:
+        return self.value(node).src
+
+    def value(self, node: dict) -> Compiled:
+        """``node`` as a DATA value (a condition becomes 1 or 0), with what is known of its bits."""
         c = self.compile(node)
         if c.kind == BOOL:
-            return f"(1 if {c.src} else 0)"
+            if c.src in ("True", "False"):
+                return Compiled("1" if c.src == "True" else "0", DATA, int(c.src == "True"), 1)
+            return Compiled(f"(1 if {c.src} else 0)", DATA, bits=1)
         if c.kind != DATA:
             raise ProgramError(f"expected a value, got a {c.kind}: {node!r}")
-        return c.src
+        return c
 
     def boolean(self, node: dict) -> str:
         c = self.compile(node)
@@ -131,12 +147,15 @@ class ExpressionCompiler:
             return self._op(v)
         if t == "field":
             local = self.local(v)
-            if local is not None:
-                return Compiled(local, DATA)
-            slot, _, _ = self.layout.field_ref(v)
-            return Compiled(f"F[{slot}]", DATA)
+            if local is not None:         # set to 0 first, then stored through a mask
+                info = self.layout.action_locals[v[1]]
+                return Compiled(local, DATA, bits=None if info.signed else info.width)
+            slot, info, hdr = self.layout.field_ref(v)
+            trusted = info is not None and not info.signed and hdr.name not in TARGET_WRITTEN_HEADERS
+            return Compiled(f"F[{slot}]", DATA, bits=info.width if trusted else None)
         if t == "hexstr":
-            return Compiled(str(parse_hexstr(v)), DATA, parse_hexstr(v))
+            n = parse_hexstr(v)
+            return Compiled(str(n), DATA, n, n.bit_length() if n >= 0 else None)
         if t == "bool":
             return Compiled("True" if v else "False", BOOL)
         if t in ("local", "runtime_data"):
@@ -177,7 +196,7 @@ class ExpressionCompiler:
         op, left, right = e["op"], e.get("left"), e.get("right")
 
         if op in _BINARY_DATA and left is not None:
-            return Compiled(f"({self.data(left)} {_BINARY_DATA[op]} {self.data(right)})", DATA)
+            return _binary(op, self.value(left), self.value(right))
         if op == "-" and left is None:
             return Compiled(f"(-{self.data(right)})", DATA)
         if op in _COMPARE:
@@ -199,7 +218,8 @@ class ExpressionCompiler:
         if op == "d2b":
             return Compiled(f"({self.data(right)} != 0)", BOOL)
         if op == "b2d":
-            return Compiled(f"(1 if {self.boolean(right)} else 0)", DATA)
+            return self.value(right) if self.compile(right).kind == BOOL else \
+                Compiled(f"(1 if {self.boolean(right)} else 0)", DATA, bits=1)
         if op == "two_comp_mod":
             return Compiled(f"_tcm({self.data(left)}, {self.data(right)})", DATA)
         if op == "usat_cast":
@@ -210,9 +230,11 @@ class ExpressionCompiler:
             cond = self.boolean(e["cond"])
             lc, rc = self.compile(left), self.compile(right)
             kind = lc.kind if lc.kind == rc.kind else DATA
-            ls = lc.src if lc.kind == kind else self.data(left)
-            rs = rc.src if rc.kind == kind else self.data(right)
-            return Compiled(f"({ls} if {cond} else {rs})", kind)
+            if kind == DATA:
+                lc, rc = self.value(left), self.value(right)
+                bits = max(lc.bits, rc.bits) if lc.bits is not None and rc.bits is not None else None
+                return Compiled(f"({lc.src} if {cond} else {rc.src})", DATA, bits=bits)
+            return Compiled(f"({lc.src} if {cond} else {rc.src})", kind)
         if op in ("dereference_header_stack", "dereference_stack"):
             st = self.compile(left).const
             bases = tuple(h.base for h in st.headers)
@@ -259,6 +281,32 @@ class ExpressionCompiler:
         v = node.get("value", {})
         st = self.compile(v.get("left")).const
         return st.headers[0].type.slots
+
+
+def _binary(op: str, a: Compiled, b: Compiled) -> Compiled:
+    """``a op b``, with a bound on its bits where one follows from the operands'; ``x & m``
+    with ``m`` all ones over at least x's bits is x itself (p4c masks every cast and sum)."""
+    x, y = a.bits, b.bits
+    if op == "&":
+        for v, m in ((a, b), (b, a)):
+            if m.const is not None and m.const >= 0 and v.bits is not None and (m.const + 1) >> v.bits >= 1 \
+                    and m.const & (m.const + 1) == 0:
+                return v
+        known = [n for n in (x, y) if n is not None]      # one side >= 0 bounds the result
+        return Compiled(f"({a.src} & {b.src})", DATA, bits=min(known) if known else None)
+    bits = None
+    if x is not None and y is not None:
+        if op in ("|", "^"):
+            bits = max(x, y)
+        elif op == "+":
+            bits = max(x, y) + 1
+        elif op == "*":
+            bits = x + y
+        elif op == ">>":
+            bits = x
+        elif op == "<<" and b.const is not None:
+            bits = x + b.const
+    return Compiled(f"({a.src} {_BINARY_DATA[op]} {b.src})", DATA, bits=bits)
 
 
 def _add(base_src: str, offset: int) -> str:

@@ -103,9 +103,11 @@ def extract_lines(htype: HeaderType, slot, struct_name: str) -> list[str]:
     return lines
 
 
-def pack_source(htype: HeaderType, slot, struct_name: str) -> tuple[list[str], str]:
+def pack_source(htype: HeaderType, slot, struct_name: str, fits: bool = True) -> tuple[list[str], str]:
     """(lines to run first, an expression) giving the bytes of the header whose fields are in
-    ``slot(i)``, each masked to its width."""
+    ``slot(i)``. Signed fields are masked to their width (two's complement); so are unsigned
+    ones unless ``fits``: the header's slots only ever hold values that fit their fields
+    (extracted, or stored through a mask: expressions.TARGET_WRITTEN_HEADERS)."""
     first: list[str] = []
     args: list[str] = []
     for n, c in enumerate(chunks(htype)):
@@ -113,7 +115,7 @@ def pack_source(htype: HeaderType, slot, struct_name: str) -> tuple[list[str], s
         shift = c.bits
         for f in c.fields:
             shift -= f.width
-            v = f"(F[{slot(f.index)}] & {_mask(f.width)})"
+            v = f"F[{slot(f.index)}]" if fits and not f.signed else f"(F[{slot(f.index)}] & {_mask(f.width)})"
             terms.append(f"({v} << {shift})" if shift else v)
         value = " | ".join(terms)
         if c.raw:

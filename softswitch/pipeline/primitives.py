@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .errors import ProgramError
-from .expressions import DATA, HEADER, STACK, UNION, USTACK, ExpressionCompiler
+from .expressions import DATA, HEADER, STACK, UNION, USTACK, Compiled, ExpressionCompiler
 from .layout import FieldInfo, Layout
 from .untrusted import literal
 
@@ -26,13 +26,20 @@ class Lvalue:
         self.target = target
         self.info = info
 
-    def store(self, value_src: str) -> str:
+    def store(self, value_src: str, bits: int | None = None) -> str:
+        """``target = value`` truncated to the field's width; ``bits``: the value is known to
+        be >= 0 and below 2**bits (it needs no mask if that fits the field)."""
         w = self.info.width
         if w is None:
             raise ProgramError(f"cannot assign a plain value to variable-length field '{self.info.name}'")
         if self.info.signed:
             return f"{self.target} = _tcm({value_src}, {w})"
+        if bits is not None and bits <= w:
+            return f"{self.target} = {value_src}"
         return f"{self.target} = {value_src} & {(1 << w) - 1:#x}"
+
+    def assign(self, value: Compiled) -> str:
+        return self.store(value.src, value.bits)
 
 
 class PrimitiveCompiler:
@@ -124,7 +131,7 @@ class PrimitiveCompiler:
     def p_assign(self, dst, src):
         if dst["type"] == "header":
             return self.p_assign_header(dst, src)
-        return [self.lvalue(dst).store(self.ec.data(src))]
+        return [self.lvalue(dst).assign(self.ec.value(src))]
 
     p_modify_field = p_assign
 
