@@ -394,8 +394,14 @@ class Dataplane:
         sender) was the dearest part of a send: 16% of the switch's CPU time at saturation on the
         fabric program (perf, benchmarks/target_pps.py), 3.5% with frames sent back to back."""
         waiting, self._tx_waiting = self._tx_waiting, []
+        ports, cpu_port, counters = self.ports, self.cpu_port, self.counters
         for port, frame in waiting:
-            self._send(port, frame)
+            p = ports.get(port)
+            if p is None or port == cpu_port:     # to the controller, or lost: _send says which
+                self._send(port, frame)
+            else:
+                p.send(frame)
+                counters.tx += 1
 
     def _send(self, port: int, frame: bytes) -> None:
         if port == self.cpu_port and self.cpu_port is not None:

@@ -9,8 +9,8 @@ Match values are ints. An entry's ``match`` holds one item per key field, normal
     optional       (value, mask)                 mask is all ones, or 0 for a wildcard
 
 Exact tables are a dict; LPM tables a dict per prefix length, longest first; ternary, range
-and optional tables a list in priority order (higher P4Runtime priority wins) behind a small
-cache of recent keys, emptied on every write.
+and optional tables a list in priority order (higher P4Runtime priority wins). LPM and the
+ordered kinds answer from a small cache of recent keys, emptied on every write.
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ class KeyField:
     width: int
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)     # slots: packets read these attributes on every hit
 class ActionSpec:
     """An action a table may run; ``fn(F, D)`` is the compiled action."""
 
@@ -48,7 +48,7 @@ class ActionSpec:
     fn: Callable | None = None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Entry:
     match: tuple
     priority: int = 0
@@ -205,15 +205,21 @@ class MatchTable:
         return self._entries.get((values,))
 
     def _lookup_lpm(self, values: tuple) -> Entry | None:
+        try:
+            return self._cache[values]
+        except KeyError:
+            pass
         li = self._lpm_index
         v = values[li]
         w = self.key[li].width
+        hit = None
         for plen in self._plens:
             k = values[:li] + (v >> (w - plen),) + values[li + 1:]
-            e = self._by_plen[plen].get(k)
-            if e is not None:
-                return e
-        return None
+            hit = self._by_plen[plen].get(k)
+            if hit is not None:
+                break
+        self._remember(values, hit)
+        return hit
 
     def _lookup_ordered(self, values: tuple) -> Entry | None:
         try:
@@ -225,10 +231,13 @@ class MatchTable:
             if _matches(self.key, e.match, values):
                 hit = e
                 break
+        self._remember(values, hit)
+        return hit
+
+    def _remember(self, values: tuple, hit: Entry | None) -> None:
         if len(self._cache) >= _CACHE_LIMIT:
             self._cache.clear()
         self._cache[values] = hit
-        return hit
 
 
 def _matches(key: tuple[KeyField, ...], match: tuple, values: tuple) -> bool:
