@@ -397,14 +397,16 @@ class Dataplane:
         ports, cpu_port, counters = self.ports, self.cpu_port, self.counters
         for port, frame in waiting:
             p = ports.get(port)
-            if p is None or port == cpu_port:     # to the controller, or lost: _send says which
-                self._send(port, frame)
+            if p is None or port == cpu_port:
+                self._send_elsewhere(port, frame)
             else:
                 p.send(frame)
                 counters.tx += 1
 
-    def _send(self, port: int, frame: bytes) -> None:
-        if port == self.cpu_port and self.cpu_port is not None:
+    def _send_elsewhere(self, port: int, frame: bytes) -> None:
+        """A frame for the CPU port (a packet-in), or for a port number with no interface behind
+        it (lost, as on BMv2)."""
+        if port == self.cpu_port:
             self.counters.packet_in += 1
             cb = self.on_packet_in
             if cb is not None:
@@ -413,9 +415,4 @@ class Dataplane:
                 except Exception as e:     # whatever the controller side does, the loop goes on
                     self._packet_failed(e)
             return
-        p = self.ports.get(port)
-        if p is None:             # no interface behind this port number: lost, as on BMv2
-            self.counters.dropped += 1
-            return
-        p.send(frame)
-        self.counters.tx += 1
+        self.counters.dropped += 1

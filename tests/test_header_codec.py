@@ -23,11 +23,12 @@ def random_type(rng: random.Random) -> HeaderType:
                       None, None)
 
 
-def generated(htype: HeaderType) -> tuple:
-    """(extract(F, pkt, o), pack(F)) made from header_codec's source, fields in F[1:]."""
+def generated(htype: HeaderType, fits: bool) -> tuple:
+    """(extract(F, pkt, o), pack(F)) made from header_codec's source, fields in F[1:]; ``fits``:
+    unsigned fields written unmasked (a program's own headers)."""
     def slot(i):
         return 1 + i
-    first, packed = pack_source(htype, slot, "_st")
+    first, packed = pack_source(htype, slot, "_st", fits=fits)
     src = "\n".join(["def extract(F, pkt, o):", *("    " + ln for ln in extract_lines(htype, slot, "_st")),
                      "    return F",
                      "def pack(F):", *("    " + ln for ln in first), f"    return {packed}"])
@@ -45,12 +46,13 @@ def reference_fields(htype: HeaderType, data: bytes) -> list:
     return out
 
 
+@pytest.mark.parametrize("fits", [True, False])
 @pytest.mark.parametrize("seed", range(300))
-def test_struct_code_reads_and_writes_as_the_reference(seed: int):
+def test_struct_code_reads_and_writes_as_the_reference(seed: int, fits: bool):
     rng = random.Random(seed)
     htype = random_type(rng)
     nbytes = htype.fixed_bits // 8
-    extract, pack = generated(htype)
+    extract, pack = generated(htype, fits)
     assert header_struct(htype).size == nbytes
     assert [f for c in chunks(htype) for f in c.fields] == list(htype.fields)
 

@@ -434,12 +434,12 @@ class CodeGenerator:
     def _field_in_width(self, ref: list) -> tuple[str, int]:
         """(source, width) of a field's value, masked to its width unless its slot only ever
         holds values that fit (expressions.Compiled.bits)."""
-        slot, info, _ = self.layout.field_ref(ref)
+        _, info, _ = self.layout.field_ref(ref)
         width = 1 if info is None else info.width
         value = self.ec.value({"type": "field", "value": ref})
         if value.bits is not None and value.bits <= width:
             return value.src, width
-        return f"(F[{slot}] & {_mask(width)})", width
+        return f"({value.src} & {_mask(width)})", width
 
     # -- checksums and calculations ------------------------------------------------------
     def calculation_input(self, calc: dict) -> str:

@@ -289,8 +289,8 @@ def _binary(op: str, a: Compiled, b: Compiled) -> Compiled:
     x, y = a.bits, b.bits
     if op == "&":
         for v, m in ((a, b), (b, a)):
-            if m.const is not None and m.const >= 0 and v.bits is not None and (m.const + 1) >> v.bits >= 1 \
-                    and m.const & (m.const + 1) == 0:
+            all_ones = m.const is not None and m.const >= 0 and m.const & (m.const + 1) == 0
+            if all_ones and v.bits is not None and m.const.bit_length() >= v.bits:
                 return v
         known = [n for n in (x, y) if n is not None]      # one side >= 0 bounds the result
         return Compiled(f"({a.src} & {b.src})", DATA, bits=min(known) if known else None)

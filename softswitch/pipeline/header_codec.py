@@ -103,7 +103,7 @@ def extract_lines(htype: HeaderType, slot, struct_name: str) -> list[str]:
     return lines
 
 
-def pack_source(htype: HeaderType, slot, struct_name: str, fits: bool = True) -> tuple[list[str], str]:
+def pack_source(htype: HeaderType, slot, struct_name: str, *, fits: bool) -> tuple[list[str], str]:
     """(lines to run first, an expression) giving the bytes of the header whose fields are in
     ``slot(i)``. Signed fields are masked to their width (two's complement); so are unsigned
     ones unless ``fits``: the header's slots only ever hold values that fit their fields
