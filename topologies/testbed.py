@@ -22,6 +22,7 @@ import socket
 import subprocess
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -301,7 +302,18 @@ def _wait_up(iface: str, timeout: float = 5.0) -> None:
         time.sleep(0.02)
 
 
+_recently_picked: deque[int] = deque(maxlen=256)
+
+
 def free_tcp_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port free on 127.0.0.1 now and not among the last ports this process picked: a
+    picked port is closed again at once, so the kernel may offer it for the next pick too (seen
+    in about 1 of 300 triples), and a switch given one port for P4Runtime and for its run-time
+    control then fails to serve P4Runtime."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _recently_picked:
+            _recently_picked.append(port)
+            return port

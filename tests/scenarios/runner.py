@@ -14,7 +14,6 @@ import functools
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -28,7 +27,7 @@ from p4.v1 import p4runtime_pb2
 
 from controller.p4info import P4Info
 from controller.switch import SwitchConnection
-from topologies.testbed import Testbed
+from topologies.testbed import Testbed, free_tcp_port
 
 REPO = Path(__file__).resolve().parents[2]
 CPU_PORT = 255
@@ -198,8 +197,8 @@ def run(target: str, sc: Scenario) -> Outputs:
     with Testbed(nports=sc.ports, prefix=prefix) as tb:
         for number in sc.extra_ports:
             tb.add_port(number)
-        runtime_addr = f"127.0.0.1:{_free_tcp_port()}" if kind == "softswitch" else ""
-        thrift_port = _free_tcp_port() if kind == "bmv2" else 0   # test runs may share the machine
+        runtime_addr = f"127.0.0.1:{free_tcp_port()}" if kind == "softswitch" else ""
+        thrift_port = free_tcp_port() if kind == "bmv2" else 0   # test runs may share the machine
         if runtime_addr:
             args += ("--runtime-addr", runtime_addr)
         t = tb.start_target(kind, device_id=1, cpu_port=CPU_PORT, thrift_port=thrift_port or None,
@@ -251,10 +250,6 @@ def _collect(tb: Testbed, conn: SwitchConnection, info: P4Info, timeout: float,
             return got
 
 
-def _free_tcp_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _packet_in_bytes(info: P4Info, pin: p4runtime_pb2.PacketIn) -> bytes:
