@@ -79,6 +79,7 @@ class Dataplane:
         self.priority_queues = priority_queues
         # (port, priority) -> queue, highest priority first: the order they are served in
         self.queues: dict[tuple[int, int], EgressQueue] = {}
+        self.queued = 0            # packets in all the queues (0: the loop has none to look for)
         self._port_settings: dict[int, dict[str, int]] = {}    # port -> {"depth", "rate"} set for it alone
         self.on_packet_in: Callable[[bytes], None] | None = None
         self._internal: deque = deque()        # resubmitted and recirculated packets
@@ -98,6 +99,7 @@ class Dataplane:
             self._path = build_packet_path(self, program) if program is not None else None
             for q in self.queues.values():
                 q.clear()
+            self.queued = 0
             self._internal.clear()
 
     def adopt_compiled(self, program: Program, functions: dict) -> bool:
@@ -247,24 +249,27 @@ class Dataplane:
 
     def _receive_burst(self, port: Port) -> None:
         path = self._path
-        recv, number, counters = port.sock.recv, port.number, self.counters
+        recv, number = port.sock.recv, port.number
+        arrival = path.arrival if path is not None else None
+        received = 0
         for _ in range(RX_BURST):
             try:
                 frame = recv(MAX_FRAME)
             except OSError:        # BlockingIOError: nothing more to read
-                return
-            port.rx_packets += 1
-            counters.rx += 1
-            if path is None:
+                break
+            received += 1
+            if arrival is None:
                 continue
             try:
-                path.arrival(number, frame)
+                arrival(number, frame)
             except Exception as e:
                 self._packet_failed(e)
             # BMv2's egress threads run while ingress takes the next packet: whatever may
             # leave now leaves before the next arrival is queued (or a burst at full rate
             # would fill the queue and be dropped, which BMv2 does not do)
             self._drain_queues()
+        port.rx_packets += received
+        self.counters.rx += received
 
     def _run_internal(self) -> None:
         path = self._path
@@ -279,7 +284,7 @@ class Dataplane:
 
     def _drain_queues(self) -> None:
         path = self._path
-        if path is None:
+        if path is None or not (self.queued or self._internal):
             return
         egress = path.egress
         now = self.now_us()
@@ -290,6 +295,7 @@ class Dataplane:
                 # most queues are empty most of the time; the head is the earliest departure
                 if items and items[0][0] <= now:
                     progress = True
+                    self.queued -= 1
                     try:
                         egress(q, items.popleft()[1])
                     except Exception as e:
@@ -394,14 +400,20 @@ class Dataplane:
         sender) was the dearest part of a send: 16% of the switch's CPU time at saturation on the
         fabric program (perf, benchmarks/target_pps.py), 3.5% with frames sent back to back."""
         waiting, self._tx_waiting = self._tx_waiting, []
-        ports, cpu_port, counters = self.ports, self.cpu_port, self.counters
+        ports, cpu_port = self.ports, self.cpu_port
+        sent = 0
         for port, frame in waiting:
             p = ports.get(port)
             if p is None or port == cpu_port:
                 self._send_elsewhere(port, frame)
-            else:
-                p.send(frame)
-                counters.tx += 1
+                continue
+            try:
+                p.sock.send(frame)
+                p.tx_packets += 1
+            except OSError:       # interface down or gone, frame too big: the frame is lost
+                p.tx_errors += 1
+            sent += 1
+        self.counters.tx += sent
 
     def _send_elsewhere(self, port: int, frame: bytes) -> None:
         """A frame for the CPU port (a packet-in), or for a port number with no interface behind

@@ -103,9 +103,13 @@ def build_packet_path(dp: "Dataplane", prog: Program) -> PacketPath:
             counters.dropped += 1
             return
         F[instance_type] = NORMAL
-        enqueue(port, F)
+        enqueue(port, F, True)
 
-    def enqueue(port: int, F: list) -> None:
+    def enqueue(port: int, F: list, straight: bool = False) -> None:
+        """To the egress queue of ``port`` (and its priority). A packet on the straight path
+        (not a copy) skips a queue that would hold only it, due at once, when no packet
+        waits anywhere in the switch: it departs now, as the loop's next look would have
+        sent it, with the same metadata (queue depths 0, no time waited)."""
         prio = F[priority] if priority is not None else 0
         q = dp.queues.get((port, prio))
         if q is None:
@@ -117,11 +121,18 @@ def build_packet_path(dp: "Dataplane", prog: Program) -> PacketPath:
         if queueing:
             F[enq_ts] = now & enq_ts_mask
             F[enq_qdepth] = len(q.items)
-        if not q.push(F, now):
+        if straight and not dp.queued and q.leaves_now(now):
+            depart(q, F, now)
+        elif q.push(F, now):
+            dp.queued += 1
+        else:
             counters.queue_drops += 1
 
     def egress(q: EgressQueue, F: list) -> None:
-        now = (monotonic_ns() - start_ns) // 1000
+        """A packet the loop took off ``q``: its departure time has come."""
+        depart(q, F, (monotonic_ns() - start_ns) // 1000)
+
+    def depart(q: EgressQueue, F: list, now: int) -> None:
         if egress_ts is not None:
             F[egress_ts] = now & egress_ts_mask
         if queueing:

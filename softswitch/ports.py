@@ -36,6 +36,9 @@ class PortSpec:
 
 
 class Port:
+    """One switch port: a non-blocking raw socket bound to its interface. The data plane loop
+    reads and sends on ``sock`` itself and keeps the port's packet counts."""
+
     def __init__(self, spec: PortSpec):
         self.number = spec.number
         self.iface = spec.iface
@@ -60,13 +63,6 @@ class Port:
 
     def fileno(self) -> int:
         return self.sock.fileno()
-
-    def send(self, frame: bytes) -> None:
-        try:
-            self.sock.send(frame)
-            self.tx_packets += 1
-        except OSError:           # interface down or gone, frame too big: the frame is lost
-            self.tx_errors += 1
 
     def close(self) -> None:
         self.sock.close()

@@ -86,6 +86,15 @@ class EgressQueue:
         self.items.append((departure, item))
         return True
 
+    def leaves_now(self, now_us: float) -> bool:
+        """True, its departure recorded, when a packet arriving now would be the queue's only
+        one and due at once (what push() then the loop's next look at the queue would do);
+        False: push() it."""
+        if self.items or self._last_departure + self._delay_us > now_us:
+            return False
+        self._last_departure = now_us
+        return True
+
     def next_departure(self) -> float | None:
         return self.items[0][0] if self.items else None
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..hashes import csum16
-from ..runtime.tables import EXACT
+from ..runtime.tables import EXACT, NOT_CACHED
 from . import header_codec
 from .controlflow import Block, Structurer, post_dominators
 from .errors import ProgramError
@@ -721,11 +721,13 @@ class CodeGenerator:
         key = "(" + "".join(p + ", " for p in key_parts) + ")"
         il = self.layout.hidden["ingress_length"]
         if table.kind == EXACT:       # the entry dict itself, keyed by (values,)
-            find = f"{self.bind(table.exact_get())}(({key},))"
-        else:
-            find = f"{self.bind(table.lookup)}({key})"
-        lines = [f"e = {find}",
-                 "if e is None:",
+            lines = [f"e = {self.bind(table.exact_get())}(({key},))"]
+        else:                         # the recent lookups first: a call less for a key seen before
+            lines = [f"k = {key}",
+                     f"e = {self.bind(table.cached_get())}(k, {self.bind(NOT_CACHED)})",
+                     f"if e is {self.bind(NOT_CACHED)}:",
+                     f"    e = {self.bind(table.lookup)}(k)"]
+        lines += ["if e is None:",
                  f"    a = {tb}.default_action",
                  "    if a is not None:",
                  f"        a.fn(F, {tb}.default_data)",

@@ -13,7 +13,8 @@ GREEN, YELLOW, RED = 0, 1, 2
 
 
 class CounterArray:
-    """An indirect counter array (packets and bytes per index)."""
+    """An indirect counter array (packets and bytes per index). ``packets`` and ``bytes`` are
+    never replaced, only changed in place: the generated code counts into them directly."""
 
     def __init__(self, name: str, size: int, is_direct: bool = False, binding: str | None = None):
         self.name = name
@@ -36,8 +37,9 @@ class CounterArray:
         self.bytes[index] = nbytes
 
     def reset(self) -> None:
-        self.packets = [0] * self.size
-        self.bytes = [0] * self.size
+        # in place: generated code holds the two lists (primitives.p_count)
+        self.packets[:] = [0] * self.size
+        self.bytes[:] = [0] * self.size
 
 
 @dataclass

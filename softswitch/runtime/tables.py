@@ -21,6 +21,7 @@ from .stateful import Meter
 
 EXACT, LPM, TERNARY, RANGE, OPTIONAL, VALID = "exact", "lpm", "ternary", "range", "optional", "valid"
 _CACHE_LIMIT = 4096
+NOT_CACHED = object()      # what cached_get() answers for a key it has not seen
 
 
 class TableError(Exception):
@@ -98,6 +99,13 @@ class MatchTable:
         code calls it directly. Valid for the table's life: the dict is only ever changed
         in place, never replaced."""
         return self._entries.get
+
+    def cached_get(self) -> Callable[[tuple, object], Entry | None | object]:
+        """For LPM, ternary and range tables: the ``get`` of the dict of recent lookups (key
+        values -> entry or None), emptied on every write; generated code asks it first and
+        calls ``lookup`` only for a key it lacks. Valid for the table's life: the dict is
+        only ever emptied in place, never replaced."""
+        return self._cache.get
 
     # -- control plane -------------------------------------------------------------------
     def identity(self, match: tuple, priority: int) -> tuple:
