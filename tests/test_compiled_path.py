@@ -6,11 +6,14 @@ someone else could have written; without a compiler the switch goes on in Python
 test program, against the Python path: tests/test_packet_scenarios.py.)"""
 from __future__ import annotations
 
+import ast
 import io
 import json
 import os
 import subprocess
+import re
 import sys
+import textwrap
 import time
 import tokenize
 from pathlib import Path
@@ -24,6 +27,7 @@ from softswitch.ctl import send_command
 from softswitch.pipeline import compiled
 from softswitch.pipeline.compiled import CompileError, PathCompiler, factory_source
 from softswitch.pipeline.program import Program
+from softswitch.pipeline.unchecked_slots import without_index_checks
 from softswitch.runtime.tables import Entry
 from softswitch.switch import Switch, SwitchConfig
 from topologies.testbed import free_tcp_port
@@ -82,6 +86,69 @@ def test_json_text_reaches_the_compiled_source_only_as_a_string_constant(tmp_pat
     assert fast.compiled and type(fast.ingress).__name__ == "cython_function_or_method"
     # the dropping action runs (and logs the hostile format) the same way in both
     assert run_packet(fast, frame()) == run_packet(python, frame())
+
+
+def test_only_constant_slots_of_lists_of_known_length_go_unchecked():
+    """The fabric program has every kind of subscript: constant slots of F, computed slots
+    (its INT header stack), action data, an aggregation action's locals list, slices."""
+    prog = Program((REPO / "p4src/build/fabric.json").read_bytes())
+    tree = ast.parse(factory_source(prog))
+    unchecked, checked = [], []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.With):
+            assert ast.unparse(node.items[0]) + ast.unparse(node.items[1]) == \
+                "cython.boundscheck(False)cython.wraparound(False)"
+            unchecked += [n for n in ast.walk(node) if isinstance(n, ast.Subscript)]
+    ids = {id(n) for n in unchecked}
+    checked = [n for n in ast.walk(tree) if isinstance(n, ast.Subscript) and id(n) not in ids]
+    size = prog.layout.size
+    locals_lengths = {int(m) for m in re.findall(r"_L = \[0\] \* (\d+)", prog.source)}
+    for n in unchecked:
+        text = ast.unparse(n)
+        assert isinstance(n.slice, ast.Constant), text
+        assert (n.value.id, n.slice.value < size) == ("F", True) or \
+            (n.value.id, n.slice.value < min(locals_lengths)) == ("_L", True), text
+    assert len(unchecked) > 5 * len(checked) > 0
+    kinds = {ast.unparse(n.value) + ("[k]" if isinstance(n.slice, ast.Constant) else "[...]") for n in checked}
+    assert {"D[k]", "F[...]"} <= kinds                 # action data and computed slots stay checked
+    assert any(ast.unparse(n.value) == "_L" for n in unchecked)
+
+
+def test_a_list_that_may_be_replaced_is_not_indexed_unchecked():
+    source = textwrap.dedent("""
+        def f(F, D):
+            F[1] = D[0]
+            F[2] = F[3]
+            _L = [0] * 4
+            _L[3] = F[5]
+            if F[6]:
+                _L = D
+            _L[2] = F[7]
+            F[8] = F[-1]
+        def g(F):
+            F = [0]
+            F[1] = 2
+    """)
+    tree = ast.parse(source)
+    for fn in tree.body:
+        without_index_checks(fn, 8)
+    unchecked = "with cython.boundscheck(False), cython.wraparound(False):"
+    assert ast.unparse(tree) == textwrap.dedent(f"""\
+        def f(F, D):
+            F[1] = D[0]
+            {unchecked}
+                F[2] = F[3]
+                _L = [0] * 4
+            _L[3] = F[5]
+            {unchecked}
+                if F[6]:
+                    _L = D
+            _L[2] = F[7]
+            F[8] = F[-1]
+
+        def g(F):
+            F = [0]
+            F[1] = 2""")      # F's 8 slots alone in f (_L may become D); nothing in g (F replaced)
 
 
 @needs_compiler
