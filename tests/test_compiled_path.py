@@ -27,7 +27,8 @@ from softswitch.ctl import send_command
 from softswitch.pipeline import compiled
 from softswitch.pipeline.compiled import CompileError, PathCompiler, factory_source
 from softswitch.pipeline.program import Program
-from softswitch.pipeline.unchecked_slots import without_index_checks
+from softswitch.pipeline.helpers import assign_header, zeros_source
+from softswitch.pipeline.unchecked_slots import without_index_checks, without_index_checks_in
 from softswitch.runtime.tables import Entry
 from softswitch.switch import Switch, SwitchConfig
 from topologies.testbed import free_tcp_port
@@ -149,6 +150,26 @@ def test_a_list_that_may_be_replaced_is_not_indexed_unchecked():
         def g(F):
             F = [0]
             F[1] = 2""")      # F's 8 slots alone in f (_L may become D); nothing in g (F replaced)
+
+
+@pytest.mark.parametrize("store", ["F[b + 1:b + 3] = _ZEROS[:1]", "F[b + 1:c + 3] = _ZEROS[:2]",
+                                   "F[1:3] = D", "F[1:5000] = _ZEROS[:4999]", "del F[2]", "F[1:3] += D"])
+def test_a_module_that_could_change_the_state_length_keeps_every_check(store: str):
+    ok = "def f(F, D):\n    F[b + 1:b + 3] = _ZEROS[:2]\n    F[1:5000] = [0] * 4999\n    F[2] = F[3]\n"
+    for source, unchecked in ((ok, True), (ok + f"def g(F, D):\n    {store}\n", False)):
+        tree = ast.parse(source)
+        without_index_checks_in(tree, 8)
+        assert ("with cython.boundscheck(False)" in ast.unparse(tree)) == unchecked, source
+
+
+def test_header_copies_never_change_the_state_length():
+    F = list(range(10))
+    with pytest.raises(IndexError, match="slots 8..11 to 1..4 outside the packet state"):
+        assign_header(F, 1, 8, 3)             # a run past the end would shorten F by one
+    assert F == list(range(10))
+    assign_header(F, 1, 7, 3)
+    assert F == [0, 7, 8, 9, 4, 5, 6, 7, 8, 9]
+    assert zeros_source(4096) == "_ZEROS[:4096]" and zeros_source(4097) == "[0] * 4097"
 
 
 @needs_compiler

@@ -42,7 +42,7 @@ from types import ModuleType
 from typing import Callable
 
 from .program import Program
-from .unchecked_slots import without_index_checks
+from .unchecked_slots import without_index_checks_in
 
 FORMAT = 4                       # bump when the factory's shape changes: older builds are not reused
 # -O2: Cython's small helpers (list item get/set, decref) inlined. At -O1 or -Os they stay calls:
@@ -75,9 +75,7 @@ def factory_source(program: Program) -> str:
             for arg in fn.args.args:
                 if arg.arg == "F":
                     arg.annotation = ast.Name("list", ast.Load())
-    for fn in tree.body:         # and its constant slots with no index check
-        if isinstance(fn, ast.FunctionDef):
-            without_index_checks(fn, program.layout.size)
+    without_index_checks_in(tree, program.layout.size)     # and its constant slots with no index check
     functions = []
     for node in tree.body:       # functions, and the next-node maps (``_nx0 = {}``, ``_nx0.update(...)``)
         if isinstance(node, ast.FunctionDef):

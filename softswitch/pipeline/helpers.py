@@ -27,12 +27,27 @@ class ParserFault(Exception):
 ZEROS = [0] * 4096
 
 
+def zeros_source(k: int) -> str:
+    """Source of a list of k zeros (a header's fields made valid): a slice of ZEROS where it
+    is long enough; it must be exactly k long (unchecked_slots.py)."""
+    return f"_ZEROS[:{k}]" if k <= len(ZEROS) else f"[0] * {k}"
+
+
+def copy_slots(F: list, dst: int, src: int, n: int) -> None:
+    """``F[dst:dst + n] = F[src:src + n]``, refused (IndexError) unless both runs lie inside
+    ``F``: a slice assignment never changes the packet state's length (the compiled path reads
+    its constant slots unchecked: unchecked_slots.py)."""
+    if not (0 <= src and 0 <= dst and src + n <= len(F) and dst + n <= len(F)):
+        raise IndexError(f"slots {src}..{src + n} to {dst}..{dst + n} outside the packet state ({len(F)} slots)")
+    F[dst:dst + n] = F[src:src + n]
+
+
 def assign_header(F: list, dst: int, src: int, slots: int) -> None:
     """BMv2 assign_header: an invalid source invalidates the destination."""
     if not F[src]:
         F[dst] = 0
         return
-    F[dst:dst + slots] = F[src:src + slots]
+    copy_slots(F, dst, src, slots)
 
 
 def stack_push(F: list, elems: tuple, sizes: tuple, next_slot: int, num: int) -> None:
@@ -43,7 +58,7 @@ def stack_push(F: list, elems: tuple, sizes: tuple, next_slot: int, num: int) ->
     F[next_slot] = min(size, F[next_slot] + num)
     for i in range(size - 1, num - 1, -1):
         for dst, src, n in zip(elems[i], elems[i - num], sizes):
-            F[dst:dst + n] = F[src:src + n]
+            copy_slots(F, dst, src, n)
     for i in range(min(size, num)):
         for b in elems[i]:
             F[b] = 0
@@ -57,7 +72,7 @@ def stack_pop(F: list, elems: tuple, sizes: tuple, next_slot: int, num: int) -> 
     F[next_slot] -= min(F[next_slot], num)
     for i in range(0, max(0, size - num)):
         for dst, src, n in zip(elems[i], elems[i + num], sizes):
-            F[dst:dst + n] = F[src:src + n]
+            copy_slots(F, dst, src, n)
     for i in range(max(0, size - num), size):
         for b in elems[i]:
             F[b] = 0

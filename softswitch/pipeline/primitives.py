@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 from .errors import ProgramError
 from .expressions import DATA, HEADER, STACK, UNION, USTACK, Compiled, ExpressionCompiler
+from .helpers import zeros_source
 from .layout import FieldInfo, Layout
 from .untrusted import literal
 
@@ -194,7 +195,7 @@ class PrimitiveCompiler:
         nbytes = self._header_type_of(hdr).fixed_bits // 8
         pl = self.hidden["packet_length"]
         return [f"if not F[{base}]:",
-                f"    F[{base} + 1:{base} + {n}] = _ZEROS[:{n - 1}]",
+                f"    F[{base} + 1:{base} + {n}] = {zeros_source(n - 1)}",
                 *("    " + ln for ln in self._set_valid(base)),
                 f"    F[{pl}] += {nbytes}"]
 
