@@ -272,7 +272,7 @@ class PrimitiveCompiler:
 
     def p_count(self, counter, index):
         c = self._object(self.obj.counters, counter, "counter array")
-        # CounterArray.count() inline (a call less per count): an index out of range counts nothing
+        # into the counter array's lists, no call: an index out of range counts nothing (BMv2)
         return [f"_cx = {self.ec.data(index)}",
                 f"if 0 <= _cx < {c.size}:",
                 f"    {self.bind(c.packets)}[_cx] += 1",

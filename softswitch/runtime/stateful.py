@@ -14,7 +14,8 @@ GREEN, YELLOW, RED = 0, 1, 2
 
 class CounterArray:
     """An indirect counter array (packets and bytes per index). ``packets`` and ``bytes`` are
-    never replaced, only changed in place: the generated code counts into them directly."""
+    never replaced, only changed in place: the generated code counts into them itself
+    (primitives.p_count; an index out of range counts nothing, as in BMv2)."""
 
     def __init__(self, name: str, size: int, is_direct: bool = False, binding: str | None = None):
         self.name = name
@@ -23,11 +24,6 @@ class CounterArray:
         self.binding = binding
         self.packets = [0] * size
         self.bytes = [0] * size
-
-    def count(self, index: int, nbytes: int) -> None:
-        if 0 <= index < self.size:
-            self.packets[index] += 1
-            self.bytes[index] += nbytes
 
     def read(self, index: int) -> tuple[int, int]:
         return self.packets[index], self.bytes[index]
