@@ -126,9 +126,10 @@ def list_lengths(fn: ast.FunctionDef, size: int) -> dict[str, int]:
             return {}
         if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
             stores[node.id] = stores.get(node.id, 0) + 1
-        if isinstance(node, ast.Assign) and _zeros_list(node.value) is not None \
-                and [ast.unparse(t) for t in node.targets] == ["_L"]:
-            made.append(_zeros_list(node.value))
+        if isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == ["_L"]:
+            n = _zeros_list(node.value)
+            if n is not None:
+                made.append(n)
     lengths = {}
     if [a.arg for a in fn.args.args][:1] == ["F"] and "F" not in stores:
         lengths["F"] = size

@@ -90,7 +90,8 @@ class MatchTable:
         self._plens: list[int] = []
         self._ordered: list[Entry] = []
         self._cache: dict[tuple, Entry | None] = {}
-        # the lookup for this match kind, chosen once (a packet pays no dispatch on the kind)
+        # the lookup for this match kind, chosen once (a packet pays no dispatch on the kind);
+        # LPM and ordered ones search and remember: the generated code asks cached_get() first
         self.lookup: Callable[[tuple], Entry | None] = (
             self._lookup_exact if kind == EXACT else self._lookup_lpm if kind == LPM else self._lookup_ordered)
 
@@ -213,10 +214,6 @@ class MatchTable:
         return self._entries.get((values,))
 
     def _lookup_lpm(self, values: tuple) -> Entry | None:
-        try:
-            return self._cache[values]
-        except KeyError:
-            pass
         li = self._lpm_index
         v = values[li]
         w = self.key[li].width
@@ -230,10 +227,6 @@ class MatchTable:
         return hit
 
     def _lookup_ordered(self, values: tuple) -> Entry | None:
-        try:
-            return self._cache[values]
-        except KeyError:
-            pass
         hit = None
         for e in self._ordered:
             if _matches(self.key, e.match, values):
