@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..hashes import csum16
+from ..runtime.action_profiles import ActionProfile
 from ..runtime.tables import EXACT, NOT_CACHED
 from . import header_codec
 from .controlflow import Block, Structurer, post_dominators
@@ -477,20 +478,17 @@ class CodeGenerator:
             else:
                 runs.append((guard, [part]))
         tail = f" + F[{self.layout.hidden['payload']}]" if payload else ""
+        whole = dict(headers)
         if all(g is None for g, _ in runs):
             total = sum(w for _, parts in runs for _, w in parts)
             body = [f"_x = {_concat([p for _, parts in runs for p in parts]) if total else '0'}"]
             nbits = str(total)
         else:
-            whole = dict(headers)
             body = ["_x = 0", "_n = 0"]
             for i, (guard, parts) in enumerate(runs):
                 if guard == -1:
-                    hdr = whole[i]
-                    self.ns["_pack_header"] = pack_header
-                    body += [f"if F[{hdr.base}]:",
-                             f"    _h = _pack_header(F, {hdr.base}, {self.bind(hdr.type)})",
-                             "    _x = (_x << (8 * len(_h))) | int.from_bytes(_h, 'big'); _n += 8 * len(_h)"]
+                    body += self._whole_header_input(whole[i],
+                                                     "_x = (_x << (8 * len(_h))) | int.from_bytes(_h, 'big')")
                     continue
                 total = sum(w for _, w in parts)
                 line = f"_x = (_x << {total}) | {_concat(parts)}; _n += {total}"
@@ -509,22 +507,43 @@ class CodeGenerator:
         o.dedent()
         o()
         if not payload and self.obj.calculations[calc["name"]].algorithm is csum16:
-            self.calculation_direct[calc["name"]] = self._csum16_direct(calc["name"], body, nbits)
+            self.calculation_direct[calc["name"]] = self._csum16_direct(calc["name"], runs, whole)
         return name
 
-    def _csum16_direct(self, calc_name: str, body: list[str], nbits: str) -> str:
-        """csum16 of a calculation straight from the packed fields, with no bytes in between:
-        the bytes read as one big-endian number (an odd byte count padded with a zero byte,
-        so the bits padded to a multiple of 16), as hashes.csum16 reads them."""
+    def _whole_header_input(self, hdr: HeaderInstance, append: str) -> list[str]:
+        """Lines adding a whole header (if valid) to a calculation's input with ``append``,
+        which reads its bytes from ``_h``."""
+        self.ns["_pack_header"] = pack_header
+        return [f"if F[{hdr.base}]:",
+                f"    _h = _pack_header(F, {hdr.base}, {self.bind(hdr.type)})",
+                f"    {append}; _n += 8 * len(_h)"]
+
+    def _csum16_direct(self, calc_name: str, runs: list, whole: dict) -> str:
+        """csum16 of a calculation straight from its fields, with no bytes in between.
+
+        hashes.csum16 reads the input bytes as one big-endian number X (bits padded to a
+        multiple of 16) and, as 2**16 = 1 modulo 0xFFFF, its sum of 16-bit words is X modulo
+        0xFFFF. So each field counts shifted only by its bit position modulo 16: the sum of
+        those small terms has X's residue, and is 0 exactly when X is (no term is negative).
+        That spares building X, an integer of the input's whole width, a shift at a time."""
         name = self._ident("_ck")
+        body = ["_x = 0", "_n = 0"]
+        for i, (guard, parts) in enumerate(runs):
+            if guard == -1:
+                body += self._whole_header_input(
+                    whole[i], "_x = (_x << (8 * len(_h) % 16)) + int.from_bytes(_h, 'big')")
+                continue
+            total = sum(w for _, w in parts)
+            shifted = f"(_x << {total % 16}) + " if total % 16 else "_x + "
+            line = f"_x = {shifted}{_modular_sum(parts)}; _n += {total}"
+            body.append(f"if F[{guard}]: {line}" if guard is not None else line)
         o = self.out
         o(f"def {name}(F):  # {comment(calc_name)}, csum16")
         o.indent()
         o.block(body)
-        o(f"_x <<= {-int(nbits) % 16 if nbits.isdigit() else f'-{nbits} % 16'}")
         o("if not _x:")
         o("    return 0xFFFF")
-        o("_s = _x % 0xFFFF")
+        o("_s = (_x << (-_n % 16)) % 0xFFFF")
         o("return 0xFFFF - _s if _s else 0")
         o.dedent()
         o()
@@ -535,7 +554,8 @@ class CodeGenerator:
         direct = self.calculation_direct.get(calc_name)
         if direct is not None:
             return f"{direct}(F)"
-        return f"{self.bind(self.obj.calculations[calc_name])}.output(F)"
+        calc = self.obj.calculations[calc_name]     # its algorithm is never replaced: bound
+        return f"{self.bind(calc.algorithm)}({self.calculation_inputs[calc_name]}(F))"
 
     def _checksums(self) -> None:
         o = self.out
@@ -742,16 +762,33 @@ class CodeGenerator:
         if t.get("type", "simple") == "simple":
             hit += ["a = e.action", "a.fn(F, e.data)"]
         else:                    # a selector may find no member: the entry hit, no action ran
-            hit += [f"r = {self.bind(table.profile)}.resolve(e.member, e.group, F)",
-                    "if r is None:",
-                    "    a = None",
-                    "else:",
-                    "    a, d = r",
-                    "    a.fn(F, d)"]
+            hit += self._profile_action(table.profile)
         lines += ["    " + ln for ln in hit]
         if hit_miss:
             return Block(lines, [next_tables.get("__HIT__"), next_tables.get("__MISS__")], cond="e is not None")
         return _by_action(lines, action_next, default_next)
+
+    def _profile_action(self, profile: ActionProfile) -> list[str]:
+        """Run the action an indirect table's entry ``e`` leads to. A group with members picks
+        one here, by the selector's hash, as ``profile.resolve`` would; a member entry, a group
+        gone or empty take ``resolve`` itself."""
+        prof = self.bind(profile)
+        if profile.selector is None:
+            pick = "0"
+        else:
+            pick = f"(({self.calculation_output(profile.selector.name)}) & 0xFFFFFFFF)"
+        return [f"g = {self.bind(profile.groups)}.get(e.group)",
+                "if g is not None and g.handles:",
+                f"    m = {self.bind(profile.by_handle)}[g.handles[{pick} % len(g.handles)]]",
+                "    a = m.action",
+                "    a.fn(F, m.data)",
+                "else:",
+                f"    r = {prof}.resolve(e.member, e.group, F)",
+                "    if r is None:",
+                "        a = None",
+                "    else:",
+                "        a, d = r",
+                "        a.fn(F, d)"]
 
     def _key_source(self, k: dict) -> str:
         mt, target = k.get("match_type"), k.get("target")
@@ -796,6 +833,17 @@ def _concat(parts: list[tuple[str, int]]) -> str:
     for src, width in parts[1:]:
         expr = f"(({expr}) << {width}) | {src}"
     return f"({expr})"        # whole: callers shift it (padding) or OR it into more
+
+
+def _modular_sum(parts: list[tuple[str, int]]) -> str:
+    """The bit-concatenation of (source, width) parts, first part most significant, modulo
+    0xFFFF up to a multiple of it: each part shifted by its bit position modulo 16, summed."""
+    terms, position = [], 0
+    for src, width in reversed(parts):
+        shift = position % 16
+        terms.append(f"({src} << {shift})" if shift else src)
+        position += width
+    return f"({' + '.join(reversed(terms))})"
 
 
 def _slot(base: str, offset: int) -> str:

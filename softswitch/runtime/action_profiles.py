@@ -55,10 +55,12 @@ class ActionProfile:
         self.id = profile_id
         self.max_size = max_size
         self.selector = selector          # a Calculation, for action selectors
+        # groups and by_handle: the generated code holds these dicts (a selector's pick),
+        # so they are changed in place, never replaced
         self.members: dict[int, Member] = {}
         self.groups: dict[int, Group] = {}
         self._handles = HandleAllocator()
-        self._by_handle: dict[int, Member] = {}
+        self.by_handle: dict[int, Member] = {}
 
     # -- members -------------------------------------------------------------------------
     def insert_member(self, member_id: int, action: ActionSpec, data: tuple) -> None:
@@ -81,13 +83,13 @@ class ActionProfile:
                              f"action profile '{self.name}': member {member_id} is still used")
         for h in m.handles:
             self._handles.release(h)
-            del self._by_handle[h]
+            del self.by_handle[h]
         del self.members[member_id]
 
     def _add_handle(self, m: Member) -> None:
         h = self._handles.get()
         m.handles.append(h)
-        self._by_handle[h] = m
+        self.by_handle[h] = m
 
     def _member(self, member_id: int) -> Member:
         m = self.members.get(member_id)
@@ -149,7 +151,7 @@ class ActionProfile:
         while len(m.handles) > need:
             h = m.handles.pop()
             self._handles.release(h)
-            del self._by_handle[h]
+            del self.by_handle[h]
 
     # -- data plane ----------------------------------------------------------------------
     def resolve(self, member: int | None, group: int | None, F: list) -> tuple[ActionSpec, tuple] | None:
@@ -161,11 +163,11 @@ class ActionProfile:
         if g is None or not g.handles:
             return None
         h = self.selector.output(F) & 0xFFFFFFFF if self.selector is not None else 0
-        m = self._by_handle[g.handles[h % len(g.handles)]]
+        m = self.by_handle[g.handles[h % len(g.handles)]]
         return m.action, m.data
 
     def reset(self) -> None:
         self.members.clear()
         self.groups.clear()
-        self._by_handle.clear()
+        self.by_handle.clear()
         self._handles = HandleAllocator()
