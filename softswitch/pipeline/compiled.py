@@ -6,7 +6,7 @@ extension module; the switch then runs the compiled functions instead (same code
 semantics: Cython keeps Python's integers and exceptions; the one type it is told is that the
 packet state ``F`` is a list, so it indexes the list directly, at constant slots with no index
 check: unchecked_slots.py). On the fabric program this takes about a quarter off softswitch's
-own time per packet (benchmarks/softswitch_path.py: 11.8 -> 8.6 µs).
+own time per packet (benchmarks/softswitch_path.py: 11.0 -> 7.9 µs).
 
 The source is turned into one factory, ``make(namespace)``, that binds the program's
 run-time objects (tables, registers...) into closures and returns the functions: a module
