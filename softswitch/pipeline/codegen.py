@@ -78,7 +78,7 @@ class CodeGenerator:
         self._bound: dict[int, str] = {}
         self.out = Source()
         self.ec = ExpressionCompiler(layout, self.bind, objects.registers)
-        self.pc = PrimitiveCompiler(layout, self.ec, objects)
+        self.pc = PrimitiveCompiler(layout, self.ec, objects, self.calculation_output)
         self.errors = self._error_codes()
         self._deferred_next: list[tuple[str, dict]] = []
         self._serial: dict[str, int] = {}
@@ -769,10 +769,10 @@ class CodeGenerator:
         return _by_action(lines, action_next, default_next)
 
     def _profile_action(self, profile: ActionProfile) -> list[str]:
-        """Run the action an indirect table's entry ``e`` leads to. A group with members picks
-        one here, by the selector's hash, as ``profile.resolve`` would; a member entry, a group
-        gone or empty take ``resolve`` itself."""
-        prof = self.bind(profile)
+        """Run the action of the member an indirect table's entry ``e`` leads to: its member,
+        or the member its group picks as BMv2 does, ``handles[hash % len(handles)]`` with the
+        selector's hash truncated to 32 bits (action_profiles.py). No member (a group gone or
+        empty, a member gone): no action runs."""
         if profile.selector is None:
             pick = "0"
         else:
@@ -780,15 +780,13 @@ class CodeGenerator:
         return [f"g = {self.bind(profile.groups)}.get(e.group)",
                 "if g is not None and g.handles:",
                 f"    m = {self.bind(profile.by_handle)}[g.handles[{pick} % len(g.handles)]]",
-                "    a = m.action",
-                "    a.fn(F, m.data)",
                 "else:",
-                f"    r = {prof}.resolve(e.member, e.group, F)",
-                "    if r is None:",
-                "        a = None",
-                "    else:",
-                "        a, d = r",
-                "        a.fn(F, d)"]
+                f"    m = {self.bind(profile.members)}.get(e.member)",
+                "if m is None:",
+                "    a = None",
+                "else:",
+                "    a = m.action",
+                "    a.fn(F, m.data)"]
 
     def _key_source(self, k: dict) -> str:
         mt, target = k.get("match_type"), k.get("target")

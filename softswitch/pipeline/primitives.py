@@ -44,9 +44,11 @@ class Lvalue:
 
 
 class PrimitiveCompiler:
-    def __init__(self, layout: Layout, ec: ExpressionCompiler, objects: Any):
+    def __init__(self, layout: Layout, ec: ExpressionCompiler, objects: Any,
+                 calculation_output: Callable[[str], str]):
         self.layout = layout
         self.ec = ec
+        self.calculation_output = calculation_output     # a calculation's value for F (codegen)
         self.bind: Callable[[Any], str] = ec.bind
         self.obj = objects
         self.hidden = layout.hidden
@@ -263,7 +265,7 @@ class PrimitiveCompiler:
     def p_modify_field_with_hash_based_offset(self, dst, base, calc, size):
         c = self._object(self.obj.calculations, calc, "calculation")
         return [f"_sz = {self.ec.data(size)} or 1",
-                self.lvalue(dst).store(f"({self.bind(c)}.output(F) % _sz) + {self.ec.data(base)}")]
+                self.lvalue(dst).store(f"({self.calculation_output(c.name)} % _sz) + {self.ec.data(base)}")]
 
     def p_modify_field_rng_uniform(self, dst, lo, hi):
         return [f"_lo, _hi = {self.ec.data(lo)}, {self.ec.data(hi)}",

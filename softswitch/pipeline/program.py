@@ -54,11 +54,6 @@ class Calculation:
     input_fn: Callable[[list], bytes] | None = None
     direct: Callable[[list], int] | None = None    # generated: the value with no input bytes built
 
-    def output(self, F: list) -> int:
-        if self.direct is not None:
-            return self.direct(F)
-        return self.algorithm(self.input_fn(F))
-
 
 class ParseValueSet:
     """A parser value set; values are kept in BMv2's byte-padded key layout."""

@@ -3,10 +3,11 @@
 Member choice is BMv2's, so the same packet picks the same member on both targets: BMv2
 gives every member the lowest free handle when it is created, keeps a group's members as a
 set sorted by handle, and picks ``members[hash % len(members)]`` with the selector's hash
-truncated to 32 bits. A member of weight w appears w times, through extra handles, as PI
-programs BMv2 (proto/frontend/src/action_prof_mgr.cpp): a group update walks the old and
-new members in member-id order, creating the handles a member lacks for its new weight,
-then deletes the copies that no group needs any more (a member keeps its first handle).
+truncated to 32 bits (a packet's pick is made in the generated code: codegen._profile_action).
+A member of weight w appears w times, through extra handles, as PI programs BMv2
+(proto/frontend/src/action_prof_mgr.cpp): a group update walks the old and new members in
+member-id order, creating the handles a member lacks for its new weight, then deletes the
+copies that no group needs any more (a member keeps its first handle).
 """
 from __future__ import annotations
 
@@ -55,8 +56,8 @@ class ActionProfile:
         self.id = profile_id
         self.max_size = max_size
         self.selector = selector          # a Calculation, for action selectors
-        # groups and by_handle: the generated code holds these dicts (a selector's pick),
-        # so they are changed in place, never replaced
+        # members, groups and by_handle: the generated code holds these dicts (an indirect
+        # table's action: codegen._profile_action), so they are changed in place, never replaced
         self.members: dict[int, Member] = {}
         self.groups: dict[int, Group] = {}
         self._handles = HandleAllocator()
@@ -152,19 +153,6 @@ class ActionProfile:
             h = m.handles.pop()
             self._handles.release(h)
             del self.by_handle[h]
-
-    # -- data plane ----------------------------------------------------------------------
-    def resolve(self, member: int | None, group: int | None, F: list) -> tuple[ActionSpec, tuple] | None:
-        """The action an entry pointing at a member or group runs for this packet."""
-        if member is not None:
-            m = self.members.get(member)
-            return (m.action, m.data) if m else None
-        g = self.groups.get(group)
-        if g is None or not g.handles:
-            return None
-        h = self.selector.output(F) & 0xFFFFFFFF if self.selector is not None else 0
-        m = self.by_handle[g.handles[h % len(g.handles)]]
-        return m.action, m.data
 
     def reset(self) -> None:
         self.members.clear()
