@@ -3,11 +3,12 @@
 
 A softswitch device runs in this process with no ports; its pipeline and entries are set
 over P4Runtime (gRPC), the same programs and frames as target_pps.py. Its packet loop is not
-started: this script hands it the frames one at a time (the arrival, then the drain of the
-egress queues the loop does after every packet) with the send replaced by a count per port,
-so what is timed is softswitch's own work alone (target_pps.py measures it with the sockets
+started: this script hands it the frames in batches as the loop does after a read (each
+arrival, then the drain of the egress queues if any packet waits) with the send replaced by a
+count per port, so what is timed is softswitch's own work alone (target_pps.py measures it with the sockets
 and the kernel), on the generated Python and, where Cython and a C compiler are, on the
-compiled path (softswitch/pipeline/compiled.py). Then each stage of the packet path is timed
+compiled path (softswitch/pipeline/compiled.py, with the packet path's own code compiled
+too). Then each stage of the packet path is timed
 on the state a frame had when the path reached that stage (recorded while one frame went
 through it):
 
@@ -41,6 +42,7 @@ from aifabric import report  # noqa: E402
 from controller.fabric_controller import Pipeline  # noqa: E402
 from controller.switch import SwitchConnection  # noqa: E402
 from softswitch.packet_path import build_packet_path  # noqa: E402
+from softswitch.port_io import BATCH  # noqa: E402
 from softswitch.pipeline.compiled import PathCompiler  # noqa: E402
 from softswitch.switch import Switch, SwitchConfig  # noqa: E402
 from topologies.testbed import free_tcp_port  # noqa: E402
@@ -86,13 +88,13 @@ def measure(program: str, packets: int, compiled: bool = False) -> dict:
 
 def _timings(program: str, dp, frames: list[bytes], sent: list[int], packets: int) -> dict:
     path, prog = dp._path, dp.program
-    arrival, drain = path.arrival, dp._drain_queues
-    n_frames = len(frames)
+    arrivals = path.arrivals
+    batches = [[frames[i % len(frames)] for i in range(start, min(start + BATCH, packets))]
+               for start in range(0, packets, BATCH)]
 
     def whole() -> None:
-        for i in range(packets):
-            arrival(1, frames[i % n_frames])
-            drain()
+        for batch in batches:
+            arrivals(1, batch)
 
     whole()
     if sent[EXPECTED_PORT] != packets or dp.counters.errors:

@@ -6,7 +6,8 @@ The commands mirror simple_switch_CLI's, so scripts can drive either target:
     set_queue_depth <depth_pkts> [<egress_port>]
     get_queue <egress_port>                        depth, rate, occupancy, drops, priority_queues (JSON)
     stats                                          packet counters (JSON)
-    packet_path                                    compiled or Python, building, last build error (JSON)
+    packet_path                                    compiled or Python, port I/O batched or not, building,
+                                                   last build error (JSON)
 
 Protocol: one command per line over TCP (``--runtime-addr``); the answer is one line,
 ``ok``, a JSON object, or ``error: <why>``. A line longer than MAX_LINE bytes is answered
@@ -99,7 +100,7 @@ class RuntimeControlServer:
             if cmd == "packet_path" and not nums:
                 prog = dp.program
                 return json.dumps({"program": prog is not None, "compiled": bool(prog and prog.compiled),
-                                   **self.switch.fast_path.status()})
+                                   "batched_io": dp.batched_io, **self.switch.fast_path.status()})
         except ValueError as e:
             return f"error: {e}"
         return f"error: unknown command or wrong arguments: {line!r}"

@@ -5,7 +5,8 @@ and the ingress pipeline, hands copies to the replication engine and puts them i
 egress queues; the same loop takes packets off the queues when their departure time has
 come, runs egress, deparses and sends them. The steps a packet takes are the program's
 packet path (packet_path.py, specialised when the program is set); copies, resubmission and
-recirculation are here. The order of steps, the instance types and the metadata a copy
+recirculation are here. Frames are read from a port and sent to one a batch at a time
+(port_io.py: one system call per batch where the compiled path runs). The order of steps, the instance types and the metadata a copy
 keeps follow BMv2's targets/simple_switch/simple_switch.cpp.
 
 Control-plane writes and program swaps take ``lock``; the loop holds it while it processes a
@@ -22,10 +23,13 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
-from .packet_path import EGRESS_CLONE, INGRESS_CLONE, NO_TRUNCATION, PacketPath, build_packet_path
+from . import packet_path
+from .packet_path import EGRESS_CLONE, INGRESS_CLONE, NO_TRUNCATION, PacketPath
 from .pipeline.helpers import Abort
+from .pipeline.compiled import loaded_support
 from .pipeline.program import Program
-from .ports import MAX_FRAME, Port
+from .port_io import PortIO
+from .ports import Port
 from .queues import (
     DEFAULT_DEPTH,
     DEFAULT_RATE,
@@ -40,7 +44,7 @@ from .runtime.pre import ReplicationEngine
 log = logging.getLogger("softswitch.dataplane")
 
 DEFAULT_DROP_PORT = 511
-RX_BURST = 128                 # packets read from one port before looking at the others
+RX_BURST = 128                 # packets read from one port before looking at the others (whole batches)
 INTERNAL_QUEUE_CAPACITY = 1024  # resubmit/recirculate queue, as simple_switch's
 MAX_TIMEOUT_S = 0.5
 DRAIN_ROUNDS = 64              # rounds of egress + resubmit/recirculate per loop iteration
@@ -85,6 +89,7 @@ class Dataplane:
         self._internal: deque = deque()        # resubmitted and recirculated packets
         self._packet_outs: deque = deque()     # frames from the controller
         self._tx_waiting: list[tuple[int, bytes]] = []   # (port, frame) sent at the end of the loop's turn
+        self._io = PortIO()                    # port_io.py; its compiled twin with a compiled path
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         self._stopping = False
@@ -96,7 +101,7 @@ class Dataplane:
     def set_program(self, program: Program | None) -> None:
         with self.lock:
             self.program = program
-            self._path = build_packet_path(self, program) if program is not None else None
+            self._use_path(program)
             for q in self.queues.values():
                 q.clear()
             self.queued = 0
@@ -109,8 +114,25 @@ class Dataplane:
             if self.program is not program:
                 return False
             program.use_compiled(functions)
-            self._path = build_packet_path(self, program)
+            self._use_path(program)
             return True
+
+    @property
+    def batched_io(self) -> bool:
+        """Frames read and sent a batch a system call (the compiled port I/O)."""
+        return self._io.batched
+
+    def _use_path(self, program: Program | None) -> None:
+        """``program``'s packet path and the port I/O, both compiled with a compiled program
+        (pipeline/compiled.py: packet_path.py itself, and port_io.pyx: frames in and out a batch
+        a system call), else the Python ones (port_io.py: a frame a call)."""
+        compiled = program is not None and program.compiled
+        paths = (compiled and loaded_support("packet_path")) or packet_path
+        self._path = paths.build_packet_path(self, program) if program is not None else None
+        port_io = (compiled and loaded_support("port_io")) or None
+        kind = port_io.PortIO if port_io else PortIO
+        if type(self._io) is not kind:
+            self._io = kind()
 
     def queue(self, port: int, priority: int = 0) -> EgressQueue:
         q = self.queues.get((port, priority))
@@ -249,25 +271,15 @@ class Dataplane:
 
     def _receive_burst(self, port: Port) -> None:
         path = self._path
-        recv, number = port.sock.recv, port.number
-        arrival = path.arrival if path is not None else None
+        recv, fd, batch = self._io.recv, port.fileno(), self._io.batch
         received = 0
-        for _ in range(RX_BURST):
-            try:
-                frame = recv(MAX_FRAME)
-            except OSError:        # BlockingIOError: nothing more to read
+        while received < RX_BURST:
+            frames = recv(fd)
+            received += len(frames)
+            if path is not None:
+                path.arrivals(port.number, frames)
+            if len(frames) < batch:       # the socket has no more
                 break
-            received += 1
-            if arrival is None:
-                continue
-            try:
-                arrival(number, frame)
-            except Exception as e:
-                self._packet_failed(e)
-            # BMv2's egress threads run while ingress takes the next packet: whatever may
-            # leave now leaves before the next arrival is queued (or a burst at full rate
-            # would fill the queue and be dropped, which BMv2 does not do)
-            self._drain_queues()
         port.rx_packets += received
         self.counters.rx += received
 
@@ -400,19 +412,19 @@ class Dataplane:
         sender) was the dearest part of a send: 16% of the switch's CPU time at saturation on the
         fabric program (perf, benchmarks/target_pps.py), 3.5% with frames sent back to back."""
         waiting, self._tx_waiting = self._tx_waiting, []
-        ports, cpu_port = self.ports, self.cpu_port
-        sent = 0
-        for port, frame in waiting:
+        ports, cpu_port, send_run = self.ports, self.cpu_port, self._io.send_run
+        i, n, sent = 0, len(waiting), 0
+        while i < n:          # a run of frames for one port at a time, in order
+            port = waiting[i][0]
             p = ports.get(port)
             if p is None or port == cpu_port:
-                self._send_elsewhere(port, frame)
+                self._send_elsewhere(port, waiting[i][1])
+                i += 1
                 continue
-            try:
-                p.sock.send(frame)
-                p.tx_packets += 1
-            except OSError:       # interface down or gone, frame too big: the frame is lost
-                p.tx_errors += 1
-            sent += 1
+            i, ok, lost = send_run(p.fileno(), waiting, i)
+            p.tx_packets += ok
+            p.tx_errors += lost
+            sent += ok + lost
         self.counters.tx += sent
 
     def _send_elsewhere(self, port: int, frame: bytes) -> None:

@@ -1,4 +1,6 @@
-"""Which packet path a switch's program runs: the generated Python or the compiled one.
+"""Which packet path a switch's program runs: the generated Python or the compiled one (with
+it, the packet path's own steps compiled and the ports read and written a batch a system call:
+pipeline/compiled.py).
 
 Modes (``softswitch --compiled``):
 

@@ -18,11 +18,12 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from .pipeline.program import INTRINSICS, Program
-from .queues import EgressQueue
+# absolute imports: this module is also compiled on its own (pipeline/compiled.py)
+from softswitch.pipeline.program import INTRINSICS, Program
+from softswitch.queues import EgressQueue
 
 if TYPE_CHECKING:
-    from .dataplane import Dataplane
+    from softswitch.dataplane import Dataplane
 
 NORMAL, INGRESS_CLONE, EGRESS_CLONE, COALESCED, RECIRC, REPLICATION, RESUBMIT = range(7)
 MIRROR_SESSION_ID_MASK = 0x7FFF
@@ -32,6 +33,7 @@ NO_TRUNCATION = 1 << 62
 @dataclass(frozen=True)
 class PacketPath:
     """The entry points of one program's packet path."""
+    arrivals: Callable[[int, list], None]          # frames that came in on a port, one after the other
     arrival: Callable[[int, bytes], None]          # a frame that came in on a port
     ingress_state: Callable[[list, bytes], None]   # a packet whose metadata is already set (resubmit, recirculate)
     enqueue: Callable[[int, list], None]           # a packet (or copy) to an egress port's queue
@@ -64,6 +66,19 @@ def build_packet_path(dp: "Dataplane", prog: Program) -> PacketPath:
     counters, drop_port, transmit = dp.counters, dp.drop_port, dp.transmit
     not_dropped = (drop_port + 1) & 0x1FF          # egress_spec before egress runs, as BMv2
     monotonic_ns, start_ns = time.monotonic_ns, dp.start_ns
+    waiting_internal, drain_queues, packet_failed = dp._internal, dp._drain_queues, dp._packet_failed
+
+    def arrivals(port: int, frames: list) -> None:
+        for frame in frames:
+            try:
+                arrival(port, frame)
+            except Exception as e:
+                packet_failed(e)
+            # BMv2's egress threads run while ingress takes the next packet: whatever may leave
+            # now leaves before the next arrival is queued (or a burst at full rate would fill
+            # the queue and be dropped, which BMv2 does not do)
+            if dp.queued or waiting_internal:
+                drain_queues()
 
     def arrival(port: int, frame: bytes) -> None:
         F = template[:]
@@ -166,4 +181,4 @@ def build_packet_path(dp: "Dataplane", prog: Program) -> PacketPath:
             frame = frame[:truncate]
         transmit(q.port, frame)
 
-    return PacketPath(arrival, ingress_state, enqueue, egress)
+    return PacketPath(arrivals, arrival, ingress_state, enqueue, egress)

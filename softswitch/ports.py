@@ -8,7 +8,6 @@ from dataclasses import dataclass
 ETH_P_ALL = 0x0003
 SOL_PACKET = 263
 PACKET_IGNORE_OUTGOING = 23      # Linux >= 4.20: do not hand us what we send
-MAX_FRAME = 65536
 
 
 class PortError(Exception):

@@ -166,7 +166,9 @@ def test_one_build_per_program_text_and_each_program_its_own_objects(tmp_path: P
     a.use_compiled(pc.build(a))
     built = sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".so")
     b.use_compiled(pc.cached(b))
-    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".so") == built and len(built) == 1
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".so") == built
+    assert len(built) == 1 + len(compiled.SUPPORT_SOURCES)      # the program's, softswitch's own modules
+    assert len([name for name in built if name.startswith(compiled.PATH_PREFIX)]) == 1
     # the same module, yet a's tables are not b's: a routes 10.9.0.0/16, b does not
     table = a.tables["MyIngress.ipv4_lpm"]
     spec = next(s for s in a.actions.values() if s.name == "MyIngress.ipv4_forward")
@@ -183,7 +185,7 @@ def test_the_cache_keeps_the_most_recently_used_builds(tmp_path: Path, monkeypat
     suffix = compiled._ext_suffix()
     basic = Program(BASIC_JSON.read_bytes())
     PathCompiler(tmp_path).build(basic)
-    (used,) = tmp_path.glob(f"*{suffix}")
+    (used,) = tmp_path.glob(f"softswitch_path_*{suffix}")
     now = time.time()
     old = []
     for age in (300, 200, 100):          # three older builds, as another program text left them
@@ -197,7 +199,7 @@ def test_the_cache_keeps_the_most_recently_used_builds(tmp_path: Path, monkeypat
     assert PathCompiler(tmp_path).cached(Program(BASIC_JSON.read_bytes())) is not None
     other = Program(hostile_program())       # another program text: a build, then the pruning
     PathCompiler(tmp_path).build(other)
-    kept = sorted(p.name for p in tmp_path.glob(f"*{suffix}"))
+    kept = sorted(p.name for p in tmp_path.glob(f"softswitch_path_*{suffix}"))
     assert len(kept) == 2 and used.name in kept and not any(p.exists() for p in old)
     assert not any((tmp_path / f"{p.name[:-len(suffix)]}.lock").exists() for p in old)
 
@@ -246,7 +248,9 @@ def test_auto_builds_in_the_background_and_switches_over(tmp_path: Path, monkeyp
         assert not sw.program.compiled         # nothing cached: Python first
         _wait_compiled(sw, 120)
         status = json.loads(send_command(ctl, "packet_path"))
-        assert status == {"program": True, "compiled": True, "mode": "auto", "building": False, "error": None}
+        assert status == {"program": True, "compiled": True, "batched_io": True, "mode": "auto", "building": False,
+                          "error": None}
+        assert sw.dataplane.batched_io
         F, _ = run_packet(sw.program, frame())
         assert F[sw.program.intrinsics["egress_spec"]] == 511      # no route: dropped, compiled
     finally:

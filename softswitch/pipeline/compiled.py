@@ -5,8 +5,12 @@ Cython, a C compiler and Python's headers are present, the same source is compil
 extension module; the switch then runs the compiled functions instead (same code, same
 semantics: Cython keeps Python's integers and exceptions; the one type it is told is that the
 packet state ``F`` is a list, so it indexes the list directly, at constant slots with no index
-check: unchecked_slots.py). On the fabric program this takes about a quarter off softswitch's
-own time per packet (benchmarks/softswitch_path.py: 11.0 -> 7.9 µs).
+check: unchecked_slots.py). On the fabric program this takes about a third off softswitch's
+own time per packet (benchmarks/softswitch_path.py: 11.2 -> 7.4 µs). With every program's
+build go two modules of softswitch's own, built once per machine (SUPPORT_SOURCES): the
+packet path's steps around the pipelines (packet_path.py, the same source compiled) and the
+loop's port I/O (port_io.pyx: recvmmsg and sendmmsg, port_io.py's twin); the data plane runs
+them while it runs a compiled program.
 
 The source is turned into one factory, ``make(namespace)``, that binds the program's
 run-time objects (tables, registers...) into closures and returns the functions: a module
@@ -53,6 +57,13 @@ C_FLAGS = ("-shared", "-fPIC", "-O2", "-w")
 BUILD_TIMEOUT_S = 900
 KEEP_BUILDS = 24                 # modules kept in the cache, the most recently used (~150 MB at most)
 _loaded: dict[str, ModuleType] = {}    # module name -> module, once per process
+_support: dict[str, ModuleType] = {}   # kind -> softswitch's own compiled module loaded last
+PATH_PREFIX = "softswitch_path_"       # a program's compiled path: softswitch_path_<digest>
+# softswitch's own per-packet modules, compiled with every program's path (one build each per
+# machine, softswitch_<kind>_<digest>): the loop's port I/O (port_io.pyx, the compiled twin of
+# port_io.py) and the packet path (packet_path.py itself)
+SUPPORT_SOURCES = {kind: Path(__file__).resolve().parent.parent / name
+                   for kind, name in (("port_io", "port_io.pyx"), ("packet_path", "packet_path.py"))}
 
 
 class CompileError(Exception):
@@ -120,32 +131,38 @@ class PathCompiler:
         return None
 
     def cached(self, program: Program) -> dict[str, Callable] | None:
-        """The program's compiled functions if a build is in the cache, else None."""
+        """The program's compiled functions if a build is in the cache (and the compiled port
+        I/O's), else None."""
         if importlib.util.find_spec("Cython") is None:    # its version names the builds
             return None
+        names = [self._support_name(kind)[0] for kind in SUPPORT_SOURCES]
         name = self._name(program)
-        path = self._module_path(name)
-        if not path.exists():
+        if not all(self._module_path(n).exists() for n in (*names, name)):
             return None
-        return self._make(program, name, path)
+        for kind, n in zip(SUPPORT_SOURCES, names):
+            _support[kind] = self._load(n, self._module_path(n))
+        return self._make(program, name, self._module_path(name))
 
     def build(self, program: Program) -> dict[str, Callable]:
         """The program's compiled functions, built first unless cached (another process building
-        the same program is waited for). CompileError says what is missing or what failed."""
+        the same program is waited for). CompileError says what is missing or what failed.
+        softswitch's own compiled modules (SUPPORT_SOURCES) are built and loaded first: a
+        compiled path in use always has them (loaded_support)."""
+        for kind in SUPPORT_SOURCES:
+            self.support(kind)
+        name = self._name(program)
+        return self._make(program, *self._built(name, factory_source(program), ".py"))
+
+    def support(self, kind: str) -> ModuleType:
+        """softswitch's own module ``kind`` (a key of SUPPORT_SOURCES) compiled, built first
+        unless cached."""
         why = self.missing()
         if why:
             raise CompileError(why)
-        name = self._name(program)
-        path = self._module_path(name)
         self._safe_dir()
-        with open(self.cache_dir / f"{name}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if not path.exists():
-                for stale in self.cache_dir.glob(f".{name}-*"):    # a build whose process was killed
-                    shutil.rmtree(stale, ignore_errors=True)
-                self._compile(name, factory_source(program), path)
-                self._prune()
-        return self._make(program, name, path)
+        name, source = self._support_name(kind)
+        _support[kind] = self._load(*self._built(name, source, SUPPORT_SOURCES[kind].suffix))
+        return _support[kind]
 
     def cancel(self) -> None:
         """Stop a build under way (the switch is stopping): build() raises CompileError."""
@@ -161,26 +178,48 @@ class PathCompiler:
     def _name(self, program: Program) -> str:
         """The module's name: a digest of everything its build depends on (the factory's text
         follows from the generated source and the bound names, and FORMAT)."""
+        return self._digest_name(PATH_PREFIX, program.source, *_bound_names(program))
+
+    def _support_name(self, kind: str) -> tuple[str, str]:
+        """The module name and source of softswitch's own module ``kind``."""
+        source = SUPPORT_SOURCES[kind].read_text()
+        return self._digest_name(f"softswitch_{kind}_", source), source
+
+    def _digest_name(self, prefix: str, *sources: str) -> str:
         import Cython
-        key = "\0".join((str(FORMAT), Cython.__version__, _ext_suffix(),
-                         self.cc, " ".join(C_FLAGS), program.source, *_bound_names(program)))
-        return "softswitch_path_" + hashlib.sha256(key.encode()).hexdigest()[:24]
+        key = "\0".join((str(FORMAT), Cython.__version__, _ext_suffix(), self.cc, " ".join(C_FLAGS), *sources))
+        return prefix + hashlib.sha256(key.encode()).hexdigest()[:24]
 
     def _module_path(self, name: str) -> Path:
         return self.cache_dir / (name + _ext_suffix())
 
+    def _built(self, name: str, source: str, suffix: str) -> tuple[str, Path]:
+        """Module ``name`` of ``source`` (Cython's .py or .pyx) in the cache, built unless it
+        is there (another process building it is waited for)."""
+        path = self._module_path(name)
+        with open(self.cache_dir / f"{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not path.exists():
+                for stale in self.cache_dir.glob(f".{name}-*"):    # a build whose process was killed
+                    shutil.rmtree(stale, ignore_errors=True)
+                self._compile(name, source, suffix, path)
+                self._prune()
+        return name, path
+
     def _prune(self) -> None:
-        """Delete all but the KEEP_BUILDS most recently used modules, and their lock files (a
-        process still running one keeps its copy; a module deleted is built again when needed)."""
+        """Delete all but the KEEP_BUILDS most recently used modules of each kind, and their lock
+        files (a process still running one keeps its copy; a module deleted is built again when
+        needed)."""
         def last_used(p: Path) -> float:
             try:
                 return p.stat().st_mtime
             except FileNotFoundError:       # another process pruned it meanwhile
                 return 0.0
-        modules = sorted(self.cache_dir.glob(f"softswitch_path_*{_ext_suffix()}"), key=last_used, reverse=True)
-        for old in modules[KEEP_BUILDS:]:
-            old.unlink(missing_ok=True)
-            (self.cache_dir / (old.name[:-len(_ext_suffix())] + ".lock")).unlink(missing_ok=True)
+        for prefix in (PATH_PREFIX, *(f"softswitch_{kind}_" for kind in SUPPORT_SOURCES)):
+            modules = sorted(self.cache_dir.glob(f"{prefix}*{_ext_suffix()}"), key=last_used, reverse=True)
+            for old in modules[KEEP_BUILDS:]:
+                old.unlink(missing_ok=True)
+                (self.cache_dir / (old.name[:-len(_ext_suffix())] + ".lock")).unlink(missing_ok=True)
 
     def _safe_dir(self) -> None:
         """The cache directory exists, is ours alone, and no other user can replace it: each
@@ -194,10 +233,10 @@ class PathCompiler:
                                    f"another user (owner uid {st.st_uid}, mode {stat.filemode(st.st_mode)}): "
                                    "not loading code from it (set SOFTSWITCH_CACHE)")
 
-    def _compile(self, name: str, source: str, path: Path) -> None:
+    def _compile(self, name: str, source: str, suffix: str, path: Path) -> None:
         work = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=self.cache_dir))
         try:
-            py, c, so = work / f"{name}.py", work / f"{name}.c", work / path.name
+            py, c, so = work / f"{name}{suffix}", work / f"{name}.c", work / path.name
             py.write_text(source)
             # no Python source copied into C comments: the C compiler sees no JSON text but the
             # (escaped) string constants of log_msg formats
@@ -211,6 +250,10 @@ class PathCompiler:
             shutil.rmtree(work, ignore_errors=True)
 
     def _make(self, program: Program, name: str, path: Path) -> dict[str, Callable]:
+        return self._load(name, path).make(program.namespace)
+
+    def _load(self, name: str, path: Path) -> ModuleType:
+        """Module ``name`` from ``path``, loaded once per process."""
         mod = _loaded.get(name)
         if mod is None:
             self._safe_dir()
@@ -225,7 +268,7 @@ class PathCompiler:
                 raise CompileError(f"{path} does not load: {e}") from None
             _loaded[name] = mod
             os.utime(path)                  # used now: pruning keeps the most recently used
-        return mod.make(program.namespace)
+        return mod
 
     def _run(self, cmd: list[str], what: str) -> None:
         """One build step, in a process group of its own (cancel() stops it whole)."""
@@ -252,6 +295,12 @@ class PathCompiler:
         if proc.returncode != 0:
             tail = "\n".join((err or out).strip().splitlines()[-5:])
             raise CompileError(f"{what} failed (exit {proc.returncode}): {tail}")
+
+
+def loaded_support(kind: str) -> ModuleType | None:
+    """softswitch's own module ``kind`` compiled, if this process has loaded it (any compiled
+    path in use has), else None."""
+    return _support.get(kind)
 
 
 def _ext_suffix() -> str:
