@@ -83,6 +83,7 @@ class CodeGenerator:
         self._deferred_next: list[tuple[str, dict]] = []
         self._serial: dict[str, int] = {}
         self._action_fns: dict[int, str] = {}          # action id -> function
+        self._empty_actions: set[int] = set()          # ids of actions with no primitives: no function
         self._action_bodies: dict[int, list[str]] = {}  # action id -> its lines, when they inline
         self._state_fns: dict[str, str] = {}           # parser state name -> function
         self._structs: dict[str, str] = {}             # header type name -> its bound struct.Struct
@@ -142,8 +143,12 @@ class CodeGenerator:
         return src, self.ns
 
     # -- actions -------------------------------------------------------------------------
-    def action_name(self, action_id: int) -> str:
-        """The generated function of the action with this JSON id."""
+    def action_name(self, action_id: int) -> str | None:
+        """The generated function of the action with this JSON id; None for an action with
+        nothing to do (no primitives): it has no function, and a table that picks it calls
+        none (``_run_action``), a call less for each such table a packet crosses."""
+        if action_id in self._empty_actions:
+            return None
         try:
             return self._action_fns[action_id]
         except (KeyError, TypeError):
@@ -152,6 +157,10 @@ class CodeGenerator:
     def _actions(self) -> None:
         for a in self.js.get("actions", []):
             aid = json_int(a["id"], f"id of action '{a['name']}'")
+            if not a.get("primitives"):
+                self._empty_actions.add(aid)
+                self._action_bodies[aid] = []
+                continue
             self._action_fns[aid] = self._ident("_a")
             self._action(a, aid, self._action_fns[aid])
 
@@ -169,10 +178,7 @@ class CodeGenerator:
             self.ec.locals = {f: f"_L[{i}]" for i, f in enumerate(fields)}
             start = [f"_L = [0] * {len(fields)}"]
         try:
-            if not prims:
-                o("pass")
-                self._action_bodies[aid] = []
-            elif any(is_jump(p) for p in prims):
+            if any(is_jump(p) for p in prims):
                 o.block(start)
                 self._action_with_jumps(prims)
             else:
@@ -708,10 +714,9 @@ class CodeGenerator:
 
     def _action_lines(self, action_id: int, data: tuple) -> list[str]:
         """An action run with constant data: its body inline, or (with jumps, or long) a call."""
-        fn = self.action_name(action_id)
         body = self._action_bodies.get(action_id)
         if body is None or len(body) > MAX_INLINE_LINES:
-            return [f"{fn}(F, {tuple(data)!r})"]
+            return [f"{self.action_name(action_id)}(F, {tuple(data)!r})"]
         return ([f"D = {tuple(data)!r}"] if data else []) + body
 
     def _table_block(self, t: dict) -> Block:
@@ -734,7 +739,7 @@ class CodeGenerator:
                 return Block(self._action_lines(a.id, tuple(table.default_data)), [nxt])
             lines = [f"a = {tb}.default_action",
                      "if a is not None:",
-                     f"    a.fn(F, {tb}.default_data)"]
+                     *_indented(_run_action(f"{tb}.default_data"))]
             if hit_miss:
                 return Block(lines, [next_tables.get("__MISS__")])
             return _by_action(lines, action_next, default_next)
@@ -750,7 +755,7 @@ class CodeGenerator:
         lines += ["if e is None:",
                  f"    a = {tb}.default_action",
                  "    if a is not None:",
-                 f"        a.fn(F, {tb}.default_data)",
+                  *_indented(_indented(_run_action(f"{tb}.default_data"))),
                  "else:"]
         hit = []
         if t.get("with_counters"):
@@ -760,7 +765,7 @@ class CodeGenerator:
             target = self.pc.lvalue({"type": "field", "value": meter.result_target})
             hit.append(target.store(f"e.meter.execute(F[{il}])"))
         if t.get("type", "simple") == "simple":
-            hit += ["a = e.action", "a.fn(F, e.data)"]
+            hit += ["a = e.action", *_run_action("e.data")]
         else:                    # a selector may find no member: the entry hit, no action ran
             hit += self._profile_action(table.profile)
         lines += ["    " + ln for ln in hit]
@@ -786,7 +791,7 @@ class CodeGenerator:
                 "    a = None",
                 "else:",
                 "    a = m.action",
-                "    a.fn(F, m.data)"]
+                *_indented(_run_action("m.data"))]
 
     def _key_source(self, k: dict) -> str:
         mt, target = k.get("match_type"), k.get("target")
@@ -806,6 +811,15 @@ class CodeGenerator:
         for nx, mapping in self._deferred_next:
             items = ", ".join(f"{aid}: {fn}" for aid, fn in mapping.items())
             o(f"{nx}.update({{{items}}})")
+
+
+def _run_action(data: str) -> list[str]:
+    """Run the action ``a`` with ``data``: an action with nothing to do has no function (None)."""
+    return ["af = a.fn", "if af is not None:", f"    af(F, {data})"]
+
+
+def _indented(lines: list[str]) -> list[str]:
+    return ["    " + ln for ln in lines]
 
 
 def _by_action(lines: list[str], action_next: dict[int, str | None], default_next: str | None) -> Block:

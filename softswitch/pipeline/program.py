@@ -180,7 +180,8 @@ class Program:
         for name, fn_name in gen.calculation_direct.items():
             self.calculations[name].direct = ns[fn_name]
         for spec in self.actions.values():
-            spec.fn = ns[gen.action_name(spec.id)]
+            name = gen.action_name(spec.id)
+            spec.fn = ns[name] if name is not None else None      # None: nothing to do, never called
         self.parse = ns["parse"]
         self.verify_checksums = ns["verify_checksums"]
         self.update_checksums = ns["update_checksums"]
