@@ -6,8 +6,8 @@ egress queues; the same loop takes packets off the queues when their departure t
 come, runs egress, deparses and sends them. The steps a packet takes are the program's
 packet path (packet_path.py, specialised when the program is set); copies, resubmission and
 recirculation are here. Frames are read from a port and sent to one a batch at a time
-(port_io.py: one system call per batch where the compiled path runs). The order of steps, the instance types and the metadata a copy
-keeps follow BMv2's targets/simple_switch/simple_switch.cpp.
+(port_io.py: one system call per batch where the compiled path runs). The order of steps, the
+instance types and the metadata a copy keeps follow BMv2's targets/simple_switch/simple_switch.cpp.
 
 Control-plane writes and program swaps take ``lock``; the loop holds it while it processes a
 burst, so a packet sees a write batch either whole or not at all.
@@ -23,12 +23,11 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
-from . import packet_path
+from . import packet_path, port_io
 from .packet_path import EGRESS_CLONE, INGRESS_CLONE, NO_TRUNCATION, PacketPath
 from .pipeline.helpers import Abort
 from .pipeline.compiled import loaded_support
 from .pipeline.program import Program
-from .port_io import PortIO
 from .ports import Port
 from .queues import (
     DEFAULT_DEPTH,
@@ -89,7 +88,7 @@ class Dataplane:
         self._internal: deque = deque()        # resubmitted and recirculated packets
         self._packet_outs: deque = deque()     # frames from the controller
         self._tx_waiting: list[tuple[int, bytes]] = []   # (port, frame) sent at the end of the loop's turn
-        self._io = PortIO()                    # port_io.py; its compiled twin with a compiled path
+        self._io = port_io.PortIO()            # port_io.py; its compiled twin with a compiled path
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         self._stopping = False
@@ -129,8 +128,7 @@ class Dataplane:
         compiled = program is not None and program.compiled
         paths = (compiled and loaded_support("packet_path")) or packet_path
         self._path = paths.build_packet_path(self, program) if program is not None else None
-        port_io = (compiled and loaded_support("port_io")) or None
-        kind = port_io.PortIO if port_io else PortIO
+        kind = ((compiled and loaded_support("port_io")) or port_io).PortIO
         if type(self._io) is not kind:
             self._io = kind()
 

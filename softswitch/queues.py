@@ -17,7 +17,7 @@ from typing import Iterable
 DEFAULT_DEPTH = 64        # simple_switch's default queue capacity, in packets
 DEFAULT_RATE = 0          # packets per second; 0 means no limit
 MAX_PRIORITY_QUEUES = 8   # v1model's standard_metadata.priority has 3 bits
-# Far above what one emulated link carries (softswitch forwards ~70 kpps per core) yet a
+# Far above what one emulated link carries (softswitch forwards ~90 kpps per core) yet a
 # finite departure spacing (0.1 us); a larger figure is a typo, not a configuration.
 MAX_RATE_PPS = 10_000_000
 # Packets one queue may hold: bounds the memory a full queue takes (~150 MB of 1500-byte

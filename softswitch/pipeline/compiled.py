@@ -6,7 +6,7 @@ extension module; the switch then runs the compiled functions instead (same code
 semantics: Cython keeps Python's integers and exceptions; the one type it is told is that the
 packet state ``F`` is a list, so it indexes the list directly, at constant slots with no index
 check: unchecked_slots.py). On the fabric program this takes about a third off softswitch's
-own time per packet (benchmarks/softswitch_path.py: 11.2 -> 7.4 µs). With every program's
+own time per packet (benchmarks/softswitch_path.py: 10.7 -> 7.3 µs). With every program's
 build go two modules of softswitch's own, built once per machine (SUPPORT_SOURCES): the
 packet path's steps around the pipelines (packet_path.py, the same source compiled) and the
 loop's port I/O (port_io.pyx: recvmmsg and sendmmsg, port_io.py's twin); the data plane runs
@@ -131,8 +131,8 @@ class PathCompiler:
         return None
 
     def cached(self, program: Program) -> dict[str, Callable] | None:
-        """The program's compiled functions if a build is in the cache (and the compiled port
-        I/O's), else None."""
+        """The program's compiled functions if its build and softswitch's own compiled modules
+        are in the cache, else None."""
         if importlib.util.find_spec("Cython") is None:    # its version names the builds
             return None
         names = [self._support_name(kind)[0] for kind in SUPPORT_SOURCES]
