@@ -6,6 +6,7 @@ from typing import Callable
 
 from aifabric import traffic
 from aifabric.lab import Lab
+from aifabric.report import Measured
 from topologies.fabric import Role
 
 Progress = Callable[[str], None]
@@ -26,9 +27,10 @@ def forwarded(lab: Lab, switch: str) -> int:
 
 
 def ecmp_over_cores(lab: Lab, flows: int = 64, count: int = 10,
-                    settle_timeout: float = 15.0) -> tuple[dict[str, int], int]:
+                    settle_timeout: float = 15.0) -> tuple[dict[str, int], Measured[int]]:
     """UDP flows (RoCEv2 port, one source port per flow) from the first host to the last (first
-    pod to last pod): packets each core switch forwarded meanwhile, and datagrams sent."""
+    pod to last pod): packets each core switch forwarded meanwhile, and datagrams sent (or why
+    the sender failed)."""
     cores = [s.name for s in lab.fabric.switches if s.role == Role.CORE]
     src, dst = lab.fabric.hosts[0], lab.fabric.hosts[-1]
     before = {c: forwarded(lab, c) for c in cores}

@@ -27,8 +27,7 @@ def run(k: int = 4, target: str = "auto", json_path: str | None = None, flows: i
         figures["bring_up_s"] = {"targets": round(lab.bring_up.targets_s, 2),
                                  "program": round(lab.bring_up.program_s, 2),
                                  "total": round(lab.bring_up.total_s, 2)}
-        rss = [rss_mib(pid) for pid in lab.switch_pids().values()]
-        figures["switch_rss_mib"] = {"mean": round(sum(rss) / len(rss), 1), "max": round(max(rss), 1)}
+        figures["switch_rss_mib"] = switch_memory(lab.switch_pids())
 
         say("checking all-pairs reachability over IPv4")
         v4 = checks.all_pairs(lab, "ipv4", say)
@@ -44,30 +43,49 @@ def run(k: int = 4, target: str = "auto", json_path: str | None = None, flows: i
         tcp_src, tcp_dst = fabric.hosts[1], fabric.hosts[-2]
         say(f"one TCP flow {tcp_src.name} -> {tcp_dst.name} (iperf3, 2 s)")
         mbps = traffic.iperf_tcp(lab.host(tcp_src.name), lab.host(tcp_dst.name), str(tcp_dst.ip4.ip), seconds=2)
-        figures["traffic"] = {"udp_flows": flows, "udp_datagrams": sent, "tcp_mbps": round(mbps, 1),
+        figures["traffic"] = {"udp_flows": flows, "udp_datagrams": sent, "tcp_mbps": mbps,
                               "udp_packets_per_core": per_core,
-                              "cores_used": sum(1 for v in per_core.values() if v > 0)}
+                              "cores_used": sent if isinstance(sent, report.Failed)
+                              else sum(1 for v in per_core.values() if v > 0)}
     figures["wall_s"] = round(time.monotonic() - t_start, 1)
 
     print(report.table(["family", "pairs", "reached", "of which retried alone"],
                        [(r.family, r.pairs, r.reached, r.retried) for r in (v4, v6)], title="\nReachability"))
     print(report.table(["core switch", "packets forwarded"], sorted(per_core.items()),
                        title=f"\nECMP through the core: {flows} UDP flows of 10 datagrams, pod 0 -> pod {k - 1}"))
-    b = figures["bring_up_s"]
-    print(report.table(["figure", "value"], [
-        ("target", figures["target"]),
-        ("switches / hosts", f"{figures['switches']} / {figures['hosts']}"),
-        ("bring-up: targets (s)", b["targets"]),
-        ("bring-up: pipeline + routes (s)", b["program"]),
-        ("memory per switch, mean (MiB)", figures["switch_rss_mib"]["mean"]),
-        ("TCP flow (Mbit/s)", figures["traffic"]["tcp_mbps"]),
-        ("cores used", f"{figures['traffic']['cores_used']} of {len(per_core)}"),
-    ], title="\nSummary"))
+    print(summary_table(figures))
     if json_path:
         report.write_json(json_path, figures)
         print(f"\nfigures written to {Path(json_path).resolve()}")
     ok = v4.reached == v4.pairs and v6.reached == v6.pairs
     if not ok:
         print("\nunreached pairs: " + ", ".join(f"{a}->{b}" for a, b in v4.failures() + v6.failures())[:2000])
-    return 0 if ok else 1
+    failed = report.say_failed(figures)
+    return 0 if ok and not failed else 1
+
+
+def switch_memory(pids: dict[str, int]) -> dict[str, report.Measured[float]]:
+    """Mean and max resident memory of the switch processes (MiB), failed if one is gone."""
+    rss = {name: rss_mib(pid) for name, pid in pids.items()}
+    gone = sorted(name for name, mib in rss.items() if mib == 0)     # rss_mib: 0 when the process is gone
+    if gone:
+        failed = report.Failed(f"switch process gone: {', '.join(gone)}")
+        return {"mean": failed, "max": failed}
+    return {"mean": round(sum(rss.values()) / len(rss), 1), "max": round(max(rss.values()), 1)}
+
+
+def summary_table(figures: dict) -> str:
+    """The demo's summary; a failed measurement shows as ``failed (why)``."""
+    b, t = figures["bring_up_s"], figures["traffic"]
+    cores_used = t["cores_used"] if isinstance(t["cores_used"], report.Failed) \
+        else f"{t['cores_used']} of {len(t['udp_packets_per_core'])}"
+    return report.table(["figure", "value"], [
+        ("target", figures["target"]),
+        ("switches / hosts", f"{figures['switches']} / {figures['hosts']}"),
+        ("bring-up: targets (s)", b["targets"]),
+        ("bring-up: pipeline + routes (s)", b["program"]),
+        ("memory per switch, mean (MiB)", figures["switch_rss_mib"]["mean"]),
+        ("TCP flow (Mbit/s)", t["tcp_mbps"]),
+        ("cores used", cores_used),
+    ], title="\nSummary")
 

@@ -1,10 +1,52 @@
-"""Plain-text tables and JSON output for the demos and benchmarks."""
+"""Plain-text tables and JSON output for the demos and benchmarks.
+
+A figure whose measurement failed is a `Failed` (why it failed), never a number: tables show it
+as ``failed (why)``, JSON records it as ``{"failed": "why"}``, and `failed_figures` names every
+one in a report so the command can say so and exit non-zero.
+"""
 from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Sequence, TypeVar, Union
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Failed:
+    """A measurement that failed, and why (the tool's own words where it gave any)."""
+
+    why: str
+
+    def __str__(self) -> str:
+        return f"failed ({self.why})"
+
+
+Measured = Union[T, Failed]       # a figure, or why it could not be measured
+
+
+def failed_figures(data: Any, where: str = "") -> list[str]:
+    """Every `Failed` in a report (nested dicts, lists, tuples), as ``"path: why"``."""
+    if isinstance(data, Failed):
+        return [f"{where or 'figure'}: {data.why}"]
+    if isinstance(data, dict):
+        items = ((f"{where}.{k}" if where else str(k), v) for k, v in data.items())
+    elif isinstance(data, (list, tuple)):
+        items = ((f"{where}[{i}]", v) for i, v in enumerate(data))
+    else:
+        return []
+    return [line for path, v in items for line in failed_figures(v, path)]
+
+
+def say_failed(data: Any) -> bool:
+    """Print the failed measurements of a report, if any; True when there were some."""
+    failed = failed_figures(data)
+    if failed:
+        print("\nmeasurements that failed:\n" + "\n".join(f"  {line}" for line in failed))
+    return bool(failed)
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None) -> str:
@@ -33,9 +75,16 @@ def _fmt(v: Any) -> str:
 
 
 def write_json(path: str | Path, data: dict) -> None:
+    """``data`` as JSON, a `Failed` figure as ``{"failed": why}``."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    p.write_text(json.dumps(data, indent=2, sort_keys=True, default=_json_default) + "\n")
+
+
+def _json_default(v: Any) -> Any:
+    if isinstance(v, Failed):
+        return {"failed": v.why}
+    raise TypeError(f"{type(v).__name__} is not JSON serialisable: {v!r}")
 
 
 def progress(message: str) -> None:

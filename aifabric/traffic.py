@@ -5,8 +5,11 @@ import json
 import re
 import shlex
 import subprocess
+import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
+
+from aifabric.report import Failed, Measured
 
 Progress = Callable[[str], None]
 
@@ -95,12 +98,15 @@ def all_pairs_ping(hosts: Sequence, addr_of: Callable[[object], str], family: st
 
 
 def udp_flows(src, dst_addr: str, flows: int = 64, count: int = 20, base_port: int = 49152,
-              ipv6: bool = False, interval: float = 0.02) -> int:
+              ipv6: bool = False, interval: float = 0.02) -> Measured[int]:
     """Send ``count`` rounds of one datagram on each of ``flows`` UDP source ports, ``interval``
     seconds apart (a burst of ``flows`` datagrams each: gentle enough for BMv2's debug build);
-    returns datagrams sent."""
+    returns datagrams sent, or `Failed` with the sender's last words."""
     family = 10 if ipv6 else 2
-    src.cmd(f"python3 -c {shlex.quote(_UDP_FLOWS)} {dst_addr} {family} {flows} {count} {base_port} {interval}")
+    args = f"{dst_addr} {family} {flows} {count} {base_port} {interval}"
+    out = src.cmd(f"python3 -c {shlex.quote(_UDP_FLOWS)} {args} 2>&1")
+    if out.strip():             # the sender prints nothing unless it failed
+        return Failed(f"UDP sender on {src.name}: {out.strip().splitlines()[-1].strip()}")
     return flows * count
 
 
@@ -115,15 +121,69 @@ def stop(proc, timeout: float = 1.0) -> None:
         pass
 
 
-def iperf_tcp(client, server, server_addr: str, seconds: int = 2) -> float:
-    """Throughput of one TCP flow in Mbit/s (iperf3), 0 when it failed."""
-    srv = server.popen(["iperf3", "-s", "-1", "-p", "5201"])
+IPERF_PORT = 5201
+
+
+def iperf_tcp(client, server, server_addr: str, seconds: int = 2, port: int = IPERF_PORT) -> Measured[float]:
+    """Throughput of one TCP flow in Mbit/s as iperf3's receiver counted it, or `Failed` with
+    iperf3's reason. The client starts once the server listens (on a busy machine it may take
+    a while to)."""
+    srv = server.popen(["iperf3", "-s", "-1", "-p", str(port)])
     try:
-        out = client.cmd(f"iperf3 -c {server_addr} -p 5201 -t {seconds} -f m --connect-timeout 3000 2>&1")
+        failed = _wait_tcp_listening(server, srv, port, "iperf3 server")
+        if failed is not None:
+            return failed
+        return iperf_client(client, server_addr, port, seconds)
     finally:
         stop(srv)
-    m = re.findall(r"([\d.]+) Mbits/sec\s+\S*\s*receiver", out)
-    return float(m[-1]) if m else 0.0
+
+
+def iperf_client(client, server_addr: str, port: int = IPERF_PORT, seconds: int = 2) -> Measured[float]:
+    """Run the iperf3 client in ``client`` against a server at ``server_addr``:``port``: the
+    receiver's Mbit/s, or `Failed` with iperf3's reason."""
+    out = client.cmd(f"iperf3 -c {shlex.quote(server_addr)} -p {port} -t {seconds} -J --connect-timeout 3000 2>&1")
+    return iperf_mbps(out)
+
+
+def iperf_mbps(out: str) -> Measured[float]:
+    """The receiver's Mbit/s from iperf3's JSON report (``-J``), or why there is none (iperf3
+    reports its own failures in the JSON, exit status 0)."""
+    try:
+        data = json.loads(out)
+    except ValueError:
+        lines = out.strip().splitlines()
+        return Failed(f"iperf3: {lines[-1].strip() if lines else 'no output'}")
+    if data.get("error"):
+        return Failed(f"iperf3: {data['error']}")
+    bps = data.get("end", {}).get("sum_received", {}).get("bits_per_second")
+    if bps is None:
+        return Failed("iperf3: its report has no receiver throughput")
+    return round(bps / 1e6, 1)
+
+
+def _wait_tcp_listening(host, proc, port: int, what: str, timeout: float = 10.0) -> Failed | None:
+    """None once something listens on TCP ``port`` in ``host``; `Failed` when ``proc`` exited
+    first (with what it wrote) or nothing listened within ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            out, err = (b.decode(errors="replace") if isinstance(b, bytes) else (b or "") for b in proc.communicate())
+            said = "; ".join(line.strip() for line in (err.strip() or out.strip()).splitlines())[-300:]
+            return Failed(f"{what}: {said or f'exited with status {proc.returncode}'}")
+        if _listening(host.cmd("cat /proc/net/tcp /proc/net/tcp6"), port):
+            return None
+        time.sleep(0.05)
+    return Failed(f"{what} on {host.name} was not listening on port {port} after {timeout:g} s")
+
+
+def _listening(proc_net_tcp: str, port: int) -> bool:
+    """Whether /proc/net/tcp{,6} lines show a socket in LISTEN (state 0A) on local ``port``."""
+    suffix = f":{port:04X}"
+    for line in proc_net_tcp.splitlines():
+        fields = line.split()
+        if len(fields) > 3 and fields[1].endswith(suffix) and fields[3] == "0A":
+            return True
+    return False
 
 
 # Paced UDP sender (system Python in a host namespace): ``count`` datagrams at ``rate`` per
