@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from aifabric.lab import Lab
+from aifabric.report import Failed, Measured
 from controller.aggregation import JobManager
 from controller.aggregation.entries import AGG_OPS, OUTCOMES
 from topologies.fabric import Fabric
@@ -28,6 +29,7 @@ FRAME_BYTES = 314            # an aggregation or ring data packet on the wire (6
 DEFAULT_RATE_PPS = 100       # host and fabric links, packets/s (see `limit_links`)
 DEFAULT_QUEUE = 1024         # switch queue depth, packets: the windows of every worker fit
 WORKER_DEADLINE_S = 600.0
+CELLS = ("correct", "time (s)", "algbw (kB/s)", "sent / tensor", "received / tensor", "retransmissions", "CPU busy")
 
 
 @dataclass(frozen=True)
@@ -90,20 +92,48 @@ class RunResult:
         return not self.errors and len(self.per_worker) == len(self.workers) and all(w["ok"] for w in self.per_worker)
 
     @property
-    def time_s(self) -> float:
-        return max(w["time_s"] for w in self.per_worker) if self.per_worker else float("nan")
+    def unmeasured(self) -> Failed | None:
+        """Why the run's figures are not measured: a worker that gave no report (a worker
+        that reported a wrong result was still timed)."""
+        if len(self.per_worker) == len(self.workers):
+            return None
+        return Failed("; ".join(self.errors) or f"{len(self.per_worker)} of {len(self.workers)} workers reported")
+
+    @property
+    def time_s(self) -> Measured[float]:
+        """The slowest worker's time."""
+        return self.unmeasured or max(w["time_s"] for w in self.per_worker)
 
     @property
     def tensor_bytes(self) -> int:
         return self.per_worker[0]["tensor_bytes"] if self.per_worker else 0
 
     @property
-    def algbw_mbps(self) -> float:
+    def algbw_mbps(self) -> Measured[float]:
         """Algorithm bandwidth: tensor bytes per second of the slowest worker, in MB/s."""
-        return self.tensor_bytes / self.time_s / 1e6 if self.per_worker else float("nan")
+        return self.unmeasured or self.tensor_bytes / self.time_s / 1e6
 
-    def mean(self, key: str) -> float:
-        return sum(w[key] for w in self.per_worker) / len(self.per_worker) if self.per_worker else 0.0
+    @property
+    def algbw_kbps(self) -> Measured[float]:
+        """`algbw_mbps` in kB/s."""
+        return self.unmeasured or self.algbw_mbps * 1000
+
+    def mean(self, key: str) -> Measured[float]:
+        """A worker figure's mean over the workers."""
+        return self.unmeasured or sum(w[key] for w in self.per_worker) / len(self.per_worker)
+
+    def per_tensor(self, key: str) -> Measured[float]:
+        """A worker figure's mean over the workers, in tensors (bytes sent or received)."""
+        return self.unmeasured or self.mean(key) / self.tensor_bytes
+
+    def total(self, key: str) -> Measured[int]:
+        """A worker figure summed over the workers (retransmissions)."""
+        return self.unmeasured or sum(w.get(key, 0) for w in self.per_worker)
+
+    def cells(self) -> tuple:
+        """The run's figures as a table row under `CELLS`; a figure not measured shows why."""
+        return ("yes" if self.ok else "NO", self.time_s, self.algbw_kbps, self.per_tensor("bytes_sent"),
+                self.per_tensor("bytes_received"), self.total("retransmissions"), f"{100 * self.cpu_busy:.0f}%")
 
     def summary(self) -> dict:
         return {"algorithm": self.algorithm, "workers": len(self.workers), "elements": self.elements,
@@ -111,7 +141,7 @@ class RunResult:
                 "algbw_MBps": round(self.algbw_mbps, 4), "tensor_bytes": self.tensor_bytes,
                 "bytes_sent_per_worker": round(self.mean("bytes_sent")),
                 "bytes_received_per_worker": round(self.mean("bytes_received")),
-                "retransmissions": sum(w.get("retransmissions", 0) for w in self.per_worker),
+                "retransmissions": self.total("retransmissions"),
                 "in_network": self.in_network, "tree": self.tree, "server": self.server,
                 "agg_ops": self.agg_ops, "cpu_busy": round(self.cpu_busy, 3), "errors": self.errors}
 
@@ -169,17 +199,7 @@ def run_allreduce(lab: Lab, manager: JobManager, algorithm: str, workers: Sequen
                                       "--slots", slots, *tensor)
         ops_before = _read_agg_ops(lab, switches)
         cpu0, t0 = cpu_times(), time.monotonic()
-        procs = {w: lab.host(w).popen(cmd) for w, cmd in cmds.items()}
-        for w, proc in procs.items():
-            out, err = _communicate(proc, WORKER_DEADLINE_S)
-            report = _last_json(out)
-            if report is None:
-                result.errors.append(f"{w}: {(err or '').strip().splitlines()[-1:] or ['no output']}")
-            else:
-                report["host"] = w
-                result.per_worker.append(report)
-                if not report.get("ok"):
-                    result.errors.append(f"{w}: wrong result (max error {report.get('max_abs_error')})")
+        collect_workers(result, {w: lab.host(w).popen(cmd) for w, cmd in cmds.items()})
         result.wall_s = time.monotonic() - t0
         cpu1 = cpu_times()
         total, idle = cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
@@ -194,6 +214,22 @@ def run_allreduce(lab: Lab, manager: JobManager, algorithm: str, workers: Sequen
         if job is not None:
             manager.end(job)
     return result
+
+
+def collect_workers(result: RunResult, procs: dict, deadline_s: float = WORKER_DEADLINE_S) -> None:
+    """Every worker process's report into ``result`` (in ``procs``' order); a worker with no
+    report, or with a wrong result, into its errors with what it said."""
+    for w, proc in procs.items():
+        out, err = _communicate(proc, deadline_s)
+        report = _last_json(out)
+        if report is None:
+            said = err.strip().splitlines()
+            result.errors.append(f"{w}: {said[-1] if said else f'no output (exit status {proc.returncode})'}")
+        else:
+            report["host"] = w
+            result.per_worker.append(report)
+            if not report.get("ok"):
+                result.errors.append(f"{w}: wrong result (max error {report.get('max_abs_error')})")
 
 
 def _wait_listening(host, proc, timeout: float = 10.0) -> None:

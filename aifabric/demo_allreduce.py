@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from aifabric import report
-from aifabric.allreduce_lab import ALGORITHMS, LinkPlan, RunResult, limit_links, run_allreduce, spread_workers
+from aifabric.allreduce_lab import ALGORITHMS, CELLS, LinkPlan, RunResult, limit_links, run_allreduce, spread_workers
 from aifabric.lab import Lab
 from controller.aggregation import JobManager
 from controller.fabric_controller import Pipeline
@@ -38,20 +38,14 @@ def run(k: int = 4, target: str = "softswitch", workers: int = 8, size: int = 16
             say(f"{LABELS[algorithm]}: {workers} workers reduce {size} {dtype} values")
             r = run_allreduce(lab, manager, algorithm, names, server, elements=size, dtype=dtype,
                               timeout=retransmit_timeout(plan, workers))
-            say(f"{LABELS[algorithm]}: {'ok' if r.ok else 'FAILED'} in {r.time_s:.2f} s"
+            say(f"{LABELS[algorithm]}: " + (f"ok in {r.time_s:.2f} s" if r.ok else "FAILED: " + "; ".join(r.errors))
                 + (f" (tree {r.tree})" if r.tree else ""))
             results.append(r)
     figures["wall_s"] = round(time.monotonic() - t_start, 1)
     figures["runs"] = [r.summary() for r in results]
 
-    rows = [(LABELS[r.algorithm], "yes" if r.ok else "NO", r.time_s, r.algbw_mbps * 1000,
-             r.mean("bytes_sent") / r.tensor_bytes if r.tensor_bytes else 0,
-             r.mean("bytes_received") / r.tensor_bytes if r.tensor_bytes else 0,
-             sum(w.get("retransmissions", 0) for w in r.per_worker), f"{100 * r.cpu_busy:.0f}%")
-            for r in results]
-    print(report.table(["algorithm", "correct", "time (s)", "algbw (kB/s)", "sent / tensor", "received / tensor",
-                        "retransmissions", "CPU busy"], rows,
-                       title=f"\nAllReduce of {size} {dtype} values ({results[0].tensor_bytes} bytes), "
+    print(report.table(["algorithm", *CELLS], [(LABELS[r.algorithm], *r.cells()) for r in results],
+                       title=f"\nAllReduce of {size} {dtype} values ({4 * size} bytes), "
                              f"{workers} workers, {figures['target']}, links {plan.describe()}"))
     innet, ring = results[0], results[1]
     if innet.ok and ring.ok:
@@ -79,14 +73,16 @@ def retransmit_timeout(plan: LinkPlan, workers: int) -> float:
 def draw(path: Path, results: list[RunResult]) -> None:
     plt = report.pyplot()
 
-    labels = [LABELS[r.algorithm] for r in results]
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
-    a.bar(labels, [r.algbw_mbps * 1000 for r in results], color=["tab:green", "tab:blue", "tab:gray"])
+    results = [r for r in results if r.unmeasured is None]      # a failed run has no bar (the table says why)
+    labels = [LABELS[r.algorithm] for r in results]
+    colours = {"innetwork": "tab:green", "ring": "tab:blue", "ps": "tab:gray"}
+    a.bar(labels, [r.algbw_kbps for r in results], color=[colours[r.algorithm] for r in results])
     a.set_ylabel("algorithm bandwidth (kB/s)")
     a.set_title("AllReduce speed (higher is better)")
     x = range(len(results))
-    sent = [r.mean("bytes_sent") / max(1, r.tensor_bytes) for r in results]
-    recv = [r.mean("bytes_received") / max(1, r.tensor_bytes) for r in results]
+    sent = [r.per_tensor("bytes_sent") for r in results]
+    recv = [r.per_tensor("bytes_received") for r in results]
     b.bar([i - 0.2 for i in x], sent, width=0.4, label="sent")
     b.bar([i + 0.2 for i in x], recv, width=0.4, label="received")
     b.set_xticks(list(x), labels)

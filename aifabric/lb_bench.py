@@ -42,6 +42,7 @@ from pathlib import Path
 
 from aifabric.allreduce_lab import FRAME_BYTES, LinkPlan, cpu_times, limit_links
 from aifabric.lab import Lab
+from aifabric.report import Failed
 from controller.entries import ECN_MARKED
 from controller.int_collector import CollectorSnapshot
 from controller.lb import LbModes
@@ -117,20 +118,30 @@ class ModeRun:
     agents: dict = field(default_factory=dict)   # plb modes: the agents' totals, summed over hosts
     queues: dict = field(default_factory=dict)   # int_queues: hot port, its mean queue, deepest queue
 
+    def failed_flows(self) -> Failed | None:
+        """Why the flows' figures are not measured: flows whose sender failed, in its words."""
+        errors = [f"flow {f['id']} {f['src']}->{f['dst']}: {f['error']}" for f in self.flows if f["error"]]
+        if not errors:
+            return None
+        return Failed("; ".join(errors[:3]) + (f" (and {len(errors) - 3} more flows)" if len(errors) > 3 else ""))
+
     def figures(self, plan: LbPlan, ideal_rate: dict[int, float]) -> dict:
         fcts = sorted(f["fct_s"] for f in self.flows if f["fct_s"])
         rates = [(f["delivered_bytes"] / PAYLOAD) / f["fct_s"] / ideal_rate[f["id"]]
                  for f in self.flows if f["fct_s"]]
         loads = list(self.core_links.values())
         mean = statistics.mean(loads) if loads else 0
+        senders = self.failed_flows()
+        timed = senders or (None if fcts else Failed("no flow completed"))    # throughput and FCT need one
         return {"mode": self.mode, "pattern": self.pattern, "seed": self.seed,
-                "throughput_vs_ideal": round(statistics.mean(rates), 3) if rates else 0.0,
+                "throughput_vs_ideal": timed or round(statistics.mean(rates), 3),
                 "core_imbalance": round(max(loads) / mean, 2) if mean else None,
                 "core_imbalance_floor": imbalance_floor(self.flows, len(loads)),
-                "fct_p50_s": round(_pct(fcts, 50), 2) if fcts else None,
-                "fct_p99_s": round(_pct(fcts, 99), 2) if fcts else None,
-                "out_of_order": sum(f["out_of_order"] or 0 for f in self.flows),
-                "lost": sum(f["lost"] for f in self.flows), "complete": sum(f["complete"] for f in self.flows),
+                "fct_p50_s": timed or round(_pct(fcts, 50), 2),
+                "fct_p99_s": timed or round(_pct(fcts, 99), 2),
+                "out_of_order": senders or sum(f["out_of_order"] or 0 for f in self.flows),
+                "lost": senders or sum(f["lost"] for f in self.flows),
+                "complete": senders or sum(f["complete"] for f in self.flows),
                 "flows": len(self.flows), "pins": self.pins, "pins_moved": self.pins_moved, "te_rounds": self.te_rounds, "ce_marks": self.ce_marks,
                 "repaths": self.agents.get("repaths"), "cnps": self.agents.get("cnps_sent"), "cpu_busy": round(self.cpu_busy, 2),
                 "hot_port": self.queues.get("hot_port"), "hot_queue_mean": self.queues.get("hot_queue_mean"),
@@ -284,7 +295,7 @@ def setup(lab: Lab, plan: LbPlan) -> tuple[LbModes, TeLoop]:
 
 
 def summarise(runs: list[dict]) -> list[dict]:
-    """Medians over seeds, per (pattern, mode)."""
+    """Medians over seeds, per (pattern, mode); failed where a seed's figure failed (with why)."""
     keys = ("throughput_vs_ideal", "core_imbalance", "core_imbalance_floor", "fct_p50_s", "fct_p99_s", "out_of_order", "lost",
             "pins_moved", "repaths", "cnps", "ce_marks", "cpu_busy", "hot_queue_mean", "queue_max")
     out = []
@@ -294,7 +305,11 @@ def summarise(runs: list[dict]) -> list[dict]:
             if sel:
                 row = {"pattern": pattern, "mode": mode, "runs": len(sel)}
                 for k in keys:
+                    failed = [f"seed {r['seed']}: {r[k].why}" for r in sel if isinstance(r[k], Failed)]
                     vals = [r[k] for r in sel if r[k] is not None]
-                    row[k] = round(statistics.median(vals), 3) if vals else None
+                    if failed:
+                        row[k] = Failed("; ".join(failed))
+                    else:
+                        row[k] = round(statistics.median(vals), 3) if vals else None
                 out.append(row)
     return out

@@ -81,7 +81,7 @@ def run(args: argparse.Namespace, pipeline=None) -> int:
     report.write_json(args.json, {"plan": vars(plan), "runs": runs, "medians": rows, "skipped": skipped})
     draw(Path(args.png), rows, heat)
     print(f"\nJSON: {Path(args.json).resolve()}\npicture: {Path(args.png).resolve()}")
-    return 0
+    return 1 if report.say_failed(rows) else 0
 
 
 def unavailable_modes(modes: list[str]) -> dict[str, str]:
@@ -104,10 +104,14 @@ def draw(path: Path, rows: list[dict], heat: dict) -> None:
     for col, pattern in enumerate(patterns):
         sel = [r for r in rows if r["pattern"] == pattern]
         ax = axes[0][col]
-        ax.bar([r["mode"] for r in sel], [r["throughput_vs_ideal"] for r in sel], color="tab:blue")
+        ax.set_xticks(range(len(sel)), [r["mode"] for r in sel])
         ax.set_ylim(0, 1.05)
         ax.set_title(f"{pattern}: throughput / ideal")
         for i, r in enumerate(sel):
+            if isinstance(r["throughput_vs_ideal"], report.Failed):     # no bar: the table says why
+                ax.text(i, 0.5, "failed", ha="center", color="tab:red", rotation=90)
+                continue
+            ax.bar(i, r["throughput_vs_ideal"], color="tab:blue")
             ax.text(i, 0.02, f"imb {r['core_imbalance']}", ha="center", color="white", fontsize=8)
         links = sorted({k for m in modes for runs in heat.get((pattern, m), []) for k in runs})
         grid = np.array([[np.median([run.get(k, 0) for run in heat.get((pattern, m), [{}])]) for k in links]

@@ -24,29 +24,39 @@ class Failed:
     def __str__(self) -> str:
         return f"failed ({self.why})"
 
+    def __round__(self, ndigits: int | None = None) -> "Failed":
+        return self             # a failed figure rounded is still failed (arithmetic on it raises)
+
 
 Measured = Union[T, Failed]       # a figure, or why it could not be measured
 
 
-def failed_figures(data: Any, where: str = "") -> list[str]:
+def failed_figures(data: Any) -> list[str]:
     """Every `Failed` in a report (nested dicts, lists, tuples), as ``"path: why"``."""
+    return [f"{path}: {why}" for path, why in _failed(data, "")]
+
+
+def say_failed(data: Any) -> bool:
+    """Print the failed measurements of a report, if any (those failed for one reason on one
+    line); True when there were some."""
+    by_why: dict[str, list[str]] = {}
+    for path, why in _failed(data, ""):
+        by_why.setdefault(why, []).append(path)
+    if by_why:
+        print("\nmeasurements that failed:\n" + "\n".join(f"  {', '.join(paths)}: {why}" for why, paths in by_why.items()))
+    return bool(by_why)
+
+
+def _failed(data: Any, where: str) -> list[tuple[str, str]]:
     if isinstance(data, Failed):
-        return [f"{where or 'figure'}: {data.why}"]
+        return [(where or "figure", data.why)]
     if isinstance(data, dict):
         items = ((f"{where}.{k}" if where else str(k), v) for k, v in data.items())
     elif isinstance(data, (list, tuple)):
         items = ((f"{where}[{i}]", v) for i, v in enumerate(data))
     else:
         return []
-    return [line for path, v in items for line in failed_figures(v, path)]
-
-
-def say_failed(data: Any) -> bool:
-    """Print the failed measurements of a report, if any; True when there were some."""
-    failed = failed_figures(data)
-    if failed:
-        print("\nmeasurements that failed:\n" + "\n".join(f"  {line}" for line in failed))
-    return bool(failed)
+    return [found for path, v in items for found in _failed(v, path)]
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None) -> str:

@@ -1,6 +1,8 @@
 """A measurement that failed is reported as failed, with why, never as a number: the demo's
-TCP figure (the real iperf3, server and client, in network namespaces made here) and its UDP
-sender, through the demo's own summary table, JSON report and list of failed figures.
+TCP figure (the real iperf3, server and client, in network namespaces made here), its UDP
+sender, an AllReduce run's figures (real ring workers on a namespace's loopback) and a
+load-balancing run's (the real traffic sender and receiver), through the tables, JSON reports
+and lists of failed figures the demos and benchmarks print.
 
 Two namespaces with only their loopback: the iperf3 server runs in one, the client in the other
 connects to its own 127.0.0.1, where nothing listens (the demo's figure when its client cannot
@@ -19,10 +21,15 @@ from pathlib import Path
 import pytest
 
 from aifabric import demo_fabric, report, traffic
+from aifabric.allreduce_lab import CELLS, RunResult, collect_workers
+from aifabric.lb_bench import LbPlan, ModeRun, summarise
 from aifabric.report import Failed
+from hostagent.traffic.drive import run_traffic
+from hostagent.traffic.flows import FlowSpec
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
 
+REPO = Path(__file__).resolve().parent.parent
 REFUSED = "iperf3: unable to connect to server: Connection refused"
 
 
@@ -34,6 +41,7 @@ class NsHost:
     ns: str
 
     def popen(self, argv: list[str], **kwargs) -> subprocess.Popen:
+        kwargs.setdefault("cwd", REPO)
         kwargs.setdefault("stdout", subprocess.PIPE)
         kwargs.setdefault("stderr", subprocess.PIPE)
         return subprocess.Popen(["ip", "netns", "exec", self.ns, *argv], **kwargs)
@@ -140,3 +148,73 @@ def test_failed_figures_are_found_wherever_they_are_in_a_report() -> None:
             "cells": (0, Failed("x"))}
     assert report.failed_figures(data) == ["runs[1].time_s: h3: no output", "cells[1]: x"]
     assert report.failed_figures({"a": 0, "b": 0.0, "c": None, "d": "failed"}) == []
+
+
+def _ring(host: NsHost, rank: int, retries: int) -> subprocess.Popen:
+    """A rank of a 2-worker ring on the namespace's loopback (127.0.0.1 and .2)."""
+    return host.popen([sys.executable, "-m", "hostagent.allreduce", "ring", "--peers", "127.0.0.1,127.0.0.2",
+                       "--rank", str(rank), "--size", "256", "--timeout", "0.05", "--retries", str(retries)])
+
+
+def _allreduce_table(r: RunResult) -> str:
+    """The row the AllReduce demo and benchmark print for a run."""
+    return report.table(["algorithm", *CELLS], [("ring", *r.cells())])
+
+
+def test_allreduce_whose_workers_gave_no_report_is_failed_not_timed(hosts, tmp_path) -> None:
+    _, host = hosts
+    r = RunResult("ring", ["w0", "w1"], 256, "float32")
+    # w1 cannot start (a rank outside the ring); w0 waits for it and gives up
+    collect_workers(r, {"w0": _ring(host, 0, retries=3), "w1": _ring(host, 7, retries=3)}, deadline_s=60)
+    assert r.errors[0].startswith("w0: error: ring job 0: rank 0 got no ack for step 0"), r.errors
+    assert r.errors[1] == "w1: error: rank 7 is outside 0..1", r.errors
+    failed = Failed("; ".join(r.errors))
+    assert r.unmeasured == failed
+    assert r.cells()[1:6] == (failed,) * 5
+
+    row = _allreduce_table(r).splitlines()[-1]
+    assert row.count(str(failed)) == 5
+    assert not re.search(r"\d", row.replace(str(failed), "").replace("0%", "")), row   # CPU busy is measured
+
+    report.write_json(tmp_path / "runs.json", {"runs": [r.summary()]})
+    saved = json.loads((tmp_path / "runs.json").read_text())["runs"][0]
+    for key in ("time_s", "algbw_MBps", "bytes_sent_per_worker", "bytes_received_per_worker", "retransmissions"):
+        assert saved[key] == {"failed": failed.why}, key
+
+
+def test_allreduce_whose_workers_reported_is_timed(hosts) -> None:
+    _, host = hosts
+    r = RunResult("ring", ["w0", "w1"], 256, "float32")
+    collect_workers(r, {"w0": _ring(host, 0, retries=200), "w1": _ring(host, 1, retries=200)}, deadline_s=60)
+    assert r.ok and r.unmeasured is None, r.errors
+    assert r.time_s == max(w["time_s"] for w in r.per_worker) > 0
+    assert r.algbw_kbps == pytest.approx(1024 / r.time_s / 1000)
+    assert report.failed_figures(r.summary()) == []
+    assert "failed" not in _allreduce_table(r)
+
+
+def test_lb_run_whose_sender_failed_is_failed_with_its_reason(hosts) -> None:
+    a, b = hosts
+    # the receiver listens in b; the sender in a connects to its own loopback, where nothing does
+    flows = [FlowSpec("a", "b", "tcp", 50021, 5001, 100_000)]
+    results = run_traffic({"a": a, "b": b}, flows, quiet=1.0, deadline=3.0, tcp_timeout=3.0,
+                          addr_of=lambda name: "127.0.0.1")
+    figures = ModeRun("ecmp", "permutation", 1, flows=[r.summary() for r in results]).figures(LbPlan(), {0: 100.0})
+    failed = Failed("flow 0 a->b: tcp to 127.0.0.1:5001 from port 50021: [Errno 111] Connection refused")
+    for key in ("throughput_vs_ideal", "fct_p50_s", "fct_p99_s", "out_of_order", "lost", "complete"):
+        assert figures[key] == failed, key
+
+    medians = summarise([figures])
+    assert medians[0]["throughput_vs_ideal"] == medians[0]["lost"] == Failed(f"seed 1: {failed.why}")
+    assert f"lost: seed 1: {failed.why}" in "\n".join(report.failed_figures(medians))
+
+
+def test_lb_run_whose_flows_arrived_is_measured(hosts) -> None:
+    _, b = hosts
+    flows = [FlowSpec("a", "b", "udp", 50031, 5003, 20, rate_pps=200)]
+    results = run_traffic({"a": NsHost("a", b.ns), "b": b}, flows, quiet=1.0, deadline=5.0,
+                          addr_of=lambda name: "127.0.0.1")
+    figures = ModeRun("ecmp", "permutation", 1, flows=[r.summary() for r in results]).figures(LbPlan(), {0: 200.0})
+    assert figures["complete"] == 1 and figures["lost"] == 0
+    assert isinstance(figures["throughput_vs_ideal"], float) and figures["throughput_vs_ideal"] > 0
+    assert report.failed_figures(summarise([figures])) == []
