@@ -28,7 +28,6 @@ import math
 import os
 import shutil
 import socket
-import subprocess
 import time
 
 import pytest
@@ -40,6 +39,7 @@ from controller import entries as E
 from controller.routing import NextHop
 from controller.switch import SwitchConnection
 from scenarios.runner import load_p4info, program_files
+from topologies.bmv2_cli import run_cli
 from topologies.testbed import Testbed
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (veths, namespaces, raw sockets)")
@@ -118,8 +118,7 @@ def _run(target: str) -> tuple[Bursts, int]:
         extra = ("--queue-rate", f"{RATE_PPS}@{OUT}") if target == "softswitch" else ()
         t = tb.start_target(target, device_id=1, extra_args=extra, thrift_port=thrift)
         if target == "bmv2":
-            subprocess.run(["simple_switch_CLI", "--thrift-port", str(thrift)], input=f"set_queue_rate {RATE_PPS} {OUT}\n",
-                           capture_output=True, text=True, timeout=30, check=True)
+            run_cli(thrift, [f"set_queue_rate {RATE_PPS} {OUT}"])
         with SwitchConnection(f"{target}:ecn", t.grpc_addr, device_id=1) as conn:
             conn.connect()
             conn.set_pipeline(info, json_path.read_bytes())

@@ -254,3 +254,30 @@ def test_the_te_loop_pins_the_elephants_it_sampled(lb_lab, modes):
         (window, in_force)
     assert all(r.complete and r.lost == 0 for r in results), [(r.summary()["lost"], r.summary()) for r in results]
     assert not te.overrides.pins                     # stopped: every pin removed
+
+
+def test_no_control_port_reachable_from_other_machines(lb_lab):
+    """Issue 29 (5): the lab's TCP listeners in this machine's namespace (every target's
+    P4Runtime and run-time control servers, the controller's) listen on loopback; the only
+    ones on every address are BMv2's Thrift servers, which cannot be bound to one, and each of
+    those ports is closed to other machines by the lab's nftables rule. A connection from a
+    network namespace on a veth link (another machine's place) reaches none of them, while it
+    does reach a listener of the test's own, on every address and closed by nothing."""
+    from exposure import lab_pids, outside_namespace, probe_from, tcp_listeners, wildcard_listener
+    from topologies import control_ports
+    from topologies.p4switch import RUN_DIR
+
+    lab = lb_lab[0]
+    listeners = tcp_listeners(lab_pids(RUN_DIR))
+    targets = [sw for sw in lab.net.switches if getattr(sw, "process", None) is not None]
+    grpc_ports = {sw.grpc_port for sw in targets}
+    assert grpc_ports <= {l.port for l in listeners}, f"the lab's P4Runtime ports are not all seen: {listeners}"
+    thrift = {(sw.process.pid, sw.thrift_port) for sw in targets if sw.target_kind == "bmv2"}
+    closed = control_ports.closed()
+    exposed = [str(l) for l in listeners if l.wildcard and not ((l.pid, l.port) in thrift and l.port in closed)]
+    assert not exposed, f"listening on every address, open to other machines: {exposed}"
+    with outside_namespace() as ns, wildcard_listener() as canary:
+        seen = probe_from(ns, [canary, *{l.port for l in listeners}])
+    assert seen[(4, canary)] == seen[(6, canary)] == "accepted", f"the probe reaches nothing: {seen}"
+    reached = sorted({f"IPv{fam} {port}" for (fam, port), how in seen.items() if how == "accepted" and port != canary})
+    assert not reached, f"another machine reaches the lab's control ports: {reached}"

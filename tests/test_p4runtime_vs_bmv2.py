@@ -21,6 +21,7 @@ from p4.v1 import p4runtime_pb2 as pb
 
 from p4rt_support import (DEL, INS, MOD, Client, action, exact, free_tcp_port, lpm, require_program, rng,
                           running_switch, table_entry, ternary)
+from topologies import control_ports
 
 pytestmark = pytest.mark.bmv2
 
@@ -316,8 +317,10 @@ def test_same_answers_as_simple_switch_grpc():
         pytest.skip("simple_switch_grpc is not on PATH")
     progs = [require_program(n) for n in ("tables", "stateful", "replication")]
     addr = f"127.0.0.1:{free_tcp_port()}"
+    thrift_port = free_tcp_port()
+    control_ports.close([thrift_port])      # BMv2's Thrift server binds every address
     proc = subprocess.Popen([bmv2, "--no-p4", "--device-id", "1", "--log-level", "error",
-                             "--thrift-port", str(free_tcp_port()), "--",
+                             "--thrift-port", str(thrift_port), "--",
                              "--grpc-server-addr", addr, "--cpu-port", "255"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -332,6 +335,7 @@ def test_same_answers_as_simple_switch_grpc():
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+        control_ports.reopen([thrift_port])
     with running_switch(ports={}, cpu_port=255) as (_, soft_addr):
         ours = _scenario(soft_addr, *progs)
     assert [label for label, _ in ours] == [label for label, _ in reference]

@@ -21,7 +21,14 @@ Command lines (``--target auto`` picks ``simple_switch_grpc`` when it is on PATH
 
 T, the run-time control port (BMv2's Thrift server, softswitch's ``--runtime-addr``), is
 16000 + device id for both, so ``set_queue_rate()``/``set_queue_depth()`` reach either target
-(``simple_switch_CLI --thrift-port T`` / ``softswitch-ctl --addr 127.0.0.1:T``).
+(``simple_switch_CLI --thrift-port T``, run with this project's Python by `topologies.bmv2_cli`
+whatever ``python3`` comes first on PATH / ``softswitch-ctl --addr 127.0.0.1:T``).
+
+No control port is open to other machines. The P4Runtime servers of both targets and
+softswitch's run-time control server listen on 127.0.0.1. BMv2's Thrift server listens on every
+address and has no option to do otherwise, so `start()` first closes T to every interface but
+loopback with the lab's nftables table (`topologies.control_ports`), and the port is reopened
+when the target has stopped; `cleanup()` reopens ports nothing listens on any more.
 
 BMv2 writes its log to ``<log_dir>/<name>.txt``, at ``info`` (start-up, tables, errors): at
 ``trace`` it writes lines for every packet at every table, which costs more than the packet itself
@@ -56,13 +63,14 @@ from mininet.log import debug, info, warn
 from mininet.node import Switch
 
 from topologies import addressing as ap
+from topologies import control_ports
 from topologies import heartbeat_generator as hbgen
+from topologies.bmv2_cli import BMV2_CLI, Bmv2CliError, run_cli
 from topologies.procs import (Proc, interfaces_in_netns_of, listening_tcp_ports, marked_env, own_netns,
                               snapshot, stop_processes)
 
 RUN_DIR = Path(os.environ.get("AIFABRIC_RUN_DIR", "/tmp/aifabric"))
 BMV2 = "simple_switch_grpc"
-BMV2_CLI = "simple_switch_CLI"
 SOFTSWITCH = "softswitch"
 TARGETS = ("auto", "bmv2", "softswitch")
 # BMv2's Thrift server: 16000 + device id. Its default (9090) would clash between switches, and
@@ -280,14 +288,10 @@ class P4Switch(MarkedNode, Switch):
         """Run one simple_switch_CLI-style command (``set_queue_rate 100 2``) on the target;
         P4SwitchError naming the switch and the command when it fails."""
         if self.target_kind == "bmv2":
-            result = subprocess.run(
-                [BMV2_CLI, "--thrift-port", str(self.thrift_port)],
-                input=command + "\n", capture_output=True, text=True, timeout=30, check=False,
-            )
-            answer = (result.stdout + result.stderr).strip()
-            if result.returncode != 0 or "Error" in answer or "Invalid" in answer:
-                raise P4SwitchError(f"switch {self.name}: {BMV2_CLI} {command!r} failed: {answer[-500:]}")
-            return answer
+            try:
+                return run_cli(self.thrift_port, [command])
+            except Bmv2CliError as err:
+                raise P4SwitchError(f"switch {self.name}: {err}") from None
         from softswitch.ctl import send_command
 
         try:
@@ -342,6 +346,11 @@ class P4Switch(MarkedNode, Switch):
             prepare_switch_interface(intf)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.pid_file.parent.mkdir(parents=True, exist_ok=True)
+        if self.target_kind == "bmv2":     # its Thrift server binds every address: close the port first
+            try:
+                control_ports.close([self.thrift_port])
+            except control_ports.ControlPortError as err:
+                raise P4SwitchError(f"switch {self.name}: Thrift port {self.thrift_port}: {err}") from None
         cmd = self.command()
         info(f"{self.name}: {' '.join(cmd)}\n")
         console = open(self.console_file, "wb")
@@ -412,6 +421,11 @@ class P4Switch(MarkedNode, Switch):
             self._console.close()  # type: ignore[attr-defined]
             self._console = None
         self.pid_file.unlink(missing_ok=True)
+        if self.target_kind == "bmv2" and (proc is None or proc.poll() is not None):
+            try:
+                control_ports.reopen([self.thrift_port])
+            except control_ports.ControlPortError as err:
+                warn(f"{self.name}: {err}\n")
 
     @classmethod
     def batchShutdown(cls, switches: Sequence["P4Switch"], run: object = None) -> list["P4Switch"]:
@@ -482,15 +496,18 @@ class Leftovers:
     namespaces: list[str] = field(default_factory=list)   # "netns INODE (node, ...)"
     interfaces: list[str] = field(default_factory=list)   # root-namespace interfaces
     ports: list[int] = field(default_factory=list)        # listening TCP ports
+    closed_ports: list[int] = field(default_factory=list)  # control-port rules with no listener left
 
     def __bool__(self) -> bool:
-        return bool(self.processes or self.namespaces or self.interfaces or self.ports)
+        return bool(self.processes or self.namespaces or self.interfaces or self.ports or self.closed_ports)
 
     def describe(self) -> str:
         """One line naming what is left, or "nothing"."""
         parts = []
         for label, items in (("processes", self.processes), ("network namespaces", self.namespaces),
-                             ("interfaces", self.interfaces), ("listening ports", [str(p) for p in self.ports])):
+                             ("interfaces", self.interfaces), ("listening ports", [str(p) for p in self.ports]),
+                             (f"ports closed by nft table inet {control_ports.TABLE}",
+                              [str(p) for p in self.closed_ports])):
             if items:
                 more = f", ... ({len(items) - 6} more)" if len(items) > 6 else ""
                 parts.append(f"{len(items)} {label} ({', '.join(items[:6])}{more})")
@@ -641,18 +658,22 @@ def leftovers(run_dir: Path | None = None, *, nodes: Iterable[str] | None = None
               ports: Iterable[int] | None = None) -> Leftovers:
     """What of aifabric's is on the machine now, touching nothing: target processes and every
     other process of its nodes, network namespaces of fabric hosts, root-namespace interfaces
-    with aifabric names, and listening TCP ports among ``ports`` (default: the P4Runtime and
-    run-time control ranges; none when ``nodes`` narrows the check)."""
+    with aifabric names, listening TCP ports among ``ports`` (default: the P4Runtime and
+    run-time control ranges; none when ``nodes`` narrows the check), and ports that
+    `topologies.control_ports` still closes with nothing listening there (of ``ports`` when
+    ``nodes`` narrows the check, else any)."""
     run_dir = (run_dir or RUN_DIR).resolve()
     only = set(nodes) if nodes is not None else None
     survey = _survey(run_dir, lambda n: only is None or n in only)
     if ports is None:
         ports = [] if only is not None else [*FABRIC_PORTS, *RUNTIME_PORTS]
+    ports = set(ports)
     return Leftovers(
         processes=[*survey.targets.values(), *survey.others.values()],
         namespaces=[f"netns {ino} ({', '.join(sorted(n))})" for ino, n in survey.namespaces.items()],
         interfaces=survey.interfaces,
-        ports=listening_tcp_ports(set(ports)),
+        ports=listening_tcp_ports(ports),
+        closed_ports=control_ports.stale(None if only is None else ports),
     )
 
 
@@ -666,9 +687,12 @@ def cleanup(run_dir: Path | None = None, *, nodes: Iterable[str] | None = None, 
     (``p0e0-eth1``, ``c3-eth2``, ..., the bridge ``tnet``) are deleted. Repeats (at most
     ``passes`` times) until nothing is found; ``remaining`` says what the last check found.
     With ``nodes``, only processes (targets included), namespaces and interfaces of those node
-    names are touched; ``ports`` go to the final `leftovers` check. OVS is never called."""
+    names are touched; ``ports`` go to the final `leftovers` check. Ports closed to other
+    machines for a BMv2 target (`topologies.control_ports`) on which nothing listens any more
+    are reopened: all of them, or with ``nodes`` those among ``ports``. OVS is never called."""
     run_dir = (run_dir or RUN_DIR).resolve()
     only = set(nodes) if nodes is not None else None
+    ports = set(ports) if ports is not None else None
 
     def wanted(node: str) -> bool:
         return only is None or node in only
@@ -686,6 +710,11 @@ def cleanup(run_dir: Path | None = None, *, nodes: Iterable[str] | None = None, 
     for pid_file in pid_dir.glob("*.pid") if pid_dir.is_dir() else []:
         if wanted(pid_file.stem):
             pid_file.unlink(missing_ok=True)
+    if only is None or ports is not None:   # BMv2 Thrift ports closed by a target that is gone
+        try:
+            control_ports.prune(None if only is None else (ports or set()))
+        except control_ports.ControlPortError as err:
+            report.errors.append(str(err))
     report.remaining = leftovers(run_dir, nodes=only, ports=ports)
     return report
 

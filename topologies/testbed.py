@@ -28,6 +28,7 @@ from pathlib import Path
 
 from pyroute2 import IPRoute, NetNS, netns
 
+from topologies import control_ports
 from topologies.p4switch import (
     BMV2_LOG_LEVEL,
     P4SwitchError,
@@ -144,9 +145,13 @@ class Target:
     proc: subprocess.Popen
     log_path: Path
     ports: dict[int, str] = field(default_factory=dict)
+    control_port: int | None = None     # BMv2's Thrift port, closed to other machines while it runs
 
     def stop(self) -> None:
         stop_process(self.proc.pid, proc=self.proc)
+        if self.control_port is not None and self.proc.poll() is not None:
+            control_ports.reopen([self.control_port])
+            self.control_port = None
 
     def memory_mib(self, field: str = "VmRSS") -> float:
         """A memory figure of the target process from /proc/PID/status, in MiB: ``VmRSS``
@@ -248,15 +253,19 @@ class Testbed:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         name = f"{self.prefix}-{kind}-{device_id}"
         ports = {n: hp.switch_iface for n, hp in self.ports.items()}
+        thrift_port = thrift_port or free_tcp_port()
         cmd = target_command(kind, exe, name=name, device_id=device_id, ports=sorted(ports.items()),
                              grpc_port=grpc_port, log_dir=self.run_dir, cpu_port=cpu_port,
-                             thrift_port=thrift_port or free_tcp_port(), extra_args=extra_args,
+                             thrift_port=thrift_port, extra_args=extra_args,
                              bmv2_log_level=bmv2_log_level)
         log_path = self.run_dir / (name if kind == "bmv2" else f"{name}.log")
+        if kind == "bmv2":          # its Thrift server binds every address (topologies.control_ports)
+            control_ports.close([thrift_port])
         out = open(self.run_dir / f"{name}.out", "w")
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         out.close()
-        t = Target(kind, name, f"127.0.0.1:{grpc_port}", proc, log_path, ports)
+        t = Target(kind, name, f"127.0.0.1:{grpc_port}", proc, log_path, ports,
+                   control_port=thrift_port if kind == "bmv2" else None)
         self.targets.append(t)
         deadline = time.monotonic() + timeout
         while not port_accepts(grpc_port):

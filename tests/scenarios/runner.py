@@ -10,10 +10,7 @@ must give the same result: that is the differential test.
 """
 from __future__ import annotations
 
-import functools
 import os
-import re
-import shutil
 import subprocess
 import sys
 import time
@@ -27,6 +24,7 @@ from p4.v1 import p4runtime_pb2
 
 from controller.p4info import P4Info
 from controller.switch import SwitchConnection
+from topologies.bmv2_cli import Bmv2CliError, find_cli, run_cli
 from topologies.testbed import Testbed, free_tcp_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -72,12 +70,7 @@ class Setup:
         """simple_switch_CLI commands (set_queue_rate, set_queue_depth) on either target:
         BMv2 through simple_switch_CLI, softswitch through softswitch-ctl."""
         if self.target == "bmv2":
-            cmd = ["simple_switch_CLI", "--thrift-port", str(self.thrift_port)]
-            res = subprocess.run(cmd, input="\n".join(commands) + "\n", capture_output=True, text=True,
-                                 timeout=30)
-            if res.returncode != 0 or "Error" in res.stdout:
-                raise RuntimeError(f"simple_switch_CLI {commands}: {res.stdout}{res.stderr}")
-            return res.stdout
+            return run_cli(self.thrift_port, commands)     # with the project's Python (topologies.bmv2_cli)
         ctl = str(Path(sys.executable).parent / "softswitch-ctl")
         out = []
         for c in commands:
@@ -94,8 +87,9 @@ class Setup:
         ``s.bmv2_thrift("print(c.bm_register_read(0, 'MyIngress.reg', 3))")``; returns what
         they print.
 
-        The calls run in the interpreter and module path simple_switch_CLI uses (the project's
-        venv has no bm_runtime); the CLI itself cannot be used for value sets: its pvs_add sizes
+        The calls run in the interpreter and with the module path the project runs
+        simple_switch_CLI with (`topologies.bmv2_cli`: the venv's Python, BMv2's directory for
+        bm_runtime); the CLI itself cannot be used for value sets: its pvs_add sizes
         values as ``(bitwidth + 7) / 8`` bytes, a float under Python 3, sends a byte too many
         and makes BMv2 abort."""
         python, paths = bmv2_thrift_python()
@@ -108,34 +102,18 @@ class Setup:
         return res.stdout
 
 
-@functools.lru_cache(maxsize=1)
-def _find_thrift_python() -> tuple[str, list[str]] | str:
-    """An interpreter that can import BMv2's Thrift client (bmpy_utils and thrift), and the module
-    path simple_switch_CLI adds; or why there is none. The CLI's own interpreter comes first, then
-    Debian's; `python3` first on PATH may be a venv or pyenv one without thrift."""
-    cli = shutil.which("simple_switch_CLI")
-    if cli is None:
-        return "simple_switch_CLI is not on PATH"
-    text = Path(cli).read_text(errors="replace")
-    paths = re.findall(r'sys\.path\.append\("([^"]+)"\)', text)
-    shebang = text.splitlines()[0][2:].split() if text.startswith("#!") else []
-    candidates = [shebang[-1] if shebang and shebang[0].endswith("env") else (shebang[0] if shebang else ""),
-                  "/usr/bin/python3", "python3"]
-    probe = f"import sys; sys.path[:0] = {paths!r}; import thrift, bmpy_utils"
-    for python in dict.fromkeys(c for c in candidates if c):
-        exe = shutil.which(python)
-        if exe and subprocess.run([exe, "-c", probe], capture_output=True, timeout=30).returncode == 0:
-            return exe, paths
-    return f"no Python here imports BMv2's Thrift client (tried {', '.join(dict.fromkeys(c for c in candidates if c))})"
-
-
 def bmv2_thrift_python() -> tuple[str, list[str]]:
-    """(interpreter, module path) for BMv2 Thrift calls; skips the test, saying why, where none works."""
-    found = _find_thrift_python()
-    if isinstance(found, str):
+    """(interpreter, module path) for BMv2 Thrift calls: the ones the project runs
+    simple_switch_CLI with; skips the test, saying why, where they cannot work."""
+    try:
+        cli = find_cli()
+    except Bmv2CliError as err:
         import pytest
-        pytest.skip(f"BMv2's Thrift client cannot run: {found}")
-    return found
+        pytest.skip(f"BMv2's Thrift client cannot run: {err}")
+    if cli.python is None:
+        import pytest
+        pytest.skip(f"BMv2's Thrift client cannot run: {cli.path} is not a Python script")
+    return cli.python, cli.module_path
 
 
 @dataclass
