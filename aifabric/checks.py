@@ -5,8 +5,8 @@ import time
 from typing import Callable
 
 from aifabric import traffic
-from aifabric.lab import Lab
-from aifabric.report import Measured
+from aifabric.lab import Lab, rss_mib
+from aifabric.report import Failed, Measured
 from topologies.fabric import Role
 
 Progress = Callable[[str], None]
@@ -19,6 +19,18 @@ def all_pairs(lab: Lab, family: str, progress: Progress | None = None, nic: int 
     hosts = [lab.host(h.name) for h in lab.fabric.hosts]
     attr = "ip4" if family == "ipv4" else "ip6"
     return traffic.all_pairs_ping(hosts, lambda h: str(getattr(plan[h.name], attr).ip), family, progress)
+
+
+def memory_mib(pids: dict[str, int]) -> dict[str, Measured[float]]:
+    """Resident memory of processes (name -> pid), MiB: mean, max and total; failed, naming
+    them, when some are gone."""
+    rss = {name: rss_mib(pid) for name, pid in pids.items()}
+    gone = sorted(name for name, mib in rss.items() if mib == 0)      # rss_mib: 0 when the process is gone
+    if gone:
+        failed = Failed(f"process gone: {', '.join(gone)}")
+        return {"mean": failed, "max": failed, "total": failed}
+    return {"mean": round(sum(rss.values()) / len(rss), 1), "max": round(max(rss.values()), 1),
+            "total": round(sum(rss.values()))}
 
 
 def forwarded(lab: Lab, switch: str) -> int:

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from aifabric import checks, report, traffic
-from aifabric.lab import Lab, rss_mib
+from aifabric.lab import Lab
 from controller.fabric_controller import Pipeline
 from topologies.fabric import fat_tree
 
@@ -27,7 +27,7 @@ def run(k: int = 4, target: str = "auto", json_path: str | None = None, flows: i
         figures["bring_up_s"] = {"targets": round(lab.bring_up.targets_s, 2),
                                  "program": round(lab.bring_up.program_s, 2),
                                  "total": round(lab.bring_up.total_s, 2)}
-        figures["switch_rss_mib"] = switch_memory(lab.switch_pids())
+        figures["switch_rss_mib"] = checks.memory_mib(lab.switch_pids())
 
         say("checking all-pairs reachability over IPv4")
         v4 = checks.all_pairs(lab, "ipv4", say)
@@ -62,16 +62,6 @@ def run(k: int = 4, target: str = "auto", json_path: str | None = None, flows: i
         print("\nunreached pairs: " + ", ".join(f"{a}->{b}" for a, b in v4.failures() + v6.failures())[:2000])
     failed = report.say_failed(figures)
     return 0 if ok and not failed else 1
-
-
-def switch_memory(pids: dict[str, int]) -> dict[str, report.Measured[float]]:
-    """Mean and max resident memory of the switch processes (MiB), failed if one is gone."""
-    rss = {name: rss_mib(pid) for name, pid in pids.items()}
-    gone = sorted(name for name, mib in rss.items() if mib == 0)     # rss_mib: 0 when the process is gone
-    if gone:
-        failed = report.Failed(f"switch process gone: {', '.join(gone)}")
-        return {"mean": failed, "max": failed}
-    return {"mean": round(sum(rss.values()) / len(rss), 1), "max": round(max(rss.values()), 1)}
 
 
 def summary_table(figures: dict) -> str:

@@ -155,7 +155,8 @@ def run(
     failed = [c for c, ok in checks.items() if not ok]
     if failed:
         print("\nchecks that failed: " + ", ".join(failed))
-    return 0 if not failed else 1
+    unmeasured = report.say_failed(figures)
+    return 0 if not failed and not unmeasured else 1
 
 
 def _read_ecn(lab: Lab) -> dict[str, int]:
@@ -250,12 +251,22 @@ def _hop_rows(summary: FlowSummary, names: dict[int, str]) -> list[dict]:
             "ingress_port": hop.ingress_port,
             "egress_port": hop.egress_port,
             "samples": stats.samples,
-            "latency_mean_us": round(stats.latency_mean_us or 0, 1),
-            "latency_max_us": stats.latency_max_us,
-            "queue_mean": round(stats.queue_mean or 0, 1),
-            "queue_max": stats.queue_max,
+            "latency_mean_us": _carried(stats.latency_mean_us, "hop latency"),
+            "latency_max_us": _carried(stats.latency_max_us, "hop latency"),
+            "queue_mean": _carried(stats.queue_mean, "queue occupancy"),
+            "queue_max": _carried(stats.queue_max, "queue occupancy"),
         })
     return rows
+
+
+def _carried(value: float | None, what: str) -> report.Measured[float]:
+    """A hop figure, or failed when none of the hop's INT reports carried it."""
+    return report.Failed(f"no INT report carried this hop's {what}") if value is None else round(value, 1)
+
+
+def _at_most(value: report.Measured[float], limit: float) -> bool:
+    """A measured figure within ``limit`` (a failed one is not)."""
+    return not isinstance(value, report.Failed) and value <= limit
 
 
 def _checks(congested: PhaseResult, alone: PhaseResult) -> dict[str, bool]:
@@ -268,9 +279,10 @@ def _checks(congested: PhaseResult, alone: PhaseResult) -> dict[str, bool]:
     if congested.path:
         last, others = congested.path[-1], congested.path[:-1]
         checks["congested: queue rises at the rate-limited hop only"] = (
-            (last["queue_max"] or 0) >= 10 and all((h["queue_max"] or 0) <= 3 for h in others))
+            not isinstance(last["queue_max"], report.Failed) and last["queue_max"] >= 10
+            and all(_at_most(h["queue_max"], 3) for h in others))
     checks["congested: packets marked CE"] = congested.ce_all > 0 and congested.ecn_marked_total > 0
-    checks["alone: no queue, no CE"] = alone.ce_watched == 0 and all((h["queue_max"] or 0) <= 3 for h in alone.path)
+    checks["alone: no queue, no CE"] = alone.ce_watched == 0 and all(_at_most(h["queue_max"], 3) for h in alone.path)
     return checks
 
 
@@ -305,6 +317,11 @@ def _print_tables(flow: FlowKey, congested: PhaseResult, alone: PhaseResult, fig
     print(f"\nswitch ports that marked CE (congested run): {marks}")
 
 
+def _plotted(value: report.Measured[float]) -> float:
+    """A figure for the picture: a failed one is left out (NaN draws nothing; the table says why)."""
+    return float("nan") if isinstance(value, report.Failed) else value
+
+
 def draw(path: Path, congested: PhaseResult, alone: PhaseResult, flow: FlowKey) -> None:
     """Per-hop queue depth and latency (mean bars, max markers) for both runs, and the
     congested hop's queue over the watched packets."""
@@ -316,8 +333,8 @@ def draw(path: Path, congested: PhaseResult, alone: PhaseResult, flow: FlowKey) 
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
     for ax, key, unit in ((axes[0], "queue", "packets"), (axes[1], "latency", "µs")):
         for offset, phase, color in ((-width / 2, congested, "tab:red"), (width / 2, alone, "tab:blue")):
-            means = [h[f"{key}_mean" if key == "queue" else "latency_mean_us"] for h in phase.path]
-            maxes = [h[f"{key}_max" if key == "queue" else "latency_max_us"] or 0 for h in phase.path]
+            means = [_plotted(h[f"{key}_mean" if key == "queue" else "latency_mean_us"]) for h in phase.path]
+            maxes = [_plotted(h[f"{key}_max" if key == "queue" else "latency_max_us"]) for h in phase.path]
             xs = [i + offset for i in range(len(phase.path))]
             ax.bar(xs, means, width, color=color, alpha=0.75, label=f"{phase.name}: mean")
             ax.scatter(xs, maxes, color=color, marker="v", zorder=3, label=f"{phase.name}: max")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence, TypeVar, Union
@@ -60,10 +61,19 @@ def _failed(data: Any, where: str) -> list[tuple[str, str]]:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None) -> str:
-    """An aligned text table; numbers right-aligned, text left-aligned."""
-    cells = [[_fmt(c) for c in row] for row in rows]
+    """An aligned text table; numbers right-aligned, text left-aligned. A `Failed` cell reads
+    ``failed (why)``, or ``failed [n]`` with ``[n] why`` under the table where several cells
+    failed for one reason."""
+    reasons = Counter(c.why for row in rows for c in row if isinstance(c, Failed))
+    notes = [why for why, n in reasons.items() if n > 1]
+
+    def fmt(c: Any) -> str:
+        return f"failed [{notes.index(c.why) + 1}]" if isinstance(c, Failed) and c.why in notes else _fmt(c)
+
+    cells = [[fmt(c) for c in row] for row in rows]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-    numeric = [all(_is_number(row[i]) for row in rows) if rows else False for i in range(len(headers))]
+    numeric = [all(_is_number(row[i]) or isinstance(row[i], Failed) for row in rows) if rows else False
+               for i in range(len(headers))]
 
     def line(values: Sequence[str]) -> str:
         return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)).rstrip()
@@ -71,6 +81,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], title: str | No
     out = [title] if title else []
     out += [line(headers), line(["-" * w for w in widths])]
     out += [line(r) for r in cells]
+    out += [f"[{n}] {why}" for n, why in enumerate(notes, 1)]
     return "\n".join(out)
 
 

@@ -17,21 +17,21 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from aifabric import report  # noqa: E402
-from aifabric.lab import Lab, rss_mib  # noqa: E402
+from aifabric import checks, report  # noqa: E402
+from aifabric.lab import Lab  # noqa: E402
 from topologies.fabric import fat_tree  # noqa: E402
 
 
 def measure(k: int, target: str) -> dict:
     fabric = fat_tree(k)
     with Lab(fabric, target=target, progress=report.progress) as lab:
-        rss = [rss_mib(pid) for pid in lab.switch_pids().values()]
+        rss = checks.memory_mib(lab.switch_pids())
         a, b = fabric.hosts[0], fabric.hosts[-1]
         ok = " 0% packet loss" in lab.host(a.name).cmd(f"ping -c 3 -i 0.2 -W 2 {b.ip4.ip}")
         return {"k": k, "target": target, "switches": len(fabric.switches), "hosts": len(fabric.hosts),
                 "targets_s": round(lab.bring_up.targets_s, 2), "program_s": round(lab.bring_up.program_s, 2),
-                "total_s": round(lab.bring_up.total_s, 2), "rss_mean_mib": round(sum(rss) / len(rss), 1),
-                "rss_max_mib": round(max(rss), 1), "rss_total_mib": round(sum(rss)), "forwards": ok}
+                "total_s": round(lab.bring_up.total_s, 2), "rss_mean_mib": rss["mean"],
+                "rss_max_mib": rss["max"], "rss_total_mib": rss["total"], "forwards": ok}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
         title="Fat-tree bring-up"))
     report.write_json(args.json, {"results": results})
     print(f"JSON: {args.json}")
-    return 0 if all(r["forwards"] for r in results) else 1
+    failed = report.say_failed(results)
+    return 0 if all(r["forwards"] for r in results) and not failed else 1
 
 
 if __name__ == "__main__":

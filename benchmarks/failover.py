@@ -77,14 +77,19 @@ def main(argv: list[str] | None = None) -> int:
                f"{plan.probe_pps} probes/s + a {plan.flow_pps} packets/s UDP flow, element down {plan.down_s:g} s; "
                f"medians of {args.runs} runs; link heartbeats every {beats.link_interval_ms:g} ms, skipped after "
                f"{beats.link_multiplier}; controller heartbeats every {beats.interval_ms:g} ms, dead after {beats.multiplier}")))
+    figures = [r.figures() for r in runs]
     report.write_json(args.json, {"target": args.target, "links": plan.links().describe(), "plan": vars(plan),
-                                  "heartbeats": vars(beats), "summary": rows,
-                                  "runs": [r.figures() for r in runs],
+                                  "heartbeats": vars(beats), "summary": rows, "runs": figures,
                                   "timelines": {r.scenario: r.arrivals for r in runs if r.run == 1}})
     draw(Path(args.png), [r for r in runs if r.run == 1], plan)
     print(f"\nJSON: {Path(args.json).resolve()}\npicture: {Path(args.png).resolve()}")
     wrong = [r for r in runs if r.allreduce.get("wrong")]
-    return 1 if wrong else 0
+    unmeasured = [f"{r.scenario} run {r.run}: {'; '.join(r.errors)}" for r in runs if r.errors]
+    if unmeasured:      # such a run's probe figures stayed at their defaults (0 lost): not measured
+        print("\nruns whose probes were not measured (their figures above are not measurements):\n"
+              + "\n".join(f"  {line}" for line in unmeasured))
+    failed = report.say_failed(figures)
+    return 1 if wrong or unmeasured or failed else 0
 
 
 def _v(x):

@@ -1,8 +1,9 @@
 """A measurement that failed is reported as failed, with why, never as a number: the demo's
 TCP figure (the real iperf3, server and client, in network namespaces made here), its UDP
-sender, an AllReduce run's figures (real ring workers on a namespace's loopback) and a
-load-balancing run's (the real traffic sender and receiver), through the tables, JSON reports
-and lists of failed figures the demos and benchmarks print.
+sender, an AllReduce run's figures (real ring workers on a namespace's loopback), a
+load-balancing run's (the real traffic sender and receiver), INT hop figures (a report the INT
+collector decoded) and processes' memory, through the tables, JSON reports and lists of failed
+figures the demos and benchmarks print.
 
 Two namespaces with only their loopback: the iperf3 server runs in one, the client in the other
 connects to its own 127.0.0.1, where nothing listens (the demo's figure when its client cannot
@@ -19,11 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from scapy.layers.inet import IP, UDP
 
-from aifabric import demo_fabric, report, traffic
+from aifabric import checks, demo_fabric, demo_int, report, traffic
 from aifabric.allreduce_lab import CELLS, RunResult, collect_workers
 from aifabric.lb_bench import LbPlan, ModeRun, summarise
 from aifabric.report import Failed
+from controller.int_collector import IntCollector
+from controller.int_report import FlowKey, HopRecord, group_header, individual_report, int_md_stack
 from hostagent.traffic.drive import run_traffic
 from hostagent.traffic.flows import FlowSpec
 
@@ -172,9 +176,9 @@ def test_allreduce_whose_workers_gave_no_report_is_failed_not_timed(hosts, tmp_p
     assert r.unmeasured == failed
     assert r.cells()[1:6] == (failed,) * 5
 
-    row = _allreduce_table(r).splitlines()[-1]
-    assert row.count(str(failed)) == 5
-    assert not re.search(r"\d", row.replace(str(failed), "").replace("0%", "")), row   # CPU busy is measured
+    *_, row, note = _allreduce_table(r).splitlines()          # one reason for five cells: a note under the table
+    assert row.split() == ["ring", "NO", *["failed", "[1]"] * 5, f"{100 * r.cpu_busy:.0f}%"], row   # CPU: measured
+    assert note == f"[1] {failed.why}"
 
     report.write_json(tmp_path / "runs.json", {"runs": [r.summary()]})
     saved = json.loads((tmp_path / "runs.json").read_text())["runs"][0]
@@ -218,3 +222,34 @@ def test_lb_run_whose_flows_arrived_is_measured(hosts) -> None:
     assert figures["complete"] == 1 and figures["lost"] == 0
     assert isinstance(figures["throughput_vs_ideal"], float) and figures["throughput_vs_ideal"] > 0
     assert report.failed_figures(summarise([figures])) == []
+
+
+def test_memory_of_a_process_that_is_gone_is_failed_naming_it() -> None:
+    gone = subprocess.Popen(["true"])
+    gone.wait()                                   # exited and reaped: its /proc entry is gone
+    assert checks.memory_mib({"s1": os.getpid(), "s2": gone.pid}) == dict.fromkeys(
+        ("mean", "max", "total"), Failed("process gone: s2"))
+    measured = checks.memory_mib({"s1": os.getpid(), "s2": os.getppid()})
+    assert all(isinstance(v, (int, float)) and v > 0 for v in measured.values()), measured
+
+
+def test_int_hop_whose_reports_carried_no_queue_or_latency_is_failed_not_zero(capsys) -> None:
+    collector = IntCollector(port=0)
+    hop = HopRecord(switch_id=1, ingress_port=1, egress_port=3, hop_latency_us=None, queue_id=None,
+                    queue_occupancy=None)             # the switch could not fill them in
+    inner = bytes(IP(src="10.0.0.2", dst="10.3.1.3", tos=(0x2A << 2) | 2) / UDP(sport=40000, dport=5001))
+    stack = int_md_stack([hop], bitmap=demo_int.INT_BITMAP, remaining_hop_count=5, shim_field=0x0A << 2)
+    assert collector.ingest(group_header(20, 1) + individual_report(inner + stack, in_type=4)) == 1
+    flow = FlowKey("10.0.0.2", "10.3.1.3", 17, 40000, 5001)
+
+    (row,) = demo_int._hop_rows(collector.flow(flow), {1: "p3e1"})
+    latency, queue = Failed("no INT report carried this hop's hop latency"), \
+        Failed("no INT report carried this hop's queue occupancy")
+    assert (row["latency_mean_us"], row["latency_max_us"], row["queue_mean"], row["queue_max"]) == \
+        (latency, latency, queue, queue)
+
+    alone = demo_int.PhaseResult("alone", path=[row])
+    assert demo_int._checks(alone, alone)["alone: no queue, no CE"] is False    # an unknown queue is not "none"
+    demo_int._print_tables(flow, alone, alone, {"int_bytes": {"per_hop": 32, "per_packet": 48}})
+    hop_line = next(line for line in capsys.readouterr().out.splitlines() if line.lstrip().startswith("1  p3e1"))
+    assert hop_line.split()[:4] == ["1", "p3e1", "1", "3"] and hop_line.count("failed [") == 8, hop_line
