@@ -55,7 +55,8 @@ from topologies.addressing import TELEMETRY_BRIDGE
 from topologies.heartbeat_generator import NODE_NAME as HEARTBEATS_NODE
 from topologies.heartbeat_generator import HeartbeatGenerator
 from topologies.mininet_topo import make_net, stop_net
-from topologies.p4switch import RUN_DIR, THRIFT_PORT_BASE, Leftovers, cleanup, leftovers
+from softswitch.fastpath import build_ahead
+from topologies.p4switch import RUN_DIR, THRIFT_PORT_BASE, Leftovers, cleanup, leftovers, resolve_target
 
 if TYPE_CHECKING:
     from aifabric.description import FabricDescription
@@ -142,6 +143,7 @@ class Lab:
         self.progress(f"starting {nsw} switch targets and {len(self.fabric.hosts)} hosts "
                       f"({self.fabric.describe()}, target {self.target})")
         t0 = time.monotonic()
+        self._build_packet_path()
         int_on = self.telemetry is not None and self.telemetry.int_enabled
         self.net = make_net(self.fabric, target=self.target, log_dir=self.log_dir, telemetry=int_on,
                             heartbeat_generator=self.link_heartbeat_ms is not None)
@@ -165,6 +167,12 @@ class Lab:
             self._start_controller()
         if self.hostagent is not None:
             self._start_hostagents()
+
+    def _build_packet_path(self) -> None:
+        """softswitch targets: their compiled packet path built before they start (see
+        `softswitch.fastpath.build_ahead`), not by one of them while the fabric runs."""
+        if self.run_controller and resolve_target(self.target)[0] == "softswitch":
+            self.progress(build_ahead(self.pipeline.device_config, self.progress))
 
     def _start_controller(self) -> None:
         self.progress(f"targets ready in {self.bring_up.targets_s:.1f} s; pushing the pipeline and routes")

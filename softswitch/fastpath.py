@@ -16,9 +16,10 @@ Modes (``softswitch --compiled``):
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from .pipeline.compiled import CompileError, PathCompiler
 from .pipeline.program import Program
@@ -99,3 +100,34 @@ class FastPath:
     def _failed(self, e: Exception) -> None:
         self.last_error = str(e)
         log.warning("compiled packet path unavailable, the Python path goes on: %s", e)
+
+
+def build_ahead(program_json: bytes, progress: Callable[[str], None] = lambda msg: None) -> str:
+    """Build the compiled packet path of a program that a fabric of softswitches is about to
+    run, before any switch starts; returns what was done, in a few words.
+
+    With "auto" on a fresh machine the switches would start on the Python path while one of
+    them compiles in the background: a whole fabric then shares the CPU with the C compiler for
+    minutes, and a fabric that ends sooner (a test module) kills the build, so the next one
+    starts over. Built here once, every switch finds it cached and runs compiled from its first
+    packet. Ctrl-C stops the build."""
+    if os.environ.get("SOFTSWITCH_COMPILED", "auto") == "off":
+        return "compiled packet path off (SOFTSWITCH_COMPILED=off)"
+    compiler = PathCompiler()
+    why = compiler.missing()
+    if why:
+        return f"packet path stays Python: {why}"
+    program = Program(program_json)
+    if compiler.is_built(program):
+        return "compiled packet path cached"
+    progress("building softswitch's compiled packet path for this program (once per machine and "
+             "program; about 2 minutes of one core for the fabric program)")
+    started = time.monotonic()
+    try:
+        compiler.build(program)
+    except CompileError as e:
+        return f"packet path stays Python: {e}"
+    except BaseException:
+        compiler.cancel()
+        raise
+    return f"compiled packet path built in {time.monotonic() - started:.0f} s"

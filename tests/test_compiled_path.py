@@ -266,6 +266,31 @@ def test_auto_builds_in_the_background_and_switches_over(tmp_path: Path, monkeyp
 
 
 @needs_compiler
+def test_a_fabric_s_program_is_built_ahead_and_its_switches_start_compiled(tmp_path: Path, monkeypatch):
+    """build_ahead (what a Lab of softswitches does before any switch starts): built once, found
+    cached after, nothing built when the compiled path is off; a switch then runs it compiled
+    from its first packet, with no build in its background."""
+    from softswitch.fastpath import build_ahead
+
+    monkeypatch.setenv("SOFTSWITCH_CACHE", str(tmp_path))
+    said: list[str] = []
+    monkeypatch.setenv("SOFTSWITCH_COMPILED", "off")
+    assert build_ahead(BASIC_JSON.read_bytes(), said.append) == "compiled packet path off (SOFTSWITCH_COMPILED=off)"
+    assert not PathCompiler().is_built(Program(BASIC_JSON.read_bytes())) and said == []
+    monkeypatch.delenv("SOFTSWITCH_COMPILED")
+    assert build_ahead(BASIC_JSON.read_bytes(), said.append).startswith("compiled packet path built in ")
+    assert len(said) == 1 and "once per machine" in said[0]
+    assert PathCompiler().is_built(Program(BASIC_JSON.read_bytes()))
+    assert build_ahead(BASIC_JSON.read_bytes(), said.append) == "compiled packet path cached" and len(said) == 1
+    sw = Switch(SwitchConfig(json_path=str(BASIC_JSON), grpc_addr=f"127.0.0.1:{free_tcp_port()}", compiled="auto"))
+    sw.start()
+    try:
+        assert sw.program.compiled and sw.fast_path.status()["building"] is False
+    finally:
+        sw.stop()
+
+
+@needs_compiler
 def test_a_failed_background_build_leaves_the_python_path_running(tmp_path: Path, monkeypatch):
     monkeypatch.setenv("SOFTSWITCH_CACHE", str(tmp_path))
     monkeypatch.setenv("CC", "false")               # a compiler that fails every build

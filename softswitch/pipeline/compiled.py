@@ -130,17 +130,23 @@ class PathCompiler:
             return f"Python's C headers are not installed (no {self.include}/Python.h: apt-get install python3-dev)"
         return None
 
+    def is_built(self, program: Program) -> bool:
+        """The program's build and softswitch's own compiled modules are in the cache (nothing
+        is loaded)."""
+        if importlib.util.find_spec("Cython") is None:    # its version names the builds
+            return False
+        names = [self._support_name(kind)[0] for kind in SUPPORT_SOURCES]
+        return all(self._module_path(n).exists() for n in (*names, self._name(program)))
+
     def cached(self, program: Program) -> dict[str, Callable] | None:
         """The program's compiled functions if its build and softswitch's own compiled modules
         are in the cache, else None."""
-        if importlib.util.find_spec("Cython") is None:    # its version names the builds
+        if not self.is_built(program):
             return None
         names = [self._support_name(kind)[0] for kind in SUPPORT_SOURCES]
-        name = self._name(program)
-        if not all(self._module_path(n).exists() for n in (*names, name)):
-            return None
         for kind, n in zip(SUPPORT_SOURCES, names):
             _support[kind] = self._load(n, self._module_path(n))
+        name = self._name(program)
         return self._make(program, name, self._module_path(name))
 
     def build(self, program: Program) -> dict[str, Callable]:
