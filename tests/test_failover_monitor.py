@@ -15,7 +15,7 @@ from controller.failover.entries import (
 )
 from controller.failover.heartbeat import Heartbeat, decode, encode
 from controller.failover.localise import Failure, down_links, fabric_links, localise
-from controller.failover.monitor import PortMonitor
+from controller.failover.monitor import LATENESS_ROUNDS, MAX_STRETCH, PortMonitor
 from controller.routing import compute_forwarding
 from controller.topology import TopologyModel
 from topologies.fabric import fat_tree
@@ -52,6 +52,55 @@ def test_a_starved_ticker_does_not_blame_the_links():
     assert mon.check(5.0) == []           # one round after a long stall: nothing was sent meanwhile
     assert mon.check(5.01) == [] and mon.check(5.02) == []
     assert [c.alive for c in mon.check(5.03)] == [False]
+
+
+def test_late_heartbeats_stretch_detection_instead_of_killing_a_healthy_port():
+    """Heartbeats that arrive 50 ms after they were sent, A's in clumps 60 ms apart (twice the
+    30 ms detection time): A stays alive. Cut, it dies once silent for 30 ms + the lateness, and
+    the verdict says by how much it was stretched; once heartbeats are on time again for
+    LATENESS_ROUNDS rounds, detection is back to 30 ms."""
+    mon = PortMonitor({A: B, B: A}, CFG, now=0.0)
+    t, seq = 0.0, 0
+    for _ in range(60):                          # 0.6 s: rounds every 10 ms, A's delivered 6 at a time
+        t += 0.01
+        seq += 1
+        mon.heard(B, t, seq, late=0.05)
+        if seq % 6 == 0:
+            for s_ in range(seq - 5, seq + 1):
+                mon.heard(A, t, s_, late=0.05 + 0.01 * (seq - s_))
+        assert mon.check(t) == [], f"round {seq}: a port found dead although its heartbeats only came late"
+    assert mon.lateness == pytest.approx(0.10)
+    cut = t                                      # A's link cut: B still hears, late as before
+    while not mon.dead():
+        t += 0.01
+        seq += 1
+        mon.heard(B, t, seq, late=0.05)
+        changes = mon.check(t)
+    assert [(c.port, c.alive) for c in changes] == [(A, False)]
+    assert changes[0].stretched == pytest.approx(0.10)
+    assert 0.03 + 0.10 < t - cut <= 0.03 + 0.10 + 0.011
+    mon = PortMonitor({A: B, B: A}, CFG, now=0.0)   # on time: no stretch, the stated 30 ms
+    t, seq = 0.0, 0
+    for late in [0.05] * 5 + [0.0] * LATENESS_ROUNDS:
+        t += 0.01
+        seq += 1
+        mon.heard(A, t, seq, late)
+        mon.heard(B, t, seq, late)
+        mon.check(t)
+    assert mon.lateness == 0.0
+    cut = t
+    while not mon.dead():
+        t += 0.01
+        seq += 1
+        mon.heard(B, t, seq)
+        changes = mon.check(t)
+    assert changes[0].stretched == 0.0 and t - cut <= 0.03 + 0.011
+
+
+def test_lateness_is_capped():
+    mon = PortMonitor({A: B, B: A}, CFG, now=0.0)
+    mon.heard(A, 0.0, 1, late=60.0)
+    assert mon.lateness == MAX_STRETCH * CFG.detect_s
 
 
 TRIANGLE = {("s1", 1): ("s2", 1), ("s2", 1): ("s1", 1), ("s1", 2): ("s3", 1), ("s3", 1): ("s1", 2),

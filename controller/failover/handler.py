@@ -70,8 +70,9 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class PortEvent:
     """A port found dead or alive again: ``last_heard`` (the last heartbeat before the
-    decision), ``decided`` (the monitor's verdict) and ``written`` (``port_status`` written to
-    the switch; None when the switch could not be reached)."""
+    decision), ``decided`` (the monitor's verdict), ``written`` (``port_status`` written to
+    the switch; None when the switch could not be reached) and ``stretched`` (seconds the
+    detection waited beyond its stated time because heartbeats were arriving late)."""
 
     switch: str
     port: int
@@ -79,6 +80,7 @@ class PortEvent:
     last_heard: float
     decided: float
     written: float | None
+    stretched: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -238,11 +240,12 @@ class FailureHandler:
             beat = decode(packet.payload)
             if beat is None:
                 return False
-            now = time.monotonic()
+            now_ns = time.monotonic_ns()
             port = self.p4info.packet_in_metadata(packet).get("ingress_port")
             expected = self._peer.get((switch, port))  # type: ignore[arg-type]
             if expected == (self._names.get(beat.device_id), beat.port):
-                self.monitor.heard((switch, port), now, beat.seq)  # type: ignore[arg-type]
+                late = max(0, now_ns - beat.sent_ns) / 1e9      # sent by this process's ticker
+                self.monitor.heard((switch, port), now_ns / 1e9, beat.seq, late)  # type: ignore[arg-type]
                 self.heartbeats_heard += 1
             else:
                 log.warning("%s port %s: heartbeat from device %d port %d, expected %s",
@@ -325,9 +328,12 @@ class FailureHandler:
                 continue
             switch, port = item.port
             written = self._write_liveness(switch, port, item.alive)
-            self.events.append(PortEvent(switch, port, item.alive, item.last_heard, item.at, written))
-            log.warning("%s port %d (to %s) %s", switch, port, self._peer[item.port][0],
-                        "alive again" if item.alive else "dead")
+            self.events.append(PortEvent(switch, port, item.alive, item.last_heard, item.at, written, item.stretched))
+            stretched = (f" (silent {1000 * (item.at - item.last_heard):.0f} ms; detection stretched by "
+                         f"{1000 * item.stretched:.0f} ms: heartbeats were arriving that late)"
+                         if item.stretched > 0.1 * self.config.detect_s else "")
+            log.warning("%s port %d (to %s) %s%s", switch, port, self._peer[item.port][0],
+                        "alive again" if item.alive else "dead", stretched)
             if self._writes.empty():
                 self._reroute_wanted.set()      # the data plane first, then the routes
 

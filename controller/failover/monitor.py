@@ -19,20 +19,33 @@ in arrival times: another port speaks for the link only once it has heard a hear
 backlog in a burst, port after port; by arrival time the ports flushed first would look alive
 well after the others fell silent, by round they do not.
 
-`check(now, unreachable)` returns the transitions since the last call; `heard(port, now, seq)`
-records a heartbeat of round ``seq``. Thread-safe: the stream readers call `heard`, the ticker
-calls `check`.
+A loaded machine also delays heartbeats without stalling anything outright: every hop (the
+controller's stream, the sending switch's server and pipeline, the receiving switch, the stream
+back) waits for a share of the CPU, so a port's heartbeats arrive as late as the slowest of those
+at that moment, and the gap between two of them grows by as much. Each heartbeat carries its
+send time, so the monitor knows how late they arrive: a port is dead only once it has been
+silent for the detection time *plus* the largest lateness seen in the last `LATENESS_ROUNDS`
+rounds (at most `MAX_STRETCH` detection times). On an idle machine that adds a few
+milliseconds; on a starved one detection takes longer instead of blaming a healthy link, and
+every verdict says by how much it was stretched (``Transition.stretched``).
+
+`check(now, unreachable)` returns the transitions since the last call; `heard(port, now, seq,
+late)` records a heartbeat of round ``seq`` that arrived ``late`` seconds after it was sent.
+Thread-safe: the stream readers call `heard`, the ticker calls `check`.
 """
 
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 
 from controller.failover.config import HeartbeatConfig
 
 PortKey = tuple[str, int]   # (switch name, port)
+LATENESS_ROUNDS = 20        # heartbeat rounds whose lateness counts (2 s at the default 100 ms)
+MAX_STRETCH = 10            # detection is stretched by at most this many detection times
 
 
 @dataclass(frozen=True)
@@ -41,6 +54,7 @@ class Transition:
     alive: bool
     at: float          # when the monitor decided (the time passed to check)
     last_heard: float  # the last heartbeat heard on the port before the decision
+    stretched: float = 0.0   # seconds added to the detection time for late heartbeats (dead only)
 
 
 @dataclass
@@ -68,20 +82,34 @@ class PortMonitor:
             self._same_sender[key] = [k for k, p in self._peer.items() if p[0] == peer[0] and k != key]
         for key in self._peer:
             self._ports[key] = _PortState(alive=True, last_heard=now, deadline=now + config.grace_ms / 1000.0)
+        self._late_now = 0.0                                # the latest heartbeat of this round
+        self._late_rounds: deque[float] = deque(maxlen=LATENESS_ROUNDS)
+
+    @property
+    def lateness(self) -> float:
+        """How much later than their interval heartbeats may arrive now: the latest one of the
+        last LATENESS_ROUNDS rounds, capped at MAX_STRETCH detection times."""
+        with self._lock:
+            return self._stretch()
+
+    def _stretch(self) -> float:
+        late = max(self._late_now, max(self._late_rounds, default=0.0))
+        return min(late, MAX_STRETCH * self.config.detect_s)
 
     @property
     def ports(self) -> list[PortKey]:
         return list(self._ports)  # type: ignore[arg-type]
 
-    def heard(self, port: PortKey, now: float, seq: int) -> None:
+    def heard(self, port: PortKey, now: float, seq: int, late: float = 0.0) -> None:
         with self._lock:
             st = self._ports.get(port)
             if st is None:
                 return
+            self._late_now = max(self._late_now, late)
             if not st.alive:
                 # recovery needs heartbeats in a row: a stray one long after the last restarts it
                 gap = now - st.last_heard
-                st.recovering = st.recovering + 1 if gap <= self.config.detect_s else 1
+                st.recovering = st.recovering + 1 if gap <= self.config.detect_s + self._stretch() else 1
             st.last_heard = now
             st.last_seq = max(st.last_seq, seq)
             st.missed = 0
@@ -112,13 +140,16 @@ class PortMonitor:
         ``hold``: no port is found dead in this call (the controller knows it is too busy)."""
         out = []
         with self._lock:
+            stretch = self._stretch()
+            self._late_rounds.append(self._late_now)
+            self._late_now = 0.0
             for key, st in self._ports.items():
                 st.missed += 1
-                if (st.alive and not hold and now > st.deadline and st.missed > self.config.multiplier
+                if (st.alive and not hold and now > st.deadline + stretch and st.missed > self.config.multiplier
                         and self._own_silence(key, unreachable)):  # type: ignore[arg-type]
                     st.alive = False
                     st.recovering = 0
-                    out.append(Transition(key, False, now, st.last_heard))  # type: ignore[arg-type]
+                    out.append(Transition(key, False, now, st.last_heard, stretch))  # type: ignore[arg-type]
                 elif not st.alive and st.recovering >= self.config.recover_after:
                     st.alive = True
                     st.recovering = 0
