@@ -103,10 +103,10 @@ def udp_flows(src, dst_addr: str, flows: int = 64, count: int = 20, base_port: i
     seconds apart (a burst of ``flows`` datagrams each: gentle enough for BMv2's debug build);
     returns datagrams sent, or `Failed` with the sender's last words."""
     family = 10 if ipv6 else 2
-    args = f"{dst_addr} {family} {flows} {count} {base_port} {interval}"
-    out = src.cmd(f"python3 -c {shlex.quote(_UDP_FLOWS)} {args} 2>&1")
-    if out.strip():             # the sender prints nothing unless it failed
-        return Failed(f"UDP sender on {src.name}: {out.strip().splitlines()[-1].strip()}")
+    proc = src.popen(["python3", "-c", _UDP_FLOWS, dst_addr, *map(str, (family, flows, count, base_port, interval))])
+    _, err = _output(proc)
+    if proc.returncode != 0:
+        return Failed(f"UDP sender on {src.name}: {_last_line(err, proc)}")
     return flows * count
 
 
@@ -141,18 +141,19 @@ def iperf_tcp(client, server, server_addr: str, seconds: int = 2, port: int = IP
 def iperf_client(client, server_addr: str, port: int = IPERF_PORT, seconds: int = 2) -> Measured[float]:
     """Run the iperf3 client in ``client`` against a server at ``server_addr``:``port``: the
     receiver's Mbit/s, or `Failed` with iperf3's reason."""
-    out = client.cmd(f"iperf3 -c {shlex.quote(server_addr)} -p {port} -t {seconds} -J --connect-timeout 3000 2>&1")
-    return iperf_mbps(out)
-
-
-def iperf_mbps(out: str) -> Measured[float]:
-    """The receiver's Mbit/s from iperf3's JSON report (``-J``), or why there is none (iperf3
-    reports its own failures in the JSON, exit status 0)."""
+    proc = client.popen(["iperf3", "-c", server_addr, "-p", str(port), "-t", str(seconds), "-J",
+                         "--connect-timeout", "3000"])
+    out, err = _output(proc)
     try:
         data = json.loads(out)
     except ValueError:
-        lines = out.strip().splitlines()
-        return Failed(f"iperf3: {lines[-1].strip() if lines else 'no output'}")
+        return Failed(f"iperf3: {_last_line(err or out, proc)}")
+    return iperf_mbps(data)
+
+
+def iperf_mbps(data: dict) -> Measured[float]:
+    """The receiver's Mbit/s from iperf3's JSON report (``-J``), or why there is none (iperf3
+    reports its own failures in the JSON, exit status 0)."""
     if data.get("error"):
         return Failed(f"iperf3: {data['error']}")
     bps = data.get("end", {}).get("sum_received", {}).get("bits_per_second")
@@ -167,13 +168,24 @@ def _wait_tcp_listening(host, proc, port: int, what: str, timeout: float = 10.0)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            out, err = (b.decode(errors="replace") if isinstance(b, bytes) else (b or "") for b in proc.communicate())
+            out, err = _output(proc)
             said = "; ".join(line.strip() for line in (err.strip() or out.strip()).splitlines())[-300:]
             return Failed(f"{what}: {said or f'exited with status {proc.returncode}'}")
         if _listening(host.cmd("cat /proc/net/tcp /proc/net/tcp6"), port):
             return None
         time.sleep(0.05)
     return Failed(f"{what} on {host.name} was not listening on port {port} after {timeout:g} s")
+
+
+def _output(proc) -> tuple[str, str]:
+    """A helper process's standard output and error as text (waits for it to finish)."""
+    out, err = proc.communicate()
+    return tuple(b.decode(errors="replace") if isinstance(b, bytes) else (b or "") for b in (out, err))
+
+
+def _last_line(text: str, proc) -> str:
+    lines = text.strip().splitlines()
+    return lines[-1].strip() if lines else f"no output, exit status {proc.returncode}"
 
 
 def _listening(proc_net_tcp: str, port: int) -> bool:
