@@ -1,8 +1,8 @@
 """Plain-text tables and JSON output for the demos and benchmarks.
 
 A figure whose measurement failed is a `Failed` (why it failed), never a number: tables show it
-as ``failed (why)``, JSON records it as ``{"failed": "why"}``, and `failed_figures` names every
-one in a report so the command can say so and exit non-zero.
+as ``failed (why)``, JSON records it as ``{"failed": "why"}``, and `say_failed` names every one
+in a report (`failed_figures` lists them) so the command can say so and exit non-zero.
 """
 from __future__ import annotations
 
@@ -44,7 +44,8 @@ def say_failed(data: Any) -> bool:
     for path, why in _failed(data, ""):
         by_why.setdefault(why, []).append(path)
     if by_why:
-        print("\nmeasurements that failed:\n" + "\n".join(f"  {', '.join(paths)}: {why}" for why, paths in by_why.items()))
+        lines = [f"  {', '.join(paths)}: {why}" for why, paths in by_why.items()]
+        print("\nmeasurements that failed:\n" + "\n".join(lines))
     return bool(by_why)
 
 
