@@ -104,9 +104,9 @@ def udp_flows(src, dst_addr: str, flows: int = 64, count: int = 20, base_port: i
     returns datagrams sent, or `Failed` with the sender's last words."""
     family = 10 if ipv6 else 2
     proc = src.popen(["python3", "-c", _UDP_FLOWS, dst_addr, *map(str, (family, flows, count, base_port, interval))])
-    _, err = _output(proc)
+    out, err = _output(proc)
     if proc.returncode != 0:
-        return Failed(f"UDP sender on {src.name}: {_last_line(err, proc)}")
+        return Failed(f"UDP sender on {src.name}: {_last_line(err or out, proc)}")
     return flows * count
 
 
