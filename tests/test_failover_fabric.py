@@ -242,6 +242,12 @@ class _WayUp:
         got = {f"{r.flow.src}->{r.flow.dst}": r.received.unique if r.received else 0 for r in results}
         return (got, {p: after[p] - before[p] for p in after}, {p: moved_after[p] - moved_before[p] for p in after})
 
+    def crossed(self, sent: dict[int, int], moved: dict[int, int], size: int) -> bool:
+        """A flow of ``size`` packets was hashed onto the dead port: its packets left by it or were
+        moved off it. Half a flow, not all of it: on a busy machine a few packets are lost before
+        they reach the aggregation switch (seen: 47 of 50), while no flow on the port means ~0."""
+        return sent[self.dead_port] + moved[self.dead_port] >= size / 2
+
     def check_carried_by_backup(self, size: int) -> None:
         got, sent, moved = self.send(size)
         assert all(n >= 0.95 * size for n in got.values()), f"flows lost their way up: {got}"
@@ -264,7 +270,8 @@ def test_data_plane_failover_alone_carries_the_way_up_without_a_reroute(lab):
     try:
         time.sleep(handler.config.grace_ms / 1000 + 0.5)
         _, sent, _ = up.send(50)        # while the link is up: some flows take it
-        assert sent[up.dead_port] >= 50, f"none of the flows crosses {up.agg}-{up.core} ({sent}): the test proves nothing"
+        assert up.crossed(sent, {up.dead_port: 0}, 50), \
+            f"none of the flows crosses {up.agg}-{up.core} ({sent}): the test proves nothing"
         _set_link(lab, up.core, up.agg, up=False)
         link = handler.link(up.core, up.agg)
         _wait("both ends of the link marked dead", lambda: set(link.ends()) <= handler.dead_ports())
@@ -297,7 +304,7 @@ def test_link_heartbeats_alone_carry_the_way_up_before_the_controller_knows(lab)
         _, sent, moved = up.send(50)
         # a flow is hashed onto the port: its packets leave by it, or are moved off it while a link
         # heartbeat is late (on a loaded machine: seen 6 of 50 on BMv2, whose heartbeats are 50 ms x 3)
-        assert sent[up.dead_port] + moved[up.dead_port] >= 50 and sent[up.dead_port] > 0, \
+        assert up.crossed(sent, moved, 50) and sent[up.dead_port] > 0, \
             f"none of the flows crosses {up.agg}-{up.core} (sent {sent}, moved {moved}): the test proves nothing"
         _set_link(lab, up.core, up.agg, up=False)
         time.sleep(0.5)
@@ -308,7 +315,7 @@ def test_link_heartbeats_alone_carry_the_way_up_before_the_controller_knows(lab)
     time.sleep(0.5)
     got, sent, moved = up.send(100)
     assert all(n >= 0.95 * 100 for n in got.values()), f"flows lost after the repair: {got}"
-    assert sent[up.dead_port] + moved[up.dead_port] >= 100, f"no flow hashed onto the repaired port: {sent}, {moved}"
+    assert up.crossed(sent, moved, 100), f"no flow hashed onto the repaired port: {sent}, {moved}"
     # 75, not 100: on a loaded machine a link heartbeat late by more than its timeout (3 intervals)
     # makes the switch skip the port (counted as moved) until the next one arrives; a port still
     # taken for dead would carry none
