@@ -19,7 +19,10 @@ restored. From the receiver's timestamps (CLOCK_MONOTONIC, the injector's clock 
   port found dead, ``port_status`` written, reroute finished), relative to the failure;
 * ``moved_healthy``: packets the switches moved off a port to its backup during the warm-up,
   when nothing had failed (counter ``failed_over``, all switches): spurious silences, which
-  reorder packets but lose none while the backup is alive.
+  reorder packets but lose none while the backup is alive;
+* ``false_dead``: ports the controller's heartbeats found dead that the failure did not silence
+  (summed over the runs), and ``stretched_ms``: the most a verdict of death waited beyond the
+  detection time because heartbeats were arriving late (`controller.failover.monitor`).
 
 Scenarios (``SCENARIOS``):
 
@@ -108,6 +111,8 @@ class FailoverRun:
     written_ms: float | None = None       # handler: its port_status written
     reroute_ms: float | None = None       # handler: reroute finished / oracle: reconcile done
     moved_healthy: int | None = None      # packets moved to a backup before anything failed
+    false_dead: int | None = None         # handler: ports found dead that were not the failed element's
+    stretched_ms: float | None = None     # handler: most a verdict of death waited for late heartbeats
     cpu_busy: float = 0.0
     allreduce_ok: bool | None = None
     allreduce: dict = field(default_factory=dict)
@@ -122,10 +127,18 @@ class FailoverRun:
                 "flow_sent": self.flow_sent, "flow_lost": self.flow_lost,
                 "detected_ms": _r(self.detected_ms), "written_ms": _r(self.written_ms),
                 "reroute_ms": _r(self.reroute_ms), "moved_healthy": self.moved_healthy,
+                "false_dead": self.false_dead, "stretched_ms": _r(self.stretched_ms),
                 "cpu_busy": round(self.cpu_busy, 2),
                 "allreduce_ok": self.allreduce_ok, "allreduce": self.allreduce,
                 "fail": self.fail.to_dict() if self.fail else None,
                 "restore": self.restore.to_dict() if self.restore else None, "errors": self.errors}
+
+
+def _element_ports(handler, element: str) -> set[tuple[str, int]]:
+    """The monitored ports a failure of ``element`` ("agg-core": a link, "agg": a switch) silences."""
+    names = set(element.split("-"))
+    return {end for link in handler.links if names <= {link.a, link.b} or (len(names) == 1 and names & {link.a, link.b})
+            for end in link.ends()}
 
 
 def _r(v: float | None) -> float | None:
@@ -274,6 +287,10 @@ class Bench:
         h, fail = self.handler, result.fail
         if h is None or fail is None:
             return
+        failed = _element_ports(h, result.element)
+        deaths = [e for e in h.events if not e.alive]
+        result.false_dead = sum((e.switch, e.port) not in failed for e in deaths)
+        result.stretched_ms = 1000 * max((e.stretched for e in deaths), default=0.0)
         at = failed_at(fail)
         dead = [e for e in h.events if not e.alive and e.decided >= fail.start]
         if dead:
@@ -368,9 +385,11 @@ def summarise(runs: list[FailoverRun]) -> list[dict]:
         row: dict = {"scenario": scenario, "runs": len(sel),
                      "recovered_by": "/".join(sorted({r.recovered_by for r in sel}))}
         for key in ("outage_ms", "loss_ms", "path_back_ms", "latency_ms", "probes_lost", "flow_lost", "detected_ms",
-                    "written_ms", "reroute_ms", "moved_healthy", "cpu_busy"):
+                    "written_ms", "reroute_ms", "moved_healthy", "stretched_ms", "cpu_busy"):
             vals = [getattr(r, key) for r in sel if getattr(r, key) is not None]
             row[key] = round(statistics.median(vals), 2) if vals else None
+        false_dead = [r.false_dead for r in sel if r.false_dead is not None]
+        row["false_dead"] = sum(false_dead) if false_dead else None      # all runs: each one is a false alarm
         took = [1000 * (r.restore.end - r.restore.start) for r in sel if r.restore is not None]
         row["restore_ms"] = round(statistics.median(took), 1) if took else None
         ran = [r.allreduce for r in sel if r.allreduce]
