@@ -32,6 +32,7 @@ bench: setup
 	$(PY) benchmarks/te_placement.py
 	$(PY) benchmarks/scale.py
 	$(PY) benchmarks/failover.py
+	$(PY) benchmarks/failover_load.py
 
 clean:
 	-$(VENV)/bin/aifabric clean 2>/dev/null
