@@ -220,11 +220,11 @@ def main(argv: list[str] | None = None) -> int:
                 fabric = topo_args.fabric_of(args)
                 telemetry = None
                 if args.int:
-                    from controller.telemetry_entries import TelemetryConfig, WatchRule
+                    from controller.telemetry.entries import TelemetryConfig, WatchRule
                     telemetry = TelemetryConfig(watchlist=(WatchRule(),))  # every TCP/UDP flow
                 hostagent = None
                 if args.hostagent:
-                    from controller.telemetry_entries import TelemetryConfig
+                    from controller.telemetry.entries import TelemetryConfig
                     from hostagent.agent.config import AgentConfig
                     hostagent = AgentConfig(args.hostagent)
                     telemetry = telemetry or TelemetryConfig(int_enabled=False)   # the agents feed on ECN marks

@@ -31,9 +31,9 @@ from prometheus_client.registry import Collector
 
 from aifabric.description import DescriptionError, FabricDescription, load
 from controller.fabric_controller import FabricController, Pipeline
-from controller.int_collector import IntCollector
+from controller.telemetry.int_collector import IntCollector
 from controller.metrics import FabricMetrics, fabric_metrics
-from controller.telemetry_entries import TelemetryConfig, WatchRule
+from controller.telemetry import Telemetry, TelemetryConfig, WatchRule
 from softswitch.addr import host_port_arg, parse_host_port
 
 log = logging.getLogger("aifabric.controller")
@@ -123,7 +123,9 @@ class ControllerService:
         self.desc = desc
         self.opts = opts
         telemetry = TelemetryConfig(watchlist=(WatchRule(),)) if opts.int_enabled else None
-        self.controller = FabricController(desc.to_fabric(), pipeline, telemetry=telemetry)
+        self.controller = FabricController(desc.to_fabric(), pipeline)
+        if telemetry is not None:
+            Telemetry(self.controller, telemetry)
         self.collector: IntCollector | None = None
         if telemetry is not None:
             self.collector = IntCollector(telemetry.collector_ip, telemetry.collector_port)

@@ -1,6 +1,6 @@
 """``aifabric demo int``: congestion you can see, with INT and ECN on a k-ary fat-tree.
 
-Brings the fabric up with ECN marking and INT-MD (`controller.telemetry_entries`), the
+Brings the fabric up with ECN marking and INT-MD (`controller.telemetry.entries`), the
 telemetry bridge and the INT collector (`aifabric.lab.Lab(telemetry=...)`), and ECMP seeds.
 The receiver's host-facing port is rate-limited (the target's queue rate) and given a deep
 queue; one flow, from pod 0 to the receiver in the last pod, is on the INT watchlist.
@@ -27,10 +27,10 @@ from aifabric import report, traffic
 from aifabric.lab import Lab
 from controller import entries as E
 from controller.fabric_controller import Pipeline
-from controller.int_collector import FlowSummary
-from controller.int_report import FlowKey, HopRecord, metadata_bytes
+from controller.telemetry.int_collector import FlowSummary
+from controller.telemetry.int_report import FlowKey, HopRecord, metadata_bytes
 from controller.paths import PathHop, installed_paths, path_of_int
-from controller.telemetry_entries import TelemetryConfig, WatchRule
+from controller.telemetry.entries import TelemetryConfig, WatchRule
 from topologies.fabric import Fabric, fat_tree
 
 INT_BITMAP = 0xFC00  # the fabric's instruction set (p4src/README.md)

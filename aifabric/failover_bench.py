@@ -62,7 +62,7 @@ from typing import Callable
 from aifabric.allreduce_lab import LinkPlan, cpu_times, limit_links, run_allreduce, spread_workers
 from aifabric.failures import FailureEvent, Failures
 from aifabric.lab import Lab
-from controller.failover import HeartbeatConfig
+from controller.failover import HeartbeatConfig, start_failure_handling
 from topologies.fabric import Role
 
 SCENARIOS = ("none", "heartbeat", "dataplane", "dataplane-controller", "oracle", "agg-kill", "agg-kill-oracle",
@@ -163,7 +163,7 @@ class Bench:
 
     def _handler_on(self, reroute: bool, link_heartbeats: bool) -> None:
         config = self.beats if link_heartbeats else replace(self.beats, link_interval_ms=None)
-        self.handler = self.lab.controller.start_failure_handling(config, reroute=reroute)
+        self.handler = start_failure_handling(self.lab.controller, config, reroute=reroute)
         time.sleep(self.handler.config.grace_ms / 1000 + 0.5)
 
     def _handler_off(self) -> None:

@@ -44,10 +44,10 @@ from typing import TYPE_CHECKING, Callable
 from mininet.log import setLogLevel
 
 from aifabric.interrupts import Terminated, exception_for, shielded
-from controller.failover import FailureHandler, HeartbeatConfig
+from controller.failover import FailureHandler, HeartbeatConfig, start_failure_handling
 from controller.fabric_controller import FabricController, FabricError, Pipeline
-from controller.int_collector import IntCollector
-from controller.telemetry_entries import TelemetryConfig
+from controller.telemetry.int_collector import IntCollector
+from controller.telemetry import Telemetry, TelemetryConfig
 from hostagent.agent.config import AgentConfig
 from hostagent.agent.launch import AgentSet, start_agents
 from topologies.fabric import Fabric
@@ -177,8 +177,9 @@ class Lab:
     def _start_controller(self) -> None:
         self.progress(f"targets ready in {self.bring_up.targets_s:.1f} s; pushing the pipeline and routes")
         t1 = time.monotonic()
-        self.controller = FabricController(self.fabric, self.pipeline, telemetry=self.telemetry,
-                                           ecmp_seeds=self.ecmp_seeds)
+        self.controller = FabricController(self.fabric, self.pipeline, ecmp_seeds=self.ecmp_seeds)
+        if self.telemetry is not None:
+            Telemetry(self.controller, self.telemetry)
         try:
             self.controller.start()
         except FabricError as err:
@@ -191,8 +192,8 @@ class Lab:
         self.bring_up.program_s = time.monotonic() - t1
         self.progress(f"fabric programmed in {self.bring_up.program_s:.1f} s")
         if self.failover is not None:
-            self.failure_handler = self.controller.start_failure_handling(self.failover,
-                                                                          reroute=self.failover_reroute)
+            self.failure_handler = start_failure_handling(self.controller, self.failover,
+                                                          reroute=self.failover_reroute)
             beats = self.failover
             link = (f"link heartbeats every {beats.link_interval_ms:g} ms (a switch skips a port after "
                     f"{beats.link_multiplier} missed), " if beats.link_interval_ms is not None else "")

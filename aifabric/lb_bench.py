@@ -44,11 +44,11 @@ from aifabric.allreduce_lab import FRAME_BYTES, LinkPlan, cpu_times, limit_links
 from aifabric.lab import Lab
 from aifabric.report import Failed
 from controller.entries import ECN_MARKED
-from controller.int_collector import CollectorSnapshot
+from controller.telemetry.int_collector import CollectorSnapshot
 from controller.lb import LbModes
 from controller.te.engine import TeConfig
 from controller.te.loop import TeLoop
-from controller.telemetry_entries import EcnThresholds, TelemetryConfig, WatchRule
+from controller.telemetry.entries import EcnThresholds, TelemetryConfig, WatchRule
 from hostagent import kernel_plb
 from hostagent.agent.config import AgentConfig
 from hostagent.agent.launch import AgentSet, start_agents

@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO))
 from aifabric import report  # noqa: E402
 from aifabric.allreduce_lab import cpu_times  # noqa: E402
 from aifabric.lab import Lab  # noqa: E402
-from controller.failover import HeartbeatConfig  # noqa: E402
+from controller.failover import HeartbeatConfig, start_failure_handling  # noqa: E402
 from topologies.fabric import fat_tree  # noqa: E402
 from topologies.heartbeat_generator import HeartbeatGenerator  # noqa: E402
 from topologies.p4switch import RUN_DIR  # noqa: E402
@@ -86,7 +86,7 @@ def _use(lab: Lab, config: HeartbeatConfig | None) -> None:
         lab.heartbeats = HeartbeatGenerator(lab.fabric.fabric_ports(), config.link_interval_ms, RUN_DIR)
         lab.heartbeats.start()
     assert lab.controller is not None
-    lab.failure_handler = lab.controller.start_failure_handling(config)
+    lab.failure_handler = start_failure_handling(lab.controller, config)
 
 
 def main(argv: list[str] | None = None) -> int:

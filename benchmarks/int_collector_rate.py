@@ -4,7 +4,7 @@
 Three figures, for reports shaped as the fabric's sinks send them (IPv4 / UDP / INT-MD with
 bitmap 0xFC00, Hop ML 8, a 5-hop cross-pod path, 64 bytes of payload kept):
 
-* decode: `controller.int_report.decode_reports` in a loop (the pure decoder);
+* decode: `controller.telemetry.int_report.decode_reports` in a loop (the pure decoder);
 * ingest: `IntCollector.ingest` in a loop (decode + per-flow/per-port accounting, no socket);
 * udp: a sender process blasts datagrams at a collector on 127.0.0.1 for a few seconds; the
   figure is reports decoded per second by the collector's receiving thread (what it sustains
@@ -27,8 +27,8 @@ sys.path.insert(0, str(REPO))
 from scapy.layers.inet import IP, UDP  # noqa: E402
 
 from aifabric import report  # noqa: E402
-from controller.int_collector import IntCollector  # noqa: E402
-from controller.int_report import (  # noqa: E402
+from controller.telemetry.int_collector import IntCollector  # noqa: E402
+from controller.telemetry.int_report import (  # noqa: E402
     HopRecord,
     decode_reports,
     group_header,

@@ -9,10 +9,17 @@ Modules, each owning one thing:
 * `routing`   - `compute_forwarding`: per-switch routes and deduplicated ECMP next-hop sets
 * `entries`   - the fabric program's table/profile/PRE entities for one switch's forwarding state
 * `reconcile` - desired vs. actual entities -> ordered P4Runtime updates
-* `fabric_controller` - `FabricController`: many switches, one process, reconciliation loop
-* `telemetry_entries` - ECN thresholds, INT watchlist/sink/report config, ECMP seeds per switch
+* `fabric_controller` - `FabricController`: many switches, one process, reconciliation loop;
+  `StateSource` and `Feature`, the interface every feature plugs in through
 * `paths`     - the ECMP paths the routes install between two hosts (to check INT paths against)
-* `int_report` - Telemetry Report v2.0 / INT-MD v2.1 decoder (pure), `Report`/`FlowKey`/`HopRecord`
-* `int_collector` - `IntCollector`: UDP server, per-flow paths, per-port queue/latency, counters
-* `metrics`   - Prometheus exporter (own registry): INT, ECN marks, link utilisation, collector
+* `metrics`   - Prometheus exporter (own registry) over the features: INT, ECN marks, link
+  utilisation, collector, failure handling
+
+Features, each a package that plugs into the `FabricController` (the core names none of them):
+
+* `telemetry` - ECN and INT entities (`Telemetry`), the INT report decoder and collector
+* `failover`  - heartbeats, data-plane failover, reroute, localisation (`FailureHandler`)
+* `aggregation` - in-network aggregation jobs (`JobManager`)
+* `lb`        - load-balancing modes and TE pins; `te` - traffic engineering
+* `loss`      - emulated packet loss per port
 """

@@ -12,7 +12,9 @@ be inserted (action profile members, then groups, then table entries that refer 
 * ``ecmp_selector`` + ``hashed``: next id -> group ``next_id`` whose members are
   ``route(port, smac, dmac)``; one member per distinct next hop, member ids 1, 2, ... in sorted
   next-hop order, group id == next id;
-* clone session 511 -> CPU port 255 (used by the ACL's ``copy_to_cpu``).
+* clone session 511 -> CPU port 255 (used by the ACL's ``copy_to_cpu``);
+* ``hash_config`` (keyless, `hash_seed_entity`) -> ``set_hash_seed(seed)``: a seed of its own
+  per switch, so the ECMP choices of successive tiers are independent (de-polarisation).
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ from controller.routing import NextHop, SwitchForwarding
 
 CPU_PORT = 255
 CPU_CLONE_SESSION_ID = 511
+# Knuth's multiplicative constant (odd, so the map id -> id * C mod 2^w is a bijection):
+# distinct device ids get distinct, well-spread seeds at any seed width.
+_SEED_MULTIPLIER = 0x9E3779B1
 
 MY_STATION = "FabricIngress.filtering.my_station"
 SET_ROUTABLE = "FabricIngress.filtering.set_routable"
@@ -51,7 +56,7 @@ EGRESS_PORT_COUNTER = "FabricEgress.egress_port_counter"
 ETHERTYPE_LLDP = 0x88CC
 
 # Congestion signals (p4src/README.md, "Congestion signals: ECN and INT"); the entities are
-# built by controller.telemetry_entries.
+# built by controller.telemetry.entries.
 ECN_CONFIG = "FabricEgress.ecn.ecn_config"
 ECN_SET_THRESHOLDS = "FabricEgress.ecn.set_thresholds"
 ECN_MARKED = "FabricEgress.ecn.ecn_marked"
@@ -84,6 +89,22 @@ def entity(
     if isinstance(msg, p4runtime_pb2.PacketReplicationEngineEntry):
         return p4runtime_pb2.Entity(packet_replication_engine_entry=msg)
     raise TypeError(f"cannot wrap {type(msg).__name__} in an Entity")
+
+
+def default_entry(p4info: P4Info, table: str, action: str, **params: object) -> p4runtime_pb2.Entity:
+    """A keyless table's default action (written with MODIFY, is_default_action set)."""
+    return entity(p4info.table_entry(table, action=action, params=params, default=True))  # type: ignore[arg-type]
+
+
+def hash_seed(p4info: P4Info, device_id: int) -> int:
+    """The ECMP hash seed of a switch: distinct per device id at the seed's bit width."""
+    width = p4info.action_param(SET_HASH_SEED, "seed").bitwidth
+    seed = (device_id * _SEED_MULTIPLIER) & ((1 << width) - 1)
+    return seed or 1
+
+
+def hash_seed_entity(p4info: P4Info, device_id: int) -> p4runtime_pb2.Entity:
+    return default_entry(p4info, HASH_CONFIG, SET_HASH_SEED, seed=hash_seed(p4info, device_id))
 
 
 def my_station(p4info: P4Info, mac: str) -> p4runtime_pb2.Entity:

@@ -17,16 +17,16 @@ desired state changed (`set_link_up`), and every ``full_check_interval`` seconds
 `read_port_counters()` reads ``egress_port_counter``/``ingress_port_counter`` (and ECN's
 ``ecn_marked``) for tests, demos and the metrics exporter.
 
-Congestion signals are off unless asked for: ``telemetry=TelemetryConfig(...)`` adds ECN
-thresholds, the INT watchlist, sink ports, int/report configuration and the report clone session
-(`controller.telemetry_entries`) to every switch's desired state. Every switch gets its own ECMP
-hash seed (``ecmp_seeds``, on by default: with one hash everywhere a fat-tree's tiers choose
-alike and half the cores stay idle); pass ``ecmp_seeds=False`` to watch that polarisation. `set_watchlist()` changes the monitored flows at run time.
+Every switch gets its own ECMP hash seed (``ecmp_seeds``, on by default: with one hash everywhere
+a fat-tree's tiers choose alike and half the cores stay idle); pass ``ecmp_seeds=False`` to watch
+that polarisation.
 
-Failure handling is off unless started: `start_failure_handling(HeartbeatConfig(...))` runs a
-`controller.failover.FailureHandler` (heartbeats on every fabric port, data-plane failover, reroute,
-repair, localisation; ``self.failure_handler`` while it runs), `stop_failure_handling()` ends it;
-`close()` does too.
+Features plug in; the core names none of them. A `StateSource` adds desired state to every
+switch (`add_state_source`): aggregation jobs, load-balancing modes and TE pins, flow sampling,
+emulated loss, ECN and INT (`controller.telemetry.Telemetry`), failure handling's backups. A
+`Feature` is a state source with a life cycle (threads, packet-in handlers: failure handling,
+`controller.failover.FailureHandler`): once started it registers with `add_feature`, `feature(kind)`
+finds it, and `close()` stops every one still running, the last started first.
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ import logging
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Protocol
+from typing import Callable, Iterable, Protocol, TypeVar
 
 from p4.v1 import p4runtime_pb2
 
@@ -48,14 +48,8 @@ from controller.p4info import P4Info
 from controller.reconcile import Plan, owner_key, plan
 from controller.routing import SwitchForwarding, compute_forwarding
 from controller.switch import DEFAULT_RPC_TIMEOUT, PacketHandler, SwitchConnection
-from controller.telemetry_entries import TelemetryConfig, WatchRule, hash_seed_entity, owned_defaults
-from controller.telemetry_entries import owned_tables as telemetry_owned_tables
-from controller.telemetry_entries import telemetry_entities
 from controller.topology import TopologyModel
 from topologies.fabric import Fabric, Switch
-
-if TYPE_CHECKING:
-    from controller.failover import FailureHandler, HeartbeatConfig
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +96,19 @@ class StateSource(Protocol):
     def owned(self, switch: str) -> set[tuple]: ...
 
     def entities(self, switch: str) -> list[p4runtime_pb2.Entity]: ...
+
+
+class Feature(StateSource, Protocol):
+    """A state source with a life cycle (threads, packet-in handlers): ``start()`` installs it,
+    registers it with `FabricController.add_feature` and returns it; ``stop()`` ends it, removes
+    what it installed and unregisters it (`FabricController.remove_feature`)."""
+
+    def start(self) -> "Feature": ...
+
+    def stop(self) -> None: ...
+
+
+F = TypeVar("F")
 
 
 @dataclass
@@ -369,14 +376,12 @@ class FabricController:
         connect_timeout: float = 10.0,
         max_workers: int | None = None,
         punt_lldp: bool = False,
-        telemetry: TelemetryConfig | None = None,
         ecmp_seeds: bool = True,
     ) -> None:
         self.fabric = fabric
         self.pipeline = pipeline
         self.model = TopologyModel(fabric)
         self.punt_lldp = punt_lldp
-        self.telemetry = telemetry
         self.ecmp_seeds = ecmp_seeds
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -397,7 +402,7 @@ class FabricController:
         )
         self.forwarding: dict[str, SwitchForwarding] = {}
         self.state_sources: list[StateSource] = []
-        self.failure_handler: "FailureHandler | None" = None   # set by FailureHandler.start()
+        self.features: list[Feature] = []      # started features, in the order they started
         # One recompute at a time: the last one to finish holds the newest state of every source.
         self._recompute_lock = threading.RLock()
         self.recompute()
@@ -416,9 +421,6 @@ class FabricController:
         if self.punt_lldp:
             owned_tables.append(E.ACL)
         owned_default_tables: list[str] = []
-        if self.telemetry is not None:
-            owned_tables += telemetry_owned_tables(self.telemetry)
-            owned_default_tables += owned_defaults(self.telemetry)
         if self.ecmp_seeds:
             owned_default_tables.append(E.HASH_CONFIG)
         owns = {("table", p4info.table_id(t)) for t in owned_tables}
@@ -427,13 +429,8 @@ class FabricController:
         for name, state in self.forwarding.items():
             ents = E.forwarding_entities(p4info, state, punt_lldp=self.punt_lldp)
             pre, tables, defaults = list(ents.pre), [], []
-            if self.telemetry is not None:
-                extra = telemetry_entities(p4info, self.fabric, name, self.telemetry)
-                pre += extra.pre
-                tables += extra.tables
-                defaults += extra.defaults
             if self.ecmp_seeds:
-                defaults.append(hash_seed_entity(p4info, state.device_id))
+                defaults.append(E.hash_seed_entity(p4info, state.device_id))
             owned = owns | {owner_key(e) for e in pre}
             for source in self.state_sources:
                 extra = source.entities(name)
@@ -456,20 +453,32 @@ class FabricController:
             self.state_sources.remove(source)
             self.recompute()
 
-    def start_failure_handling(self, config: "HeartbeatConfig | None" = None, *,
-                               reroute: bool = True) -> "FailureHandler":
-        """Start heartbeats, data-plane failover, reroute (unless ``reroute`` is False: data-plane
-        failover alone) and localisation (see `controller.failover`); the running handler when
-        there is one already."""
-        from controller.failover import FailureHandler
+    def add_feature(self, feature: Feature) -> None:
+        """A feature has started: `feature` finds it, `close` stops it."""
+        if feature not in self.features:
+            self.features.append(feature)
 
-        if self.failure_handler is not None:
-            return self.failure_handler
-        return FailureHandler(self, config, reroute=reroute).start()
+    def remove_feature(self, feature: Feature) -> None:
+        """A feature has stopped."""
+        if feature in self.features:
+            self.features.remove(feature)
 
-    def stop_failure_handling(self) -> None:
-        if self.failure_handler is not None:
-            self.failure_handler.stop()
+    def feature(self, kind: type[F]) -> F | None:
+        """The running feature of class ``kind`` (the first started), or None."""
+        return next((f for f in self.features if isinstance(f, kind)), None)
+
+    def stop_features(self) -> None:
+        """Stop every running feature, the last started first; every one is stopped whatever
+        another's stop did (the first error is raised after)."""
+        error: BaseException | None = None
+        for feature in reversed(list(self.features)):
+            try:
+                feature.stop()
+            except BaseException as err:  # noqa: BLE001 - raised once all were stopped
+                error = error or err
+            self.remove_feature(feature)
+        if error is not None:
+            raise error
 
     def apply_now(self, names: Iterable[str]) -> None:
         """Recompute, then reconcile the named switches at once (not waiting for the loop);
@@ -479,13 +488,6 @@ class FabricController:
         errors = {n: r for n, r in results.items() if isinstance(r, BaseException)}
         if errors:
             raise FabricError("install", errors)
-
-    def set_watchlist(self, rules: Iterable[WatchRule]) -> None:
-        """Monitor these flows with INT (replacing the watchlist); needs ``telemetry``."""
-        if self.telemetry is None:
-            raise ValueError("set_watchlist: this controller was made without telemetry=TelemetryConfig(...)")
-        self.telemetry = replace(self.telemetry, watchlist=tuple(rules))
-        self.recompute()
 
     def set_link_up(self, a: str, b: str, up: bool) -> None:
         """Mark a switch-switch link up/down and recompute; the reconcile loop (or the next
@@ -595,8 +597,8 @@ class FabricController:
     def close(self) -> None:
         self.abort_connects()
         try:
-            self.stop_failure_handling()
-        finally:                  # the sessions and threads go whatever failure handling's stop did
+            self.stop_features()
+        finally:                  # the sessions and threads go whatever a feature's stop did
             self.stop_reconcile_loop()
             for agent in self.agents.values():
                 agent.close()

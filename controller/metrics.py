@@ -4,7 +4,7 @@
 default one: several fabrics, tests and exporters can live in one process) and serves it over
 HTTP on a chosen address (`start_http`). Its values are read at scrape time from two sources:
 
-* the INT collector (`controller.int_collector.IntCollector.snapshot`): per (switch, egress
+* the INT collector (`controller.telemetry.int_collector.IntCollector.snapshot`): per (switch, egress
   port) the latest and peak queue occupancy (packets) and hop latency (microseconds), and the
   collector's own counters (datagrams, reports decoded, malformed per reason, lost);
 * a `CounterPoller` thread that reads each switch's P4 counters through the fabric controller
@@ -47,6 +47,10 @@ switches) and the reroute figures (`controller.failover.metrics`).
 
 More sources can be served from the same registry (``collectors``): the host agents' counters
 (``aifabric_hostagent_*``, `hostagent.agent.metrics.AgentCollector`).
+
+The exporter spans features (telemetry's INT collector and ECN counter, failure handling, the
+core's port counters, the host agents): it stands above them at the top of ``controller/``, and
+neither the core nor any feature imports it.
 """
 
 from __future__ import annotations
@@ -62,7 +66,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from controller import entries as E
-from controller.int_collector import IntCollector
+from controller.failover.handler import running_handler
+from controller.failover.metrics import FailureCollector
+from controller.telemetry.int_collector import IntCollector
 
 log = logging.getLogger(__name__)
 
@@ -342,9 +348,7 @@ def fabric_metrics(
         interval=interval,
         ecn_counter=ecn_counter,
     )
-    from controller.failover.metrics import FailureCollector
-
-    failures = FailureCollector(lambda: getattr(controller, "failure_handler", None))
+    failures = FailureCollector(lambda: running_handler(controller))
     return FabricMetrics(
         int_collector=int_collector,
         poller=poller,

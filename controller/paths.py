@@ -61,7 +61,7 @@ def installed_paths(
 
 
 def path_of_int(hops: tuple, names: dict[int, str]) -> tuple[PathHop, ...]:
-    """INT hop records (`controller.int_report.HopRecord`) as PathHops, for comparison."""
+    """INT hop records (`controller.telemetry.int_report.HopRecord`) as PathHops, for comparison."""
     return tuple(
         PathHop(names.get(h.switch_id, str(h.switch_id)), h.switch_id, h.ingress_port, h.egress_port) for h in hops
     )

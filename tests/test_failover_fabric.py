@@ -19,6 +19,8 @@ from dataclasses import replace
 import pytest
 from targets import FABRIC_TARGETS
 
+from controller.failover import start_failure_handling
+
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.timeout(600),
@@ -264,7 +266,7 @@ def test_data_plane_failover_alone_carries_the_way_up_without_a_reroute(lab):
     core port (the failover table's backup), with no reroute and the model's links untouched."""
 
     lab.failure_handler.stop()
-    handler = lab.controller.start_failure_handling(replace(lab.failover, link_interval_ms=None), reroute=False)
+    handler = start_failure_handling(lab.controller, replace(lab.failover, link_interval_ms=None), reroute=False)
     assert not handler.reroute_enabled
     up = _WayUp(lab)
     try:
@@ -285,7 +287,7 @@ def test_data_plane_failover_alone_carries_the_way_up_without_a_reroute(lab):
             _wait("the link alive again", lambda: handler.link_up(up.core, up.agg))
         finally:
             handler.stop()
-            lab.failure_handler = lab.controller.start_failure_handling(lab.failover)
+            lab.failure_handler = start_failure_handling(lab.controller, lab.failover)
     assert lab.controller.wait_in_sync(30)
     _all_pairs_reached(lab)
 
@@ -297,7 +299,7 @@ def test_link_heartbeats_alone_carry_the_way_up_before_the_controller_knows(lab)
     link repaired, the switch uses the port again by itself."""
 
     lab.failure_handler.stop()
-    handler = lab.controller.start_failure_handling(replace(lab.failover, interval_ms=1000, multiplier=60), reroute=False)
+    handler = start_failure_handling(lab.controller, replace(lab.failover, interval_ms=1000, multiplier=60), reroute=False)
     up = _WayUp(lab)
     try:
         time.sleep(handler.config.grace_ms / 1000 + 0.5)
@@ -321,6 +323,6 @@ def test_link_heartbeats_alone_carry_the_way_up_before_the_controller_knows(lab)
     # taken for dead would carry none
     assert sent[up.dead_port] >= 0.75 * 100, f"{up.agg} does not use the repaired port again: sent {sent}, moved {moved}"
     handler.stop()
-    lab.failure_handler = lab.controller.start_failure_handling(lab.failover)
+    lab.failure_handler = start_failure_handling(lab.controller, lab.failover)
     assert lab.controller.wait_in_sync(30)
     _all_pairs_reached(lab)

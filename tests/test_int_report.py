@@ -18,8 +18,8 @@ from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 
-from controller.int_collector import IntCollector
-from controller.int_report import (
+from controller.telemetry.int_collector import IntCollector
+from controller.telemetry.int_report import (
     INNER_TYPE_ETHERNET,
     INNER_TYPE_IPV6,
     FlowKey,

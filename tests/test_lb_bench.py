@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from aifabric.lb_bench import LbPlan, hot_port
-from controller.int_collector import CollectorCounters, CollectorSnapshot, FlowSummary, HopStats
-from controller.int_report import FlowKey
+from controller.telemetry.int_collector import CollectorCounters, CollectorSnapshot, FlowSummary, HopStats
+from controller.telemetry.int_report import FlowKey
 
 
 def _flow(sport: int, hops: list[tuple[int, int, int, float, int]]) -> FlowSummary:

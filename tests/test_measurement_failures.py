@@ -26,8 +26,8 @@ from aifabric import checks, demo_fabric, demo_int, report, traffic
 from aifabric.allreduce_lab import CELLS, RunResult, collect_workers
 from aifabric.lb_bench import LbPlan, ModeRun, summarise
 from aifabric.report import Failed
-from controller.int_collector import IntCollector
-from controller.int_report import FlowKey, HopRecord, group_header, individual_report, int_md_stack
+from controller.telemetry.int_collector import IntCollector
+from controller.telemetry.int_report import FlowKey, HopRecord, group_header, individual_report, int_md_stack
 from hostagent.traffic.drive import run_traffic
 from hostagent.traffic.flows import FlowSpec
 

@@ -24,8 +24,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from controller import entries as E
 from controller.fabric_controller import PortCounter
-from controller.int_collector import IntCollector
-from controller.int_report import HopRecord, group_header, individual_report, int_md_stack
+from controller.telemetry.int_collector import IntCollector
+from controller.telemetry.int_report import HopRecord, group_header, individual_report, int_md_stack
 from controller.metrics import CounterPoller, FabricMetrics
 
 PROMETHEUS = Path("/usr/bin/prometheus")

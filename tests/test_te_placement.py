@@ -8,7 +8,7 @@ import threading
 import networkx as nx
 import pytest
 
-from controller.int_report import FlowKey
+from controller.telemetry.int_report import FlowKey
 from controller.paths import installed_paths
 from controller.routing import compute_forwarding
 from controller.te import (

@@ -15,15 +15,16 @@ from controller import entries as E
 from controller.fabric_controller import FabricController, Pipeline
 from controller.p4info import decode
 from controller.reconcile import entity_key, owner_key, plan
-from controller.telemetry_entries import (
+from controller.telemetry.entries import (
     DEFAULT_ECN,
     EcnThresholds,
     TelemetryConfig,
     WatchRule,
-    hash_seed,
     ip_ternary,
     telemetry_entities,
 )
+from controller.entries import hash_seed
+from controller.telemetry import Telemetry
 from topologies import addressing as ap
 from topologies.fabric import fat_tree, leaf_spine
 
@@ -141,12 +142,13 @@ def test_fabric_controller_desired_state_with_and_without_telemetry() -> None:
     fabric = fat_tree(4)
     with FabricController(fabric, pipeline, ecmp_seeds=False) as plain:
         plain_desired = {n: len(a.desired) for n, a in plain.agents.items()}
-    with FabricController(fabric, pipeline, telemetry=TelemetryConfig(), ecmp_seeds=True) as ctl:
+    with FabricController(fabric, pipeline, ecmp_seeds=True) as ctl:
+        telemetry = Telemetry(ctl, TelemetryConfig())
         agent = ctl.agents["p0e0"]
         assert len(agent.desired) == plain_desired["p0e0"] + 4 + 2 + 2 + 1 + 1  # ecn, sinks, defaults, seed, clone
         assert ("default", P4INFO.table_id(E.HASH_CONFIG)) in agent.owns
         assert ("packet_replication_engine_entry", "clone", E.INT_REPORT_SESSION_ID) in agent.owns
         before = len(agent.desired)
-        ctl.set_watchlist([WATCH])
+        telemetry.set_watchlist([WATCH])
         assert len(agent.desired) == before + 1
         assert len(ctl.agents["c0"].desired) == plain_desired["c0"] + 4 + 2 + 1 + 1

@@ -1,6 +1,8 @@
 """Failure handling for a running `controller.fabric_controller.FabricController`.
 
-`FailureHandler(controller, HeartbeatConfig(...)).start()` (or ``controller.start_failure_handling``);
+`FailureHandler(controller, HeartbeatConfig(...)).start()` (or `controller.failover.start_failure_handling`,
+which returns the running one if there is one); a `Feature` of the controller, so
+``controller.feature(FailureHandler)`` finds it and ``controller.close()`` stops it;
 ``reroute=False`` runs steps 1, 2, 4 (without its reroute) and 5 only: data-plane failover alone,
 the routes never recomputed:
 
@@ -143,7 +145,7 @@ class FailureHandler:
         for name, handler in self._handlers.items():
             self.controller.agents[name].packet_handlers.append(handler)
         self.controller.add_state_source(self)
-        self.controller.failure_handler = self
+        self.controller.add_feature(self)
         self.controller.reconcile([n for n, a in self.controller.agents.items() if _connected(a)])
         loops = [(self._tick_loop, "failover-ticker"), (self._write_loop, "failover-writer")]
         if self.reroute_enabled:
@@ -175,8 +177,7 @@ class FailureHandler:
             self.controller.model.set_link_up(a, b, True)
         self.controller.remove_state_source(self)
         self._clear_switches()
-        if getattr(self.controller, "failure_handler", None) is self:
-            self.controller.failure_handler = None
+        self.controller.remove_feature(self)
 
     def _clear_switches(self) -> None:
         """Delete what failure handling installed (nobody owns its tables once it stopped)."""
@@ -400,3 +401,17 @@ class FailureHandler:
 def _connected(agent: object) -> bool:
     conn = getattr(agent, "conn", None)
     return conn is not None and conn.connected
+
+
+def running_handler(controller: object) -> FailureHandler | None:
+    """The failure handler running on ``controller`` (a `FabricController`), or None."""
+    find = getattr(controller, "feature", None)
+    return find(FailureHandler) if find is not None else None
+
+
+def start_failure_handling(controller: FabricController, config: HeartbeatConfig | None = None, *,
+                           reroute: bool = True) -> FailureHandler:
+    """Start heartbeats, data-plane failover, reroute (unless ``reroute`` is False: data-plane
+    failover alone) and localisation on ``controller``; the running handler when there is one
+    already. ``handler.stop()`` (or ``controller.close()``) ends it."""
+    return running_handler(controller) or FailureHandler(controller, config, reroute=reroute).start()

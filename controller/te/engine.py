@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from controller.int_report import FlowKey
+from controller.telemetry.int_report import FlowKey
 from controller.te.demand import estimate_demands
 from controller.te.elephants import DEFAULT_ELEPHANT_FRACTION, FlowSource, detect_elephants
 from controller.te.flows import Flow, FlowRate, key_order

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from controller.int_report import IP_PROTO_UDP, FlowKey
+from controller.telemetry.int_report import IP_PROTO_UDP, FlowKey
 from topologies.fabric import Fabric, Host
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from p4.v1 import p4runtime_pb2
 
 from controller.entries import entity
-from controller.int_report import FlowKey, flow_key_of_frame
+from controller.telemetry.int_report import FlowKey, flow_key_of_frame
 from controller.te.elephants import FlowCounts
 from controller.te.flows import Flow, HostDirectory
 

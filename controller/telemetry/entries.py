@@ -1,4 +1,4 @@
-"""P4Runtime entities for the fabric's congestion signals: ECN marking, INT-MD, ECMP seeds.
+"""P4Runtime entities for the fabric's congestion signals: ECN marking and INT-MD.
 
 The contract is p4src/README.md, "Congestion signals: ECN and INT"; the P4Info names are in
 `controller.entries` (the one place the controller spells them). For one switch:
@@ -12,9 +12,9 @@ The contract is p4src/README.md, "Congestion signals: ECN and INT"; the P4Info n
 * ``sink_ports``: the host-facing ports -> ``mark_sink``;
 * ``report_config`` (keyless) -> ``configure_report(src_mac, dst_mac, src_ip, dst_ip, dst_port)``
   toward the collector on the telemetry bridge (topologies.addressing);
-* clone session 500 -> the telemetry port;
-* ``hash_config`` (keyless) -> ``set_hash_seed(seed)``: a seed of its own per switch, so the
-  ECMP choices of successive tiers are independent (de-polarisation).
+* clone session 500 -> the telemetry port.
+
+Every switch's ECMP seed (``hash_config``) is forwarding's, in `controller.entries`.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from p4.v1 import p4runtime_pb2
 
 from controller import entries as E
+from controller.entries import default_entry
 from controller.p4info import P4Info
 from topologies import addressing as ap
 from topologies.fabric import Fabric
@@ -33,9 +34,6 @@ MAX_INT_HOPS = 6  # p4src: MAX_INT_HOPS, more than the longest fat-tree path (5 
 DEFAULT_MTU = 1500
 PMAX_SCALE = 1 << 16  # pmax is carried in 1/65536
 WATCH_PRIORITY = 10
-# Knuth's multiplicative constant (odd, so the map id -> id * C mod 2^w is a bijection):
-# distinct device ids get distinct, well-spread seeds at any seed width.
-_SEED_MULTIPLIER = 0x9E3779B1
 
 
 @dataclass(frozen=True)
@@ -165,22 +163,6 @@ def ecn_entry(p4info: P4Info, port: int, thresholds: EcnThresholds) -> p4runtime
             params={"kmin": thresholds.kmin, "kmax": thresholds.kmax, "pmax": thresholds.pmax_fixed},
         )
     )
-
-
-def default_entry(p4info: P4Info, table: str, action: str, **params: object) -> p4runtime_pb2.Entity:
-    """A keyless table's default action (written with MODIFY, is_default_action set)."""
-    return E.entity(p4info.table_entry(table, action=action, params=params, default=True))  # type: ignore[arg-type]
-
-
-def hash_seed(p4info: P4Info, device_id: int) -> int:
-    """The ECMP hash seed of a switch: distinct per device id at the seed's bit width."""
-    width = p4info.action_param(E.SET_HASH_SEED, "seed").bitwidth
-    seed = (device_id * _SEED_MULTIPLIER) & ((1 << width) - 1)
-    return seed or 1
-
-
-def hash_seed_entity(p4info: P4Info, device_id: int) -> p4runtime_pb2.Entity:
-    return default_entry(p4info, E.HASH_CONFIG, E.SET_HASH_SEED, seed=hash_seed(p4info, device_id))
 
 
 def telemetry_entities(p4info: P4Info, fabric: Fabric, switch: str, config: TelemetryConfig) -> TelemetryEntities:

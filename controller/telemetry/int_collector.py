@@ -2,7 +2,7 @@
 
 `IntCollector` binds a UDP socket (default port 32766 on every address; the INT demo binds the
 telemetry bridge's address, topologies.addressing.TELEMETRY_COLLECTOR_IP) and decodes every
-datagram in one receiving thread with `controller.int_report.decode_reports`. It keeps:
+datagram in one receiving thread with `controller.telemetry.int_report.decode_reports`. It keeps:
 
 * per flow (`FlowKey`): the latest path (hops in path order), how many reports, how many
   different paths were seen, and per hop (switch, ingress, egress) the count, mean and max of
@@ -26,7 +26,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from controller.int_report import (
+from controller.telemetry.int_report import (
     DEFAULT_INT_DSCP_BIT,
     SEQUENCE_BITS,
     FlowKey,
