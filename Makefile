@@ -5,7 +5,7 @@ PY      := $(VENV)/bin/python
 P4C     ?= p4c-bm2-ss
 P4_MAIN := p4src/fabric.p4
 
-.PHONY: setup demo test p4 bench clean
+.PHONY: setup demo test p4 p4names bench clean
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -16,9 +16,13 @@ demo: setup
 test: setup
 	$(PY) -m pytest -ra $(PYTEST_ARGS)
 
-# Rebuild the committed P4 outputs (needs p4c on PATH); see p4src/README.md.
+# Rebuild the committed P4 outputs (needs p4c on PATH) and controller/p4names.py; see p4src/README.md.
 p4:
 	$(PY) -m aifabric.p4build
+
+# controller/p4names.py alone, from the committed p4src/build (no p4c needed).
+p4names:
+	$(PY) -m aifabric.p4build --names
 
 bench: setup
 	$(PY) benchmarks/target_pps.py

@@ -25,8 +25,8 @@ from pathlib import Path
 
 from aifabric import report, traffic
 from aifabric.lab import Lab
-from controller import entries as E
 from controller.fabric_controller import Pipeline
+from controller.telemetry import entries as TE
 from controller.telemetry.int_collector import FlowSummary
 from controller.telemetry.int_report import FlowKey, HopRecord, metadata_bytes
 from controller.paths import PathHop, installed_paths, path_of_int
@@ -163,7 +163,7 @@ def _read_ecn(lab: Lab) -> dict[str, int]:
     assert lab.controller is not None
     out = {}
     for sw in lab.fabric.switches:
-        for port, c in lab.controller.read_port_counters(sw.name, E.ECN_MARKED).items():
+        for port, c in lab.controller.read_port_counters(sw.name, TE.ECN_MARKED).items():
             out[f"{sw.name}:{port}"] = c.packets
     return out
 

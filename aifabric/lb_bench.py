@@ -43,7 +43,7 @@ from pathlib import Path
 from aifabric.allreduce_lab import FRAME_BYTES, LinkPlan, cpu_times, limit_links
 from aifabric.lab import Lab
 from aifabric.report import Failed
-from controller.entries import ECN_MARKED
+from controller.telemetry.entries import ECN_MARKED
 from controller.telemetry.int_collector import CollectorSnapshot
 from controller.lb import LbModes
 from controller.te.engine import TeConfig

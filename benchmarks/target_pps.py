@@ -57,6 +57,7 @@ from scapy.packet import raw  # noqa: E402
 import past_softswitch  # noqa: E402
 from aifabric import report  # noqa: E402
 from controller import entries as E  # noqa: E402
+from controller.p4names import Action, Table  # noqa: E402
 from controller.fabric_controller import Pipeline  # noqa: E402
 from controller.routing import NextHop  # noqa: E402
 from controller.switch import SwitchConnection  # noqa: E402
@@ -86,9 +87,6 @@ def setup_fabric(pipe: Pipeline, conn: SwitchConnection) -> None:
     conn.insert([E.my_station(pipe.p4info, ROUTER_MAC), *E.static_route(pipe.p4info, "10.0.2.0/24", hop)])
 
 
-AGG = "FabricIngress.aggregation."
-
-
 def setup_aggregation(pipe: Pipeline, conn: SwitchConnection) -> None:
     from p4.v1 import p4runtime_pb2
     info = pipe.p4info
@@ -97,10 +95,10 @@ def setup_aggregation(pipe: Pipeline, conn: SwitchConnection) -> None:
     pre.multicast_group_entry.replicas.add(egress_port=2, instance=1)
     conn.insert([E.entity(pre)])
     conn.insert([
-        E.entity(info.table_entry(AGG + "agg_jobs", {"job_id": 1}, action=AGG + "aggregate_root", params={
-            "epoch": 1, "slot_base": 0, "slot_count": FLOWS, "fan_in": 1, "group": 0x1001})),
-        E.entity(info.table_entry("FabricEgress.aggregation.agg_result_dst", {"egress_port": 2},
-                                  action="FabricEgress.aggregation.to_worker",
+        E.entity(info.table_entry(Table.AGGREGATION_AGG_JOBS, {"job_id": 1}, action=Action.AGGREGATION_AGGREGATE_ROOT,
+                                  params={"epoch": 1, "slot_base": 0, "slot_count": FLOWS, "fan_in": 1, "group": 0x1001})),
+        E.entity(info.table_entry(Table.AGGREGATION_AGG_RESULT_DST, {"egress_port": 2},
+                                  action=Action.AGGREGATION_TO_WORKER,
                                   params={"smac": ROUTER_MAC, "dmac": "00:00:00:00:bb:02", "ipv4": "10.0.2.2"}))])
 
 

@@ -2,6 +2,7 @@
 
 Modules, each owning one thing:
 
+* `p4names`   - the fabric program's names and constants, GENERATED from p4src/build (`make p4names`)
 * `p4info`    - P4Info names <-> ids, canonical value encoding, entity builders and descriptions
 * `errors`    - exceptions naming the switch; parsing of per-update P4Runtime write errors
 * `switch`    - `SwitchConnection`: a P4Runtime client for one switch

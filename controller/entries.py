@@ -1,7 +1,7 @@
 """P4Runtime entities for the fabric program's control-plane contract (p4src/README.md).
 
-The names below are the P4Info names of ``p4src/fabric.p4``; they are the only place the
-controller spells them. `forwarding_entities(p4info, state)` turns one switch's desired
+The names below are the P4Info names of ``p4src/fabric.p4``, from `controller.p4names` (generated
+from the build: the controller spells no P4 name by hand). `forwarding_entities(p4info, state)` turns one switch's desired
 `controller.routing.SwitchForwarding` into the entities that implement it, in the order they can
 be inserted (action profile members, then groups, then table entries that refer to them):
 
@@ -25,52 +25,39 @@ from typing import Iterable
 
 from p4.v1 import p4runtime_pb2
 
+from controller import p4names as P4
 from controller.p4info import P4Info
+from controller.p4names import Action, ActionProfile, Counter, Table
 from controller.routing import NextHop, SwitchForwarding
 
-CPU_PORT = 255
-CPU_CLONE_SESSION_ID = 511
+CPU_PORT = P4.CPU_PORT
+CPU_CLONE_SESSION_ID = P4.CPU_CLONE_SESSION_ID
 # Knuth's multiplicative constant (odd, so the map id -> id * C mod 2^w is a bijection):
 # distinct device ids get distinct, well-spread seeds at any seed width.
 _SEED_MULTIPLIER = 0x9E3779B1
 
-MY_STATION = "FabricIngress.filtering.my_station"
-SET_ROUTABLE = "FabricIngress.filtering.set_routable"
-ARP_REPLY = "FabricIngress.arp_ndp.arp_reply"
-REPLY_ARP = "FabricIngress.arp_ndp.reply_arp"
-NDP_REPLY = "FabricIngress.arp_ndp.ndp_reply"
-REPLY_NDP = "FabricIngress.arp_ndp.reply_ndp"
-ROUTING_V4 = "FabricIngress.forwarding.routing_v4"
-ROUTING_V6 = "FabricIngress.forwarding.routing_v6"
-SET_NEXT_ID = "FabricIngress.forwarding.set_next_id"
-NEXT_HASHED = "FabricIngress.next.hashed"
-ECMP_SELECTOR = "FabricIngress.next.ecmp_selector"
-ROUTE = "FabricIngress.next.route"
-ACL = "FabricIngress.acl.acl"
-ACL_PUNT = "FabricIngress.acl.punt_to_cpu"
-ACL_COPY = "FabricIngress.acl.copy_to_cpu"
-ACL_DROP = "FabricIngress.acl.drop"
-INGRESS_PORT_COUNTER = "FabricIngress.filtering.ingress_port_counter"
-EGRESS_PORT_COUNTER = "FabricEgress.egress_port_counter"
+MY_STATION = Table.FILTERING_MY_STATION
+SET_ROUTABLE = Action.FILTERING_SET_ROUTABLE
+ARP_REPLY = Table.ARP_NDP_ARP_REPLY
+REPLY_ARP = Action.ARP_NDP_REPLY_ARP
+NDP_REPLY = Table.ARP_NDP_NDP_REPLY
+REPLY_NDP = Action.ARP_NDP_REPLY_NDP
+ROUTING_V4 = Table.FORWARDING_ROUTING_V4
+ROUTING_V6 = Table.FORWARDING_ROUTING_V6
+SET_NEXT_ID = Action.FORWARDING_SET_NEXT_ID
+NEXT_HASHED = Table.NEXT_HASHED
+ECMP_SELECTOR = ActionProfile.NEXT_ECMP_SELECTOR
+ROUTE = Action.NEXT_ROUTE
+HASH_CONFIG = Table.NEXT_HASH_CONFIG
+SET_HASH_SEED = Action.NEXT_SET_HASH_SEED
+ACL = Table.ACL_ACL
+ACL_PUNT = Action.ACL_PUNT_TO_CPU
+ACL_COPY = Action.ACL_COPY_TO_CPU
+ACL_DROP = Action.ACL_DROP
+INGRESS_PORT_COUNTER = Counter.FILTERING_INGRESS_PORT_COUNTER
+EGRESS_PORT_COUNTER = Counter.EGRESS_PORT_COUNTER
 
 ETHERTYPE_LLDP = 0x88CC
-
-# Congestion signals (p4src/README.md, "Congestion signals: ECN and INT"); the entities are
-# built by controller.telemetry.entries.
-ECN_CONFIG = "FabricEgress.ecn.ecn_config"
-ECN_SET_THRESHOLDS = "FabricEgress.ecn.set_thresholds"
-ECN_MARKED = "FabricEgress.ecn.ecn_marked"
-INT_WATCHLIST = "FabricIngress.int_watchlist.watchlist"
-INT_MARK_SOURCE = "FabricIngress.int_watchlist.mark_source"
-INT_CONFIG = "FabricEgress.int_egress.int_config"
-INT_CONFIGURE = "FabricEgress.int_egress.configure"
-INT_SINK_PORTS = "FabricEgress.int_egress.sink_ports"
-INT_MARK_SINK = "FabricEgress.int_egress.mark_sink"
-INT_REPORT_CONFIG = "FabricEgress.int_egress.report_config"
-INT_CONFIGURE_REPORT = "FabricEgress.int_egress.configure_report"
-HASH_CONFIG = "FabricIngress.next.hash_config"
-SET_HASH_SEED = "FabricIngress.next.set_hash_seed"
-INT_REPORT_SESSION_ID = 500
 
 
 def entity(

@@ -13,10 +13,11 @@ import threading
 from p4.v1 import p4runtime_pb2
 
 from controller.entries import entity
+from controller.p4names import Action, Counter, Table
 
-LOSS_CONFIG = "FabricEgress.loss.loss_config"
-SET_LOSS = "FabricEgress.loss.set_loss"
-LOSS_DROPPED = "FabricEgress.loss.loss_dropped"
+LOSS_CONFIG = Table.LOSS_LOSS_CONFIG
+SET_LOSS = Action.LOSS_SET_LOSS
+LOSS_DROPPED = Counter.LOSS_LOSS_DROPPED
 PROBABILITY_SCALE = 1 << 16   # the data plane takes the probability in 1/65536
 
 

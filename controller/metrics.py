@@ -68,6 +68,7 @@ from prometheus_client.registry import Collector
 from controller import entries as E
 from controller.failover.handler import running_handler
 from controller.failover.metrics import FailureCollector
+from controller.telemetry import entries as TE
 from controller.telemetry.int_collector import IntCollector
 
 log = logging.getLogger(__name__)
@@ -103,7 +104,7 @@ class CounterPoller:
     read: PortCounterReader
     switches: list[str]
     interval: float = DEFAULT_POLL_INTERVAL
-    ecn_counter: str | None = E.ECN_MARKED  # None: the pipeline has no ECN counter
+    ecn_counter: str | None = TE.ECN_MARKED  # None: the pipeline has no ECN counter
     clock: Callable[[], float] = time.monotonic
     ports: dict[tuple[str, int], PortRates] = field(default_factory=dict)
     errors: int = 0
@@ -338,8 +339,8 @@ def fabric_metrics(
     fabric = controller.fabric  # type: ignore[attr-defined]
     p4info = controller.pipeline.p4info  # type: ignore[attr-defined]
     try:
-        p4info.counter(E.ECN_MARKED)
-        ecn_counter: str | None = E.ECN_MARKED
+        p4info.counter(TE.ECN_MARKED)
+        ecn_counter: str | None = TE.ECN_MARKED
     except KeyError:
         ecn_counter = None
     poller = CounterPoller(

@@ -38,6 +38,7 @@ from scapy.packet import raw
 from controller import entries as E
 from controller.routing import NextHop
 from controller.switch import SwitchConnection
+from controller.telemetry import entries as TE
 from scenarios.runner import load_p4info, program_files
 from topologies.bmv2_cli import run_cli
 from topologies.testbed import Testbed
@@ -124,10 +125,10 @@ def _run(target: str) -> tuple[Bursts, int]:
             conn.set_pipeline(info, json_path.read_bytes())
             ents = [E.my_station(info, ROUTER_MAC), E.route_member(info, 1, NextHop(OUT, ROUTER_MAC, HOST_B, "b")),
                     E.ecmp_group(info, 1, [1]), E.next_entry(info, 1, 1), E.route(info, "10.0.2.0/24", 1),
-                    E.entity(info.table_entry(E.ECN_CONFIG, {"egress_port": OUT}, action=E.ECN_SET_THRESHOLDS,
+                    E.entity(info.table_entry(TE.ECN_CONFIG, {"egress_port": OUT}, action=TE.ECN_SET_THRESHOLDS,
                                               params={"kmin": KMIN, "kmax": KMAX, "pmax": PMAX})),
-                    E.entity(info.table_entry(E.INT_WATCHLIST, {"ip_dst": ("10.0.2.0", 0xFFFFFF00)},
-                                              action=E.INT_MARK_SOURCE, params={"max_hop": 4}, priority=1))]
+                    E.entity(info.table_entry(TE.INT_WATCHLIST, {"ip_dst": ("10.0.2.0", 0xFFFFFF00)},
+                                              action=TE.INT_MARK_SOURCE, params={"max_hop": 4}, priority=1))]
             conn.insert(ents)
             bursts = Bursts()
             for burst in frames:
@@ -142,7 +143,7 @@ def _run(target: str) -> tuple[Bursts, int]:
                     p = Ether(f)
                     depth = int.from_bytes(f[QOCC_AT + 1:QOCC_AT + 4], "big")
                     bursts.seen.append((_ecn_of(p[IP].id % BURST), depth, p[IP].tos & 3))
-            marked = conn.read_counter(info.counter_id(E.ECN_MARKED), OUT).get(OUT, (0, 0))[0]
+            marked = conn.read_counter(info.counter_id(TE.ECN_MARKED), OUT).get(OUT, (0, 0))[0]
     if not bursts.enough():
         pytest.skip(bursts.why_not())
     return bursts, marked

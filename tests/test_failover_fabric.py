@@ -20,6 +20,7 @@ import pytest
 from targets import FABRIC_TARGETS
 
 from controller.failover import start_failure_handling
+from controller.p4names import Table
 
 pytestmark = [
     pytest.mark.slow,
@@ -173,7 +174,7 @@ def test_core_link_down_then_restored(lab):
     assert handler.failures() == []
     assert controller.forwarding == healthy
     entries = controller.connection(a).read_table(controller.pipeline.p4info.table_id(
-        "FabricIngress.port_liveness.port_status"))
+        Table.PORT_LIVENESS_PORT_STATUS))
     assert entries == [], "a port_status entry outlived the repair"
 
 

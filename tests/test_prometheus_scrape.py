@@ -22,7 +22,7 @@ import pytest
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from controller import entries as E
+from controller.telemetry import entries as TE
 from controller.fabric_controller import PortCounter
 from controller.telemetry.int_collector import IntCollector
 from controller.telemetry.int_report import HopRecord, group_header, individual_report, int_md_stack
@@ -52,7 +52,7 @@ class FakeSwitchCounters:
         self.reads = 0
 
     def __call__(self, switch: str, counter: str) -> dict[int, PortCounter]:
-        if counter == E.ECN_MARKED:
+        if counter == TE.ECN_MARKED:
             return {2: PortCounter(37, 0)} if switch == "p3e1" else {}
         self.reads += 1
         step = self.reads

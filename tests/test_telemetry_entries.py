@@ -12,6 +12,7 @@ import pytest
 from p4.v1 import p4runtime_pb2
 
 from controller import entries as E
+from controller.telemetry import entries as TE
 from controller.fabric_controller import FabricController, Pipeline
 from controller.p4info import decode
 from controller.reconcile import entity_key, owner_key, plan
@@ -45,28 +46,28 @@ def _params(entry: p4runtime_pb2.TableEntry) -> dict[str, int]:
 
 
 def test_contract_names_exist_in_the_build() -> None:
-    for table in (E.ECN_CONFIG, E.INT_WATCHLIST, E.INT_CONFIG, E.INT_SINK_PORTS, E.INT_REPORT_CONFIG, E.HASH_CONFIG):
+    for table in (TE.ECN_CONFIG, TE.INT_WATCHLIST, TE.INT_CONFIG, TE.INT_SINK_PORTS, TE.INT_REPORT_CONFIG, E.HASH_CONFIG):
         P4INFO.table(table)
-    for action in (E.ECN_SET_THRESHOLDS, E.INT_MARK_SOURCE, E.INT_CONFIGURE, E.INT_MARK_SINK, E.INT_CONFIGURE_REPORT,
+    for action in (TE.ECN_SET_THRESHOLDS, TE.INT_MARK_SOURCE, TE.INT_CONFIGURE, TE.INT_MARK_SINK, TE.INT_CONFIGURE_REPORT,
                    E.SET_HASH_SEED):
         P4INFO.action_info(action)
-    P4INFO.counter(E.ECN_MARKED)
-    assert [P4INFO.match_field(E.INT_WATCHLIST, f).kind for f in ("ip_src", "ip_dst", "ip_proto", "l4_sport", "l4_dport")] == [
+    P4INFO.counter(TE.ECN_MARKED)
+    assert [P4INFO.match_field(TE.INT_WATCHLIST, f).kind for f in ("ip_src", "ip_dst", "ip_proto", "l4_sport", "l4_dport")] == [
         "ternary", "ternary", "ternary", "range", "range"]
 
 
 def test_edge_switch_gets_ecn_watchlist_sinks_defaults_and_clone_session() -> None:
     fabric = fat_tree(4)
     ents = telemetry_entities(P4INFO, fabric, "p0e0", TelemetryConfig(watchlist=(WATCH,)))
-    ecn = _tables(ents.tables, E.ECN_CONFIG)
+    ecn = _tables(ents.tables, TE.ECN_CONFIG)
     assert sorted(decode(e.match[0].exact.value) for e in ecn) == [1, 2, 3, 4]
     assert _params(ecn[0]) == {"kmin": DEFAULT_ECN.kmin, "kmax": DEFAULT_ECN.kmax, "pmax": round(0.2 * 65536)}
-    (watch,) = _tables(ents.tables, E.INT_WATCHLIST)
+    (watch,) = _tables(ents.tables, TE.INT_WATCHLIST)
     assert watch.priority > 0 and _params(watch) == {"max_hop": 6}
     fields = {P4INFO.match_field_by_id(watch.table_id, m.field_id).name: m for m in watch.match}
     assert decode(fields["ip_src"].ternary.value) == int(ipaddress.ip_address("10.0.0.2"))
     assert decode(fields["l4_sport"].range.low) == decode(fields["l4_sport"].range.high) == 40000
-    sinks = _tables(ents.tables, E.INT_SINK_PORTS)
+    sinks = _tables(ents.tables, TE.INT_SINK_PORTS)
     assert sorted(decode(e.match[0].exact.value) for e in sinks) == [1, 2]
     int_config, report_config = ents.defaults
     assert int_config.table_entry.is_default_action and not int_config.table_entry.match
@@ -80,21 +81,21 @@ def test_edge_switch_gets_ecn_watchlist_sinks_defaults_and_clone_session() -> No
     }
     (clone,) = ents.pre
     session = clone.packet_replication_engine_entry.clone_session_entry
-    assert session.session_id == E.INT_REPORT_SESSION_ID
+    assert session.session_id == TE.INT_REPORT_SESSION_ID
     assert [r.egress_port for r in session.replicas] == [ap.TELEMETRY_PORT]
 
 
 def test_core_switch_has_no_watchlist_and_no_sinks() -> None:
     ents = telemetry_entities(P4INFO, fat_tree(4), "c0", TelemetryConfig(watchlist=(WATCH,)))
-    assert not _tables(ents.tables, E.INT_WATCHLIST) and not _tables(ents.tables, E.INT_SINK_PORTS)
-    assert len(_tables(ents.tables, E.ECN_CONFIG)) == 4 and len(ents.defaults) == 2
+    assert not _tables(ents.tables, TE.INT_WATCHLIST) and not _tables(ents.tables, TE.INT_SINK_PORTS)
+    assert len(_tables(ents.tables, TE.ECN_CONFIG)) == 4 and len(ents.defaults) == 2
 
 
 def test_ecn_only_and_per_port_override() -> None:
     config = TelemetryConfig(int_enabled=False, ecn_ports={("p0e0", 1): EcnThresholds(1, 2, 1.0)})
     ents = telemetry_entities(P4INFO, fat_tree(4), "p0e0", config)
-    assert not ents.defaults and not ents.pre and not _tables(ents.tables, E.INT_SINK_PORTS)
-    by_port = {decode(e.match[0].exact.value): _params(e) for e in _tables(ents.tables, E.ECN_CONFIG)}
+    assert not ents.defaults and not ents.pre and not _tables(ents.tables, TE.INT_SINK_PORTS)
+    by_port = {decode(e.match[0].exact.value): _params(e) for e in _tables(ents.tables, TE.ECN_CONFIG)}
     assert by_port[1] == {"kmin": 1, "kmax": 2, "pmax": 65535} and by_port[2]["kmax"] == DEFAULT_ECN.kmax
     with pytest.raises(ValueError, match="p0e0 port 9"):
         telemetry_entities(P4INFO, fat_tree(4), "p0e0", TelemetryConfig(ecn_ports={("p0e0", 9): DEFAULT_ECN}))
@@ -147,7 +148,7 @@ def test_fabric_controller_desired_state_with_and_without_telemetry() -> None:
         agent = ctl.agents["p0e0"]
         assert len(agent.desired) == plain_desired["p0e0"] + 4 + 2 + 2 + 1 + 1  # ecn, sinks, defaults, seed, clone
         assert ("default", P4INFO.table_id(E.HASH_CONFIG)) in agent.owns
-        assert ("packet_replication_engine_entry", "clone", E.INT_REPORT_SESSION_ID) in agent.owns
+        assert ("packet_replication_engine_entry", "clone", TE.INT_REPORT_SESSION_ID) in agent.owns
         before = len(agent.desired)
         telemetry.set_watchlist([WATCH])
         assert len(agent.desired) == before + 1

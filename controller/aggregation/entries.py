@@ -1,5 +1,5 @@
 """P4Runtime entities that put aggregation jobs on a switch (p4src/README.md, "In-network
-aggregation"; the P4Info names are spelled here and nowhere else):
+aggregation"; the P4Info names from `controller.p4names`):
 
 * ``agg_jobs``: job id -> ``aggregate_root`` / ``aggregate_child`` with the job's epoch, slot
   range, the switch's fan-in, its multicast group and, below the root, the way up;
@@ -13,15 +13,16 @@ from p4.v1 import p4runtime_pb2
 
 from controller.entries import entity
 from controller.p4info import P4Info
+from controller.p4names import Action, Counter, Table
 from controller.aggregation.tree import TreeNode
 from topologies.fabric import Fabric
 
-AGG_JOBS = "FabricIngress.aggregation.agg_jobs"
-AGGREGATE_ROOT = "FabricIngress.aggregation.aggregate_root"
-AGGREGATE_CHILD = "FabricIngress.aggregation.aggregate_child"
-AGG_RESULT_DST = "FabricEgress.aggregation.agg_result_dst"
-TO_WORKER = "FabricEgress.aggregation.to_worker"
-AGG_OPS = "FabricIngress.aggregation.agg_ops"
+AGG_JOBS = Table.AGGREGATION_AGG_JOBS
+AGGREGATE_ROOT = Action.AGGREGATION_AGGREGATE_ROOT
+AGGREGATE_CHILD = Action.AGGREGATION_AGGREGATE_CHILD
+AGG_RESULT_DST = Table.AGGREGATION_AGG_RESULT_DST
+TO_WORKER = Action.AGGREGATION_TO_WORKER
+AGG_OPS = Counter.AGGREGATION_AGG_OPS
 AGG_GROUP_BASE = 0x1000   # multicast group of job j: AGG_GROUP_BASE + j (clear of other groups)
 
 # p4src/include/define.p4: AGG_OUTCOME_* (indices of the agg_ops counter)

@@ -13,15 +13,16 @@ from p4.v1 import p4runtime_pb2
 
 from controller.entries import entity
 from controller.p4info import P4Info
+from controller.p4names import Action, Counter, Table
 from controller.routing import NextHop, SwitchForwarding
 
-PORT_STATUS = "FabricIngress.port_liveness.port_status"
-PORT_DOWN = "FabricIngress.port_liveness.port_down"
-FAILOVER = "FabricIngress.port_liveness.failover"
-REROUTE = "FabricIngress.port_liveness.reroute"
-HEARTBEAT_WATCH = "FabricIngress.port_liveness.heartbeat_watch"
-FAILED_OVER = "FabricIngress.port_liveness.failed_over"     # counter: packets moved off each dead port
-WATCH = "FabricIngress.port_liveness.watch"
+PORT_STATUS = Table.PORT_LIVENESS_PORT_STATUS
+PORT_DOWN = Action.PORT_LIVENESS_PORT_DOWN
+FAILOVER = Table.PORT_LIVENESS_FAILOVER
+REROUTE = Action.PORT_LIVENESS_REROUTE
+HEARTBEAT_WATCH = Table.PORT_LIVENESS_HEARTBEAT_WATCH
+FAILED_OVER = Counter.PORT_LIVENESS_FAILED_OVER     # packets moved off each dead port
+WATCH = Action.PORT_LIVENESS_WATCH
 
 
 def owned_tables(p4info: P4Info) -> set[tuple]:

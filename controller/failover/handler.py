@@ -62,6 +62,7 @@ from controller.failover.localise import (
     localise,
 )
 from controller.failover.monitor import PortKey, PortMonitor, Transition
+from controller.p4names import PacketIn
 
 if TYPE_CHECKING:
     from controller.fabric_controller import FabricController
@@ -242,7 +243,7 @@ class FailureHandler:
             if beat is None:
                 return False
             now_ns = time.monotonic_ns()
-            port = self.p4info.packet_in_metadata(packet).get("ingress_port")
+            port = self.p4info.packet_in_metadata(packet).get(PacketIn.INGRESS_PORT)
             expected = self._peer.get((switch, port))  # type: ignore[arg-type]
             if expected == (self._names.get(beat.device_id), beat.port):
                 late = max(0, now_ns - beat.sent_ns) / 1e9      # sent by this process's ticker

@@ -11,7 +11,9 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-ETHERTYPE_HEARTBEAT = 0x88B5
+from controller import p4names as P4
+
+ETHERTYPE_HEARTBEAT = P4.ETHERTYPE_HEARTBEAT
 MAGIC = b"AIFHB1"
 _ETH = struct.Struct("!6s6sH")
 _BODY = struct.Struct("!6sIHIQ")

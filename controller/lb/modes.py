@@ -6,10 +6,10 @@ import threading
 from p4.v1 import p4runtime_pb2
 
 from controller.entries import entity
+from controller.p4names import Action, Table
 
-LB_MODE = "FabricIngress.load_balance.lb_mode"
-ACTIONS = {"ecmp": "FabricIngress.load_balance.ecmp", "spray": "FabricIngress.load_balance.spray",
-           "flowlet": "FabricIngress.load_balance.flowlet"}
+LB_MODE = Table.LOAD_BALANCE_LB_MODE
+ACTIONS = {"ecmp": Action.LOAD_BALANCE_ECMP, "spray": Action.LOAD_BALANCE_SPRAY, "flowlet": Action.LOAD_BALANCE_FLOWLET}
 MODES = tuple(ACTIONS)
 DEFAULT_GAP_US = 500          # flowlet gap: well above a paced flow's packet spacing at our rates
 

@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from p4.v1 import p4runtime_pb2
 
 from controller.entries import entity
+from controller.p4names import Action, DirectCounter, Table
 
-TE_OVERRIDE = "FabricIngress.te_override.te_override"
-PIN = "FabricIngress.te_override.pin"
-TE_PINNED = "FabricIngress.te_override.te_pinned"
+TE_OVERRIDE = Table.TE_OVERRIDE_TE_OVERRIDE
+PIN = Action.TE_OVERRIDE_PIN
+TE_PINNED = DirectCounter.TE_OVERRIDE_TE_PINNED
 
 
 @dataclass(frozen=True)

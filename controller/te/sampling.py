@@ -27,15 +27,16 @@ from dataclasses import dataclass
 from p4.v1 import p4runtime_pb2
 
 from controller.entries import entity
+from controller.p4names import Action, Counter, PacketIn, Table
 from controller.telemetry.int_report import FlowKey, flow_key_of_frame
 from controller.te.elephants import FlowCounts
 from controller.te.flows import Flow, HostDirectory
 
 log = logging.getLogger(__name__)
 
-FLOW_SAMPLING = "FabricIngress.flow_sampling.flow_sampling"
-SAMPLE = "FabricIngress.flow_sampling.sample"
-FLOW_SAMPLES = "FabricIngress.flow_sampling.flow_samples"
+FLOW_SAMPLING = Table.FLOW_SAMPLING_FLOW_SAMPLING
+SAMPLE = Action.FLOW_SAMPLING_SAMPLE
+FLOW_SAMPLES = Counter.FLOW_SAMPLING_FLOW_SAMPLES
 DEFAULT_ONE_IN = 16
 PROBABILITY_SCALE = 1 << 16   # the data plane takes the probability in 1/65536
 MAX_ONE_IN = PROBABILITY_SCALE
@@ -159,7 +160,7 @@ class FlowSampler:
                 continue
             if packet is None:
                 continue
-            port = p4info.packet_in_metadata(packet).get("ingress_port")
+            port = p4info.packet_in_metadata(packet).get(PacketIn.INGRESS_PORT)
             self._count(port in ports, flow_key_of_frame(packet.payload), len(packet.payload))
 
     def _count(self, sampled_port: bool, key: FlowKey | None, frame_bytes: int) -> None:

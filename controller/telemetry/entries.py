@@ -1,7 +1,7 @@
 """P4Runtime entities for the fabric's congestion signals: ECN marking and INT-MD.
 
-The contract is p4src/README.md, "Congestion signals: ECN and INT"; the P4Info names are in
-`controller.entries` (the one place the controller spells them). For one switch:
+The contract is p4src/README.md, "Congestion signals: ECN and INT"; the P4Info names come from
+`controller.p4names` (generated from the build). For one switch:
 
 * ``ecn_config``: every data port (not the CPU or telemetry port) -> ``set_thresholds(kmin,
   kmax, pmax)`` (pmax as a fraction of 65536), from `TelemetryConfig.ecn`, overridable per port;
@@ -25,13 +25,28 @@ from dataclasses import dataclass, field
 from p4.v1 import p4runtime_pb2
 
 from controller import entries as E
+from controller import p4names as P4
 from controller.entries import default_entry
 from controller.p4info import P4Info
+from controller.p4names import Action, Counter, Table
 from topologies import addressing as ap
 from topologies.fabric import Fabric
 
-MAX_INT_HOPS = 6  # p4src: MAX_INT_HOPS, more than the longest fat-tree path (5 switches)
-DEFAULT_MTU = 1500
+ECN_CONFIG = Table.ECN_ECN_CONFIG
+ECN_SET_THRESHOLDS = Action.ECN_SET_THRESHOLDS
+ECN_MARKED = Counter.ECN_ECN_MARKED
+INT_WATCHLIST = Table.INT_WATCHLIST_WATCHLIST
+INT_MARK_SOURCE = Action.INT_WATCHLIST_MARK_SOURCE
+INT_CONFIG = Table.INT_EGRESS_INT_CONFIG
+INT_CONFIGURE = Action.INT_EGRESS_CONFIGURE
+INT_SINK_PORTS = Table.INT_EGRESS_SINK_PORTS
+INT_MARK_SINK = Action.INT_EGRESS_MARK_SINK
+INT_REPORT_CONFIG = Table.INT_EGRESS_REPORT_CONFIG
+INT_CONFIGURE_REPORT = Action.INT_EGRESS_CONFIGURE_REPORT
+INT_REPORT_SESSION_ID = P4.INT_REPORT_SESSION
+
+MAX_INT_HOPS = P4.MAX_INT_HOPS  # more than the longest fat-tree path (5 switches)
+DEFAULT_MTU = P4.INT_DEFAULT_MTU
 PMAX_SCALE = 1 << 16  # pmax is carried in 1/65536
 WATCH_PRIORITY = 10
 
@@ -149,7 +164,7 @@ def watch_entry(p4info: P4Info, rule: WatchRule) -> p4runtime_pb2.Entity:
         match["l4_dport"] = rule.dst_ports
     return E.entity(
         p4info.table_entry(
-            E.INT_WATCHLIST, match, action=E.INT_MARK_SOURCE, params={"max_hop": rule.max_hop}, priority=rule.priority  # type: ignore[arg-type]
+            INT_WATCHLIST, match, action=INT_MARK_SOURCE, params={"max_hop": rule.max_hop}, priority=rule.priority  # type: ignore[arg-type]
         )
     )
 
@@ -157,9 +172,9 @@ def watch_entry(p4info: P4Info, rule: WatchRule) -> p4runtime_pb2.Entity:
 def ecn_entry(p4info: P4Info, port: int, thresholds: EcnThresholds) -> p4runtime_pb2.Entity:
     return E.entity(
         p4info.table_entry(
-            E.ECN_CONFIG,
+            ECN_CONFIG,
             {"egress_port": port},
-            action=E.ECN_SET_THRESHOLDS,
+            action=ECN_SET_THRESHOLDS,
             params={"kmin": thresholds.kmin, "kmax": thresholds.kmax, "pmax": thresholds.pmax_fixed},
         )
     )
@@ -185,13 +200,13 @@ def telemetry_entities(p4info: P4Info, fabric: Fabric, switch: str, config: Tele
             ap.check_telemetry_port(data_ports[-1])
         if host_ports:
             tables += [watch_entry(p4info, rule) for rule in config.watchlist]
-        tables += [E.entity(p4info.table_entry(E.INT_SINK_PORTS, {"egress_port": p}, action=E.INT_MARK_SINK)) for p in host_ports]
-        defaults.append(default_entry(p4info, E.INT_CONFIG, E.INT_CONFIGURE, switch_id=sw.device_id, mtu=config.mtu))
+        tables += [E.entity(p4info.table_entry(INT_SINK_PORTS, {"egress_port": p}, action=INT_MARK_SINK)) for p in host_ports]
+        defaults.append(default_entry(p4info, INT_CONFIG, INT_CONFIGURE, switch_id=sw.device_id, mtu=config.mtu))
         defaults.append(
             default_entry(
                 p4info,
-                E.INT_REPORT_CONFIG,
-                E.INT_CONFIGURE_REPORT,
+                INT_REPORT_CONFIG,
+                INT_CONFIGURE_REPORT,
                 src_mac=ap.telemetry_source_mac(sw.device_id),
                 dst_mac=config.collector_mac,
                 src_ip=str(ap.telemetry_source_ip(sw.device_id)),
@@ -199,18 +214,18 @@ def telemetry_entities(p4info: P4Info, fabric: Fabric, switch: str, config: Tele
                 dst_port=config.collector_port,
             )
         )
-        pre.append(E.clone_session(E.INT_REPORT_SESSION_ID, config.telemetry_port))
+        pre.append(E.clone_session(INT_REPORT_SESSION_ID, config.telemetry_port))
     return TelemetryEntities(tables, defaults, pre)
 
 
 def owned_tables(config: TelemetryConfig) -> list[str]:
     """Tables whose entries the controller owns (reads back and reconciles) for ``config``."""
-    tables = [E.ECN_CONFIG]
+    tables = [ECN_CONFIG]
     if config.int_enabled:
-        tables += [E.INT_WATCHLIST, E.INT_SINK_PORTS]
+        tables += [INT_WATCHLIST, INT_SINK_PORTS]
     return tables
 
 
 def owned_defaults(config: TelemetryConfig) -> list[str]:
     """Keyless tables whose default action the controller owns for ``config``."""
-    return [E.INT_CONFIG, E.INT_REPORT_CONFIG] if config.int_enabled else []
+    return [INT_CONFIG, INT_REPORT_CONFIG] if config.int_enabled else []

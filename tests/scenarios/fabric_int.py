@@ -29,6 +29,7 @@ from scapy.layers.l2 import Ether
 from scapy.packet import raw
 
 from controller import entries as E
+from controller.p4names import Action, Counter, Table
 from controller.routing import NextHop
 from scenarios._fields import Layout
 from scenarios.runner import CONTROL, Scenario, Send, Setup, Step
@@ -84,8 +85,8 @@ def _setup(s: Setup, mtu: int = 1500) -> None:
                            params={"src_mac": REPORT_SRC_MAC, "dst_mac": REPORT_DST_MAC, "src_ip": REPORT_SRC_IP,
                                    "dst_ip": REPORT_DST_IP, "dst_port": REPORT_PORT}))
     s.insert(E.clone_session(500, TELEMETRY))
-    s.insert(i.table_entry("FabricEgress.ecn.ecn_config", {"egress_port": FABRIC},
-                           action="FabricEgress.ecn.set_thresholds",
+    s.insert(i.table_entry(Table.ECN_ECN_CONFIG, {"egress_port": FABRIC},
+                           action=Action.ECN_SET_THRESHOLDS,
                            params={"kmin": KMIN, "kmax": KMAX, "pmax": PMAX}))
 
 
@@ -115,7 +116,7 @@ def _read_report_seq(s: Setup) -> bytes:
 
 def _read_ecn_marked(s: Setup) -> bytes:
     cells = {e.counter_entry.index.index: e.counter_entry.data.packet_count
-             for e in s.read(s.p4info.counter_entry("FabricEgress.ecn.ecn_marked", FABRIC))}
+             for e in s.read(s.p4info.counter_entry(Counter.ECN_ECN_MARKED, FABRIC))}
     return f"ecn_marked[{FABRIC}] {cells.get(FABRIC, 0)}".encode()
 
 
@@ -503,8 +504,8 @@ ECN_RATE_PPS, BURST = 100, 30
 
 def _ecn_step(kmin: int, kmax: int, pmax: int, *cli: str) -> Step:
     def run(s: Setup) -> bytes:
-        s.modify(s.p4info.table_entry("FabricEgress.ecn.ecn_config", {"egress_port": FABRIC},
-                                      action="FabricEgress.ecn.set_thresholds",
+        s.modify(s.p4info.table_entry(Table.ECN_ECN_CONFIG, {"egress_port": FABRIC},
+                                      action=Action.ECN_SET_THRESHOLDS,
                                       params={"kmin": kmin, "kmax": kmax, "pmax": pmax}))
         if cli:
             s.switch_cli(*cli)
@@ -514,7 +515,7 @@ def _ecn_step(kmin: int, kmax: int, pmax: int, *cli: str) -> Step:
 
 def _ecn_marked_some(s: Setup) -> bytes:
     cells = {e.counter_entry.index.index: e.counter_entry.data.packet_count
-             for e in s.read(s.p4info.counter_entry("FabricEgress.ecn.ecn_marked", FABRIC))}
+             for e in s.read(s.p4info.counter_entry(Counter.ECN_ECN_MARKED, FABRIC))}
     return f"ecn_marked[{FABRIC}] > 0: {cells.get(FABRIC, 0) > 0}".encode()
 
 

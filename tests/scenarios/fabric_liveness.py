@@ -21,6 +21,7 @@ The failed_over counter has counted every packet moved off port 3 and off port 4
 from scapy.layers.l2 import Ether
 from scapy.packet import raw
 
+from controller.p4names import Action, Table
 from scenarios import fabric as F
 from scenarios.runner import CONTROL, Scenario, Send, Setup, Step
 from topologies.heartbeat_generator import GEN_PORT
@@ -45,10 +46,10 @@ def _failover(s: Setup) -> bytes:
 
 
 def _pin(s: Setup) -> bytes:
-    s.insert(s.p4info.table_entry("FabricIngress.te_override.te_override",
+    s.insert(s.p4info.table_entry(Table.TE_OVERRIDE_TE_OVERRIDE,
                                   {"ip_src": "10.0.1.1", "ip_dst": "10.0.2.5", "ip_proto": 17, "l4_sport": 4242,
                                    "l4_dport": 4791},
-                                  action="FabricIngress.te_override.pin",
+                                  action=Action.TE_OVERRIDE_PIN,
                                   params={"port": DEAD, "smac": F.ROUTER, "dmac": MEMBER_MAC[DEAD]}))
     return b"pinned to 3"
 
