@@ -1,12 +1,14 @@
 """softswitch's P4Runtime server under requests meant to hurt it: a Read repeating a large table,
 values far wider than their fields, batches whose errors overflow a trailer, requests over the
-size limits, and streams that never arbitrate. Each runs against a real softswitch process (or an
-in-process one where the test must shorten a timeout) through real gRPC clients, some of them
-with gRPC's default settings, and checks that the server answers with the status it should and
-that a controller is still served.
+size limits, streams that never arbitrate, streams opened and abandoned by the hundred, and
+pipelines pushed again and again while others write and read. Each runs against a real
+softswitch process (or an in-process one where the test must shorten a timeout) through real
+gRPC clients, some of them with gRPC's default settings, and checks that the server answers
+with the status it should and that a controller is still served.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -14,9 +16,10 @@ import grpc
 import pytest
 from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2 as pb
+from p4.v1 import p4runtime_pb2_grpc as pbg
 
-from p4rt_support import (INS, Client, Stream, action, exact, require_program, running_switch, softswitch_process,
-                          table_entry, update_errors)
+from p4rt_support import (DEL, INS, MOD, Client, Stream, action, exact, lpm, require_program, running_switch,
+                          softswitch_process, table_entry, update_errors)
 from softswitch.p4runtime import intake, status, wire
 from softswitch.p4runtime.errors import MAX_MESSAGE_CHARS
 from softswitch.p4runtime.server import MAX_CONCURRENT_READS
@@ -317,4 +320,225 @@ def test_a_stream_that_never_arbitrates_is_closed():
         assert not talker.ended.is_set()
         silent.close()
         talker.close()
+        c.close()
+
+
+# -- issue 29, item 4: streams their clients closed, and Writes during pipeline pushes -------------------
+CHURN_CYCLES = 300
+CHURNERS = 3
+BURST = 5                       # streams a churner opens at once (one at a time rarely met the race)
+BACKUPS = MAX_JOINED_STREAMS - 1
+
+
+def _arbitration(election: tuple[int, int]) -> pb.StreamMessageRequest:
+    req = pb.StreamMessageRequest()
+    req.arbitration.device_id = 1
+    req.arbitration.election_id.high, req.arbitration.election_id.low = election
+    return req
+
+
+def _churn(addr: str, first: int, cycles: int, hold: threading.Event) -> None:
+    """``cycles`` streams, opened ``BURST`` at a time, each sending its arbitration update, then
+    all gone at once: mostly by cancelling their calls, one burst in ten by closing the channel
+    (a disconnect), one in ten by a deadline passing."""
+    def requests(election):
+        yield _arbitration(election)
+        hold.wait()                           # never half-closes: the client just goes away
+
+    for b in range(0, cycles, BURST):
+        how = (b // BURST) % 10
+        channel = grpc.insecure_channel(addr)
+        stub = pbg.P4RuntimeStub(channel)
+        elections = [(0, first + i) for i in range(b, min(b + BURST, cycles))]
+        if how == 9:
+            calls = [stub.StreamChannel(requests(e), timeout=0.05) for e in elections]
+            for call in calls:
+                with contextlib.suppress(grpc.RpcError):
+                    for _ in call:
+                        pass
+        else:
+            calls = [stub.StreamChannel(requests(e)) for e in elections]
+            time.sleep(0.002)                 # the updates on their way
+            if how != 8:
+                for call in calls:
+                    call.cancel()
+        channel.close()
+
+
+def _join_as_backup(stub, election: tuple[int, int], give_up: float, joined: list[Stream]) -> str:
+    """Arbitrate on a new stream, kept open in ``joined`` once answered: the answer's code, or
+    how the stream ended. Refused for lack of room, it tries again until ``give_up``
+    (monotonic): the streams closed last may still be leaving; a place never freed keeps it
+    refused."""
+    while True:
+        s = Stream(stub)
+        s.arbitrate(election)
+        answer_by = time.monotonic() + 10
+        msg = None
+        while msg is None and not s.ended.is_set() and time.monotonic() < answer_by:
+            msg = s.next("arbitration", timeout=0.2)
+        if msg is not None:
+            joined.append(s)
+            return code_pb2.Code.Name(msg.arbitration.status.code)
+        ended = s.wait_end(timeout=1)
+        s.close()
+        if ended != grpc.StatusCode.RESOURCE_EXHAUSTED or time.monotonic() > give_up:
+            return f"no answer: stream ended {ended} {s.end_details!r}"
+        time.sleep(0.5)
+
+
+def test_streams_their_clients_closed_leave_room_for_new_controllers(target):
+    controller = Client(target.grpc_addr, election=(0, 1 << 40))
+    controller_stream = controller.open_stream()          # the primary, in the only place taken
+    hold = threading.Event()
+    per = CHURN_CYCLES // CHURNERS
+    churners = [threading.Thread(target=_churn, args=(target.grpc_addr, 1000 + n * per, per, hold))
+                for n in range(CHURNERS)]
+    for t in churners:
+        t.start()
+    for t in churners:
+        t.join()
+    hold.set()
+    # every controller that arbitrates now, each with its own stream and an election id below
+    # the primary's, is answered as a backup: the 300 streams left no place taken
+    c = Client(target.grpc_addr, election=None)
+    give_up = time.monotonic() + 30
+    backups: list[Stream] = []
+    answers = [_join_as_backup(c.stub, (0, 100 + n), give_up, backups) for n in range(BACKUPS)]
+    assert answers == ["ALREADY_EXISTS"] * BACKUPS, answers
+    assert not controller_stream.ended.is_set(), controller_stream.end_details
+    assert not any(b.ended.is_set() for b in backups)       # all of them in at once
+    for b in backups:
+        b.close()
+    controller.close()
+    c.close()
+
+
+PUSHES = 6
+WRITERS = 3
+KEYS_PER_WRITER = 32
+PROBE_EVERY = 0.02              # seconds between two probes, whatever the ones before wait for
+
+
+def _toggle_entries(client: Client, p, first_key: int, stop: threading.Event, present: set[int],
+                    outcomes: list[str]) -> None:
+    """Insert, then delete, each of its keys of t_hit, one Write at a time, over and over;
+    ``present`` is what the table must hold of them."""
+    i = 0
+    while not stop.is_set():
+        key = first_key + i % KEYS_PER_WRITER
+        utype = DEL if key in present else INS
+        outcome = _write_outcome(client, (utype, _hit_key(p, key)))
+        outcomes.append(outcome)
+        if outcome == "OK":
+            (present.discard if utype == DEL else present.add)(key)
+        i += 1
+
+
+def _hit_key(p, key: int) -> pb.Entity:
+    return table_entry(p.table_id("t_hit"), [exact(p.field_id("t_hit", "k16"), key.to_bytes(2, "big"))],
+                       action(p.action_id("set_hit"), b"\x01"))
+
+
+def _write_outcome(client: Client, update: tuple[int, pb.Entity]) -> str:
+    try:
+        errors = client.write(update, timeout=120)
+    except grpc.RpcError as e:
+        return e.code().name
+    return "OK" if errors is None else errors[0][0]
+
+
+def _read_outcome(client: Client, entity: pb.Entity) -> str:
+    try:
+        _read(client, [entity], timeout=120)
+    except grpc.RpcError as e:
+        return e.code().name
+    return "OK"
+
+
+def _probe(call, stop: threading.Event, calls: list, at_once: int = 1000) -> None:
+    """Run ``call`` in a thread of its own every PROBE_EVERY seconds until ``stop``, unless
+    ``at_once`` are still running; ``calls`` gets (start, end, outcome) of each."""
+    running = threading.BoundedSemaphore(at_once)
+
+    def timed() -> None:
+        t0 = time.monotonic()
+        outcome = call()
+        calls.append((t0, time.monotonic(), outcome))
+        running.release()
+
+    probes = []
+    while not stop.wait(PROBE_EVERY):
+        if running.acquire(blocking=False):
+            probes.append(threading.Thread(target=timed))
+            probes[-1].start()
+    for t in probes:
+        t.join(timeout=150)
+
+
+def _finished_within(calls: list, pushes: list[tuple[float, float]]) -> tuple[int, int]:
+    """(calls issued while a push was under way, those of them that finished before it did)."""
+    during = [(end, p_end) for start, end, _ in calls for p_start, p_end in pushes if p_start <= start < p_end]
+    return len(during), sum(end < p_end for end, p_end in during)
+
+
+def test_writes_and_reads_go_on_while_the_pipeline_is_pushed_again(target, primary, tables_prog):
+    p = tables_prog
+    # forwarding state that RECONCILE_AND_COMMIT replays into each new pipeline: 4 full tables
+    filled = {"t_exact": "k16", "t_lpm": "k32", "t_constdef": "k16", "t_defparam": "k32"}
+    for table, field in filled.items():
+        fid, width = p.field_id(table, field), 2 if field == "k16" else 4
+        match = [lpm(fid, (k << 8).to_bytes(4, "big"), 24) if table == "t_lpm" else exact(fid, k.to_bytes(width, "big"))
+                 for k in range(ENTRIES)]
+        primary.write_ok(*[(INS, table_entry(p.table_id(table), [m], action(p.action_id(table.replace("t_", "set_")),
+                                                                             b"\x01"))) for m in match])
+    stop = threading.Event()
+    writers = [Client(target.grpc_addr, election=(0, 1)) for _ in range(WRITERS)]
+    prober = Client(target.grpc_addr, election=(0, 1))
+    present: list[set[int]] = [set() for _ in writers]
+    outcomes: list[str] = []
+    write_calls: list = []
+    read_calls: list = []
+    hit_table = pb.Entity(table_entry=pb.TableEntry(table_id=p.table_id("t_hit")))
+    hit_default = pb.Entity(table_entry=pb.TableEntry(table_id=p.table_id("t_hit"), is_default_action=True,
+                                                      action=pb.TableAction(action=action(p.action_id("set_hit"),
+                                                                                          b"\x02"))))
+    threads = [threading.Thread(target=_toggle_entries, args=(w, p, n * KEYS_PER_WRITER, stop, present[n], outcomes))
+               for n, w in enumerate(writers)]
+    threads += [threading.Thread(target=_probe, args=(lambda: _write_outcome(prober, (MOD, hit_default)), stop,
+                                                      write_calls)),
+                threading.Thread(target=_probe, args=(lambda: _read_outcome(prober, hit_table), stop, read_calls,
+                                                      MAX_CONCURRENT_READS - 1))]
+    for t in threads:
+        t.start()
+    pushes = []
+    try:
+        for _ in range(PUSHES):
+            time.sleep(0.3)
+            t0 = time.monotonic()
+            primary.set_pipeline(p, action=pb.SetForwardingPipelineConfigRequest.RECONCILE_AND_COMMIT)
+            pushes.append((t0, time.monotonic()))
+        time.sleep(0.3)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=150)
+    # every Write and Read finished, and well
+    assert set(outcomes) == {"OK"}, sorted(set(outcomes))
+    assert {o for _, _, o in write_calls} == {"OK"}, sorted({o for _, _, o in write_calls})
+    assert {o for _, _, o in read_calls} == {"OK"}, sorted({o for _, _, o in read_calls})
+    # every Write acknowledged, during a push or not, is in the pipeline the pushes left
+    got = {int.from_bytes(e.table_entry.match[0].exact.value, "big") for e in primary.read(hit_table)}
+    assert got == set().union(*present)
+    for table in filled:                                                             # and the rest
+        assert len(primary.read(pb.Entity(table_entry=pb.TableEntry(table_id=p.table_id(table))))) == ENTRIES
+    # Writes and Reads issued while a push was under way did not wait for it: most finished
+    # before it did (where a push holds them off, those issued after it took the lock cannot)
+    writes_during, writes_before_push = _finished_within(write_calls, pushes)
+    reads_during, reads_before_push = _finished_within(read_calls, pushes)
+    print(f"\n{writes_before_push} of {writes_during} Writes and {reads_before_push} of {reads_during} Reads issued "
+          f"during {PUSHES} pushes finished before their push did")
+    assert writes_during > 0 and writes_before_push > writes_during / 2, (writes_before_push, writes_during)
+    assert reads_during > 0 and reads_before_push > reads_during / 2, (reads_before_push, reads_during)
+    for c in writers + [prober]:
         c.close()

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from google.rpc import status_pb2
 from p4.v1 import p4runtime_pb2
 
-from .errors import (P4RTError, ALREADY_EXISTS, FAILED_PRECONDITION, INVALID_ARGUMENT, NOT_FOUND, OK,
+from .errors import (P4RTError, ALREADY_EXISTS, CANCELLED, FAILED_PRECONDITION, INVALID_ARGUMENT, NOT_FOUND, OK,
                      PERMISSION_DENIED, RESOURCE_EXHAUSTED)
 
 ElectionId = tuple[int, int]
@@ -76,6 +76,7 @@ class Connection:
     device_id: int | None = None
     role: str | None = None                  # None until the first arbitration update
     election_id: ElectionId | None = None    # None: unset (never primary)
+    closed: bool = False                     # its stream ended: it never joins again
 
     @property
     def joined(self) -> bool:
@@ -101,6 +102,10 @@ class Arbiter:
         if arb.HasField("role") and arb.role.HasField("config"):
             raise P4RTError(INVALID_ARGUMENT, "role.config is not supported: roles have full pipeline access")
         with self._lock:
+            if conn.closed:
+                # an update read just before its stream ended: joining now would hold a place
+                # for a client that is gone, for as long as the switch runs
+                raise P4RTError(CANCELLED, "the stream has ended")
             if not conn.joined:
                 if arb.device_id != self.device_id:
                     raise P4RTError(NOT_FOUND, f"unknown device id {arb.device_id} (this device is {self.device_id})")
@@ -130,10 +135,12 @@ class Arbiter:
                 conn.outbox.put(self._notification(role, after, conn))
 
     def leave(self, conn: Connection) -> None:
-        if not conn.joined:
-            return
+        """``conn``'s stream ended: its place is free, and an update of it still on its way is
+        refused (under the same lock as `update`, so no update can slip in after this)."""
         with self._lock:
-            self._remove(conn)
+            conn.closed = True
+            if conn.joined:
+                self._remove(conn)
 
     def _remove(self, conn: Connection) -> None:
         conns = self._roles.get(conn.role, [])
@@ -165,6 +172,7 @@ class Arbiter:
             raise P4RTError(RESOURCE_EXHAUSTED, f"{len(joined)} controllers are connected, all of them primaries "
                                                 f"of their roles (at most {MAX_JOINED_STREAMS})")
         self._remove(victim)
+        victim.closed = True
         victim.outbox.put(EndOfStream(RESOURCE_EXHAUSTED, f"stream closed to make room for a new primary: at most "
                                                           f"{MAX_JOINED_STREAMS} controllers can be connected"))
 

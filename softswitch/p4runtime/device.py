@@ -7,6 +7,13 @@ Reads hold ``config_lock`` only while they copy what they read and build their a
 releasing it (reads.py).
 The data-plane thread only ever calls `on_packet_in`, which takes neither lock.
 
+A pipeline push holds ``config_lock`` only for steps that do not grow with the program or the
+state: the new pipeline is built and verified (its program generated) without it, and a
+RECONCILE_AND_COMMIT copies the current state under it, fills the new pipeline without it (the
+Writes applied meanwhile are kept in a journal) and takes it again to replay that journal and
+swap the pipeline in. So Writes and Reads go on while a push is under way; pushes wait for one
+another (``push_lock``).
+
 Pipelines: ``current`` is the pipeline Read and Write refer to; ``committed`` the one the data
 plane runs; they differ only between VERIFY_AND_SAVE and COMMIT (``pending``).
 """
@@ -14,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from google.protobuf.message import DecodeError
 from p4.v1 import p4runtime_pb2
@@ -71,15 +78,17 @@ class P4RuntimeDevice:
         self.pending: Pipeline | None = None
         self.committed: Pipeline | None = None
         self.packet_in_dropped = 0
+        self.push_lock = threading.Lock()                 # one pipeline push at a time
+        self._journal: list[tuple[int, p4runtime_pb2.Entity]] | None = None   # see _reconcile
 
     # -- common checks -------------------------------------------------------------------------
     def check_device(self, device_id: int) -> None:
         if device_id != self.device_id:
             raise not_found(f"unknown device id {device_id} (this device is {self.device_id})")
 
-    def _locked(self, timeout: float | None):
-        """The config lock, acquired within ``timeout`` seconds (None: wait)."""
-        lock = self.lock
+    def _locked(self, timeout: float | None, lock: Any = None):
+        """The config lock (or ``lock``), acquired within ``timeout`` seconds (None: wait)."""
+        lock = lock or self.lock
 
         class _Guard:
             def __enter__(self_inner):
@@ -117,7 +126,7 @@ class P4RuntimeDevice:
         if action == SetAction.COMMIT:
             if request.HasField("config") and (cfg.HasField("p4info") or cfg.p4_device_config):
                 raise invalid("COMMIT realizes the saved config: it takes no config")
-            with self._locked(timeout):
+            with self._locked(timeout, self.push_lock), self._locked(timeout):
                 if self.pending is None:
                     raise not_found("COMMIT: no saved config (VERIFY_AND_SAVE first)")
                 self._commit(self.pending)
@@ -133,14 +142,16 @@ class P4RuntimeDevice:
             self.switch.fast_path.prepare(new.program)     # "now": the compiled path, or this fails
         except CompileError as e:
             raise P4RTError(INTERNAL, f"the compiled packet path (--compiled now) cannot be had: {e}") from None
-        with self._locked(timeout):
-            if action == SetAction.VERIFY_AND_SAVE:
-                self.current = self.pending = new
-                log.info("device %d: pipeline saved (not yet committed)", self.device_id)
-            elif action == SetAction.RECONCILE_AND_COMMIT and self.current is not None:
-                self._reconcile(self.current, new)
-            else:
-                self._commit(new)
+        with self._locked(timeout, self.push_lock):
+            if action == SetAction.RECONCILE_AND_COMMIT and self.current is not None:
+                self._reconcile(new, timeout)
+                return
+            with self._locked(timeout):
+                if action == SetAction.VERIFY_AND_SAVE:
+                    self.current = self.pending = new
+                    log.info("device %d: pipeline saved (not yet committed)", self.device_id)
+                else:
+                    self._commit(new)
 
     def _commit(self, new: Pipeline) -> None:
         dp = self.switch.dataplane
@@ -156,19 +167,28 @@ class P4RuntimeDevice:
             self.switch.cookie = new.cookie or 0
         log.info("device %d: pipeline committed (%d tables)", self.device_id, len(new.map.tables))
 
-    def _reconcile(self, old: Pipeline, new: Pipeline) -> None:
-        """RECONCILE_AND_COMMIT: replay the forwarding state of ``old`` into ``new`` (same P4Info
-        ids needed), then commit; if any of it does not fit, nothing changes."""
-        with self._dp_lock():
-            new.pre = old.pre
-            for utype, entity in _forwarding_state(old):
-                try:
-                    self._apply(new, utype, entity)
-                except P4RTError as e:
-                    kind = entity.WhichOneof("entity")
-                    raise invalid(f"RECONCILE_AND_COMMIT: the forwarding state cannot be preserved by the new "
-                                  f"config ({kind}: {e})") from None
-            self._commit(new)
+    def _reconcile(self, new: Pipeline, timeout: float | None) -> None:
+        """RECONCILE_AND_COMMIT: replay the forwarding state of the current pipeline into ``new``
+        (same P4Info ids needed), then commit; if any of it does not fit, nothing changes.
+
+        Only the copy of the state and the final swap hold the config lock: ``new``, which no
+        one else sees yet, is filled without it, while Writes go on; the updates they apply
+        meanwhile are journalled (`write`) and replayed into ``new``, in order, just before the
+        swap. Counts and register values the data plane changes meanwhile are kept as copied."""
+        with self._locked(timeout):
+            old = self._pipeline()
+            state = _forwarding_state(old)        # copied now; the entities are built below
+            self._journal = []
+        try:
+            new.pre = old.pre                     # one PRE for both: its writes reach new too
+            _replay(new, state, self._apply)
+            with self._locked(timeout):
+                if self.current is not old:
+                    raise P4RTError(ABORTED, "RECONCILE_AND_COMMIT: the pipeline was replaced meanwhile: push again")
+                _replay(new, self._journal, self._apply)
+                self._commit(new)
+        finally:
+            self._journal = None
 
     def get_pipeline(self, request: p4runtime_pb2.GetForwardingPipelineConfigRequest
                      ) -> p4runtime_pb2.GetForwardingPipelineConfigResponse:
@@ -197,12 +217,15 @@ class P4RuntimeDevice:
         results: list[P4RTError | None] = []
         with self._locked(timeout):
             pipe = self._pipeline()
+            journal = self._journal               # a RECONCILE_AND_COMMIT is filling its pipeline
             with self._dp_lock():
                 for i, raw in enumerate(updates):
                     try:
                         update = Update.FromString(raw)
                         self._apply(pipe, update.type, update.entity)
                         results.append(None)
+                        if journal is not None and update.entity.WhichOneof("entity") not in _SHARED_ON_RECONCILE:
+                            journal.append((update.type, update.entity))
                     except P4RTError as e:
                         results.append(e.detached())
                     except DecodeError as e:
@@ -295,38 +318,53 @@ class P4RuntimeDevice:
                 self.packet_in_dropped += 1
 
 
-def _forwarding_state(pipe: Pipeline) -> list[tuple[int, p4runtime_pb2.Entity]]:
+# Entities a RECONCILE_AND_COMMIT hands over as they are (the new pipeline gets the old one's PRE)
+_SHARED_ON_RECONCILE = frozenset({"packet_replication_engine_entry"})
+
+
+def _replay(pipe: Pipeline, updates: Iterable[tuple[int, p4runtime_pb2.Entity]], apply: Callable) -> None:
+    for utype, entity in updates:
+        try:
+            apply(pipe, utype, entity)
+        except P4RTError as e:
+            kind = entity.WhichOneof("entity")
+            raise invalid(f"RECONCILE_AND_COMMIT: the forwarding state cannot be preserved by the new "
+                          f"config ({kind}: {e})") from None
+
+
+def _forwarding_state(pipe: Pipeline) -> Iterator[tuple[int, p4runtime_pb2.Entity]]:
     """What RECONCILE_AND_COMMIT replays, in dependency order (members before groups before
-    table entries)."""
-    E = p4runtime_pb2.Entity
+    table entries). Everything is copied when this is called (under the lock, as a Read
+    copies); the entities are built as they are iterated (without it)."""
     scope = ReadScope(pipe)
-    out: list[tuple[int, p4runtime_pb2.Entity]] = []
     ins, mod = Update.INSERT, Update.MODIFY
-    out += [(ins, e) for e in entities.read_members(scope, p4runtime_pb2.ActionProfileMember())]
-    out += [(ins, e) for e in entities.read_groups(scope, p4runtime_pb2.ActionProfileGroup())]
-    request = p4runtime_pb2.TableEntry()
-    request.counter_data.SetInParent()
-    request.meter_config.SetInParent()
+    sources: list[tuple[int, Iterable[p4runtime_pb2.Entity]]] = [
+        (ins, entities.read_members(scope, p4runtime_pb2.ActionProfileMember())),
+        (ins, entities.read_groups(scope, p4runtime_pb2.ActionProfileGroup())),
+    ]
     for tm in pipe.map.tables.values():
         if tm.is_const:
             continue
-        for e in table_entries.table_views(scope, tm):
-            out.append((ins, E(table_entry=table_entries.entry_to_proto(pipe, tm, e, request))))
+        sources.append((ins, _table_entities(pipe, tm, table_entries.table_views(scope, tm))))
         t = tm.table
         if (t.default_action, t.default_data) != t.initial_default or tm.id in pipe.default_meta:
-            out.append((mod, next(iter(table_entries.read_table_entries(
-                scope, p4runtime_pb2.TableEntry(table_id=tm.id, is_default_action=True))))))
-    for e in entities.read_counters(scope, p4runtime_pb2.CounterEntry()):
-        if e.counter_entry.data.packet_count or e.counter_entry.data.byte_count:
-            out.append((mod, e))
-    for e in entities.read_meters(scope, p4runtime_pb2.MeterEntry()):
-        if e.meter_entry.HasField("config"):
-            out.append((mod, e))
-    for e in entities.read_registers(scope, p4runtime_pb2.RegisterEntry()):
-        if e.register_entry.data.bitstring != b"\x00":
-            out.append((mod, e))
-    for e in entities.read_value_sets(scope, p4runtime_pb2.ValueSetEntry()):
-        if e.value_set_entry.members:
-            out.append((mod, e))
-    out += [(ins, e) for e in entities.read_digests(scope, p4runtime_pb2.DigestEntry())]
-    return out
+            sources.append((mod, table_entries.read_table_entries(
+                scope, p4runtime_pb2.TableEntry(table_id=tm.id, is_default_action=True))))
+    sources += [
+        (mod, (e for e in entities.read_counters(scope, p4runtime_pb2.CounterEntry())
+               if e.counter_entry.data.packet_count or e.counter_entry.data.byte_count)),
+        (mod, (e for e in entities.read_meters(scope, p4runtime_pb2.MeterEntry()) if e.meter_entry.HasField("config"))),
+        (mod, (e for e in entities.read_registers(scope, p4runtime_pb2.RegisterEntry())
+               if e.register_entry.data.bitstring != b"\x00")),
+        (mod, (e for e in entities.read_value_sets(scope, p4runtime_pb2.ValueSetEntry()) if e.value_set_entry.members)),
+        (ins, entities.read_digests(scope, p4runtime_pb2.DigestEntry())),
+    ]
+    return ((utype, e) for utype, built in sources for e in built)
+
+
+def _table_entities(pipe: Pipeline, tm: Any, views: list) -> Iterator[p4runtime_pb2.Entity]:
+    request = p4runtime_pb2.TableEntry()
+    request.counter_data.SetInParent()
+    request.meter_config.SetInParent()
+    for e in views:
+        yield p4runtime_pb2.Entity(table_entry=table_entries.entry_to_proto(pipe, tm, e, request))

@@ -217,7 +217,10 @@ class P4RuntimeServicer:
             self._live.add(conn)
         self.slots.admit(conn)
         try:
-            context.add_callback(lambda: conn.outbox.put(EndOfStream()))
+            # The client gone (cancel, disconnect, deadline): its places are freed by gRPC's
+            # callback at once, not when this generator next runs (gRPC may never resume it).
+            if not context.add_callback(lambda: self._release(conn)):
+                return                            # it ended before it started
             threading.Thread(target=self._read_stream, args=(request_iterator, conn), daemon=True,
                              name=f"p4rt-stream-{conn.id}").start()
             while True:
@@ -228,10 +231,15 @@ class P4RuntimeServicer:
                     return
                 yield item
         finally:
-            self.slots.leave(conn)
-            self.device.arbiter.leave(conn)
-            with self._live_lock:
-                self._live.discard(conn)
+            self._release(conn)
+
+    def _release(self, conn: Connection) -> None:
+        """The stream of ``conn`` has ended: free its places (idempotent, never blocks)."""
+        self.slots.leave(conn)
+        self.device.arbiter.leave(conn)
+        with self._live_lock:
+            self._live.discard(conn)
+        conn.outbox.put(EndOfStream())            # wakes the response side if it still waits
 
     def _read_stream(self, request_iterator: Any, conn: Connection) -> None:
         end = EndOfStream()

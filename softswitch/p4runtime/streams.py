@@ -11,6 +11,9 @@ The policy, so that idle or surplus streams can never lock a controller out:
 - `ARBITRATION_TIMEOUT` (10 s): a stream that has not arbitrated by then ends with
   DEADLINE_EXCEEDED.
 
+A stream's places are freed as soon as gRPC reports the call over (its client cancelled,
+disconnected or let its deadline pass: server.py), whatever its own threads are doing.
+
 So a controller that opens a stream and arbitrates with the highest election id of its role
 always gets in. A client that opens new streams faster than a controller's first message
 reaches the server can still delay it; P4Runtime's answer to such clients is TLS with client
