@@ -22,10 +22,10 @@ from aifabric.lab import Lab
 from aifabric.report import Failed, Measured
 from controller.aggregation import JobManager
 from controller.aggregation.entries import AGG_OPS, OUTCOMES
+from hostagent.allreduce.protocol import AGG_UDP_PORT, FRAME_BYTES
 from topologies.fabric import Fabric
 
 ALGORITHMS = ("innetwork", "ring", "ps")
-FRAME_BYTES = 314            # an aggregation or ring data packet on the wire (64 values)
 DEFAULT_RATE_PPS = 100       # host and fabric links, packets/s (see `limit_links`)
 DEFAULT_QUEUE = 1024         # switch queue depth, packets: the windows of every worker fit
 WORKER_DEADLINE_S = 600.0
@@ -238,7 +238,7 @@ def _wait_listening(host, proc, timeout: float = 10.0) -> None:
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"parameter server on {host.name} exited: {proc.stderr.read().decode()[-300:]}")
-        if ":bee0 " in host.cmd("cat /proc/net/udp").lower():
+        if f":{AGG_UDP_PORT:04x} " in host.cmd("cat /proc/net/udp").lower():
             return
         time.sleep(0.05)
     raise RuntimeError(f"parameter server on {host.name} did not bind its port within {timeout:.0f} s")

@@ -10,15 +10,16 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from aifabric.report import Failed, Measured
+from hostagent.traffic.flows import ROCEV2_PORT
 
 Progress = Callable[[str], None]
 
 # A UDP sender run inside a host namespace with the system Python: ``count`` datagrams on each
-# of ``flows`` source ports (RoCEv2 style: destination port 4791, the source port is the flow).
+# of ``flows`` source ports (RoCEv2 style: destination port ROCEV2_PORT, the source port is the flow).
 _UDP_FLOWS = r"""
 import socket, sys, time
 dst, family, flows, count, base = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-interval = float(sys.argv[6])
+interval, port = float(sys.argv[6]), int(sys.argv[7])
 socks = []
 for i in range(flows):
     s = socket.socket(family, socket.SOCK_DGRAM)
@@ -27,7 +28,7 @@ for i in range(flows):
 payload = bytes(256)
 for _ in range(count):
     for s in socks:
-        s.sendto(payload, (dst, 4791))
+        s.sendto(payload, (dst, port))
     time.sleep(interval)
 """
 
@@ -103,7 +104,8 @@ def udp_flows(src, dst_addr: str, flows: int = 64, count: int = 20, base_port: i
     seconds apart (a burst of ``flows`` datagrams each: gentle enough for BMv2's debug build);
     returns datagrams sent, or `Failed` with the sender's last words."""
     family = 10 if ipv6 else 2
-    proc = src.popen(["python3", "-c", _UDP_FLOWS, dst_addr, *map(str, (family, flows, count, base_port, interval))])
+    proc = src.popen(["python3", "-c", _UDP_FLOWS, dst_addr,
+                      *map(str, (family, flows, count, base_port, interval, ROCEV2_PORT))])
     out, err = _output(proc)
     if proc.returncode != 0:
         return Failed(f"UDP sender on {src.name}: {_last_line(err or out, proc)}")

@@ -35,3 +35,16 @@ def test_identifiers_and_constants():
         ("AGG_UDP_PORT", "0xBEE0", ""), ("AGG_VALUES", "64", "values")]
     assert (p4names.CPU_PORT, p4names.AGG_UDP_PORT, p4names.AGG_VALUES) == (255, 0xBEE0, 64)
 
+
+def test_host_and_topology_wire_constants_agree_with_the_p4_program():
+    """Hosts and topologies define their wire constants once each, without the controller's
+    module (they do not import the controller); here they are held against the P4 program's."""
+    from hostagent.allreduce import protocol
+    from hostagent.traffic.flows import ROCEV2_PORT
+    from topologies import addressing, heartbeat_generator
+
+    assert (protocol.AGG_UDP_PORT, protocol.AGG_VALUES) == (p4names.AGG_UDP_PORT, p4names.AGG_VALUES)
+    assert heartbeat_generator.ETHERTYPE_LINK_HEARTBEAT == p4names.ETHERTYPE_LINK_HEARTBEAT
+    assert heartbeat_generator.GEN_PORT == p4names.HEARTBEAT_GEN_PORT
+    assert addressing.CPU_PORT == p4names.CPU_PORT
+    assert ROCEV2_PORT == p4names.UDP_PORT_ROCEV2

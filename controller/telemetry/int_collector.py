@@ -36,10 +36,11 @@ from controller.telemetry.int_report import (
     Report,
     decode_reports,
 )
+from topologies.addressing import TELEMETRY_COLLECTOR_PORT
 
 log = logging.getLogger(__name__)
 
-DEFAULT_COLLECTOR_PORT = 32766
+DEFAULT_COLLECTOR_PORT = TELEMETRY_COLLECTOR_PORT   # the telemetry network's (topologies.addressing)
 DEFAULT_HISTORY = 4096
 MAX_DATAGRAM = 65535
 DECODER_ERROR = "decoder_error"  # a reason of our own: the decoder itself failed (a bug)

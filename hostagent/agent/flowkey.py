@@ -11,7 +11,7 @@ import ipaddress
 import socket
 from dataclasses import dataclass
 
-ROCEV2_PORT = 4791
+from hostagent.traffic.flows import ROCEV2_PORT
 PROTOCOLS = {socket.IPPROTO_TCP: "tcp", socket.IPPROTO_UDP: "udp"}
 _NUMBERS = {name: number for number, name in PROTOCOLS.items()}
 
