@@ -9,6 +9,7 @@ with the status it should and that a controller is still served.
 from __future__ import annotations
 
 import contextlib
+import socket
 import threading
 import time
 
@@ -20,7 +21,7 @@ from p4.v1 import p4runtime_pb2_grpc as pbg
 
 from p4rt_support import (DEL, INS, MOD, Client, Stream, action, exact, lpm, require_program, running_switch,
                           softswitch_process, table_entry, update_errors)
-from softswitch.p4runtime import intake, status, wire
+from softswitch.p4runtime import intake, server, status, wire
 from softswitch.p4runtime.errors import MAX_MESSAGE_CHARS
 from softswitch.p4runtime.server import MAX_CONCURRENT_READS
 from softswitch.p4runtime.streams import MAX_JOINED_STREAMS, MAX_PENDING_STREAMS
@@ -542,3 +543,73 @@ def test_writes_and_reads_go_on_while_the_pipeline_is_pushed_again(target, prima
     assert reads_during > 0 and reads_before_push > reads_during / 2, (reads_before_push, reads_during)
     for c in writers + [prober]:
         c.close()
+
+
+class _Relay:
+    """A TCP relay to the switch that can fall silent: frozen, it forwards nothing more either
+    way and closes nothing, as when a client's host vanishes (no FIN, no RST)."""
+
+    def __init__(self, upstream: str):
+        host, port = upstream.rsplit(":", 1)
+        self._upstream = (host, int(port))
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.addr = f"127.0.0.1:{self._listener.getsockname()[1]}"
+        self._frozen = threading.Event()
+        self._socks: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self._upstream)
+            self._socks += [client, upstream]
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        while True:
+            try:
+                data = src.recv(65536)
+                if not data or self._frozen.is_set():
+                    return
+                dst.sendall(data)
+            except OSError:
+                return
+
+    def freeze(self) -> None:
+        self._frozen.set()
+
+    def close(self) -> None:
+        for s in [self._listener, *self._socks]:
+            s.close()
+
+
+def test_controllers_whose_host_vanished_leave_room(monkeypatch):
+    """Streams whose client's host went silent (no FIN, no RST) end once pings go unanswered."""
+    monkeypatch.setattr(server, "KEEPALIVE_S", 1.0)          # 20 s and 10 s by default
+    monkeypatch.setattr(server, "KEEPALIVE_TIMEOUT_S", 1.0)
+    with running_switch(ports={}) as (_, addr):
+        controller = Client(addr, election=(0, 1 << 40))
+        controller_stream = controller.open_stream()
+        relay = _Relay(addr)
+        far = Client(relay.addr, election=None)
+        vanishing = []
+        for n in range(BACKUPS):                              # every other place taken through the relay
+            vanishing.append(Stream(far.stub))
+            vanishing[-1].arbitrate((0, 100 + n))
+            assert vanishing[-1].next("arbitration") is not None
+        relay.freeze()                                        # their host is gone, silently
+        near = Client(addr, election=None)
+        backups: list[Stream] = []
+        give_up = time.monotonic() + 30                       # gRPC alone would wait 60 s for a ping's answer
+        answers = [_join_as_backup(near.stub, (0, 200 + n), give_up, backups) for n in range(BACKUPS)]
+        assert answers == ["ALREADY_EXISTS"] * BACKUPS, answers
+        assert not controller_stream.ended.is_set(), controller_stream.end_details
+        for s in backups:
+            s.close()
+        relay.close()
+        for c in (controller, far, near):
+            c.close()

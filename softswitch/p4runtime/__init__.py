@@ -41,7 +41,10 @@ What a stream's end frees, and what a pipeline push blocks:
   the stream's own thread, and an arbitration update that was read just before the end is
   refused, never joins (server.py, arbitration.py). 300 streams opened five at a time and
   cancelled, disconnected or timed out used to leave places taken for good (3 of 8 in
-  benchmarks/p4runtime_hostile.py); now 7 new controllers all get in after them.
+  benchmarks/p4runtime_hostile.py); now 7 new controllers all get in after them. A client
+  whose host vanished without closing its connection is found out by pings, unanswered for
+  10 s after 20 s of silence (server.py; with gRPC's defaults, 60 s if a ping of its own was
+  in flight, else 2 hours).
 - a pipeline push never holds the config lock for work that grows with the program or the
   state: the new pipeline is built and verified (its program generated) before the lock is
   taken; RECONCILE_AND_COMMIT copies the state under the lock as a Read does, fills the new
@@ -58,7 +61,7 @@ simple_switch_grpc (PI's server, p4lang/PI proto/server/pi_server.cpp and proto/
 comparison: at most 16 arbitrated streams per device, no bound of its own on streams that have
 not arbitrated; one handler thread reads a stream's messages, joins it on its arbitration
 update and removes it when the stream ends, so a closed stream frees its place there too (no
-two threads to race). A SetForwardingPipelineConfig takes the device's update access for its
+two threads to race); no keepalive of its own (gRPC's defaults). A SetForwardingPipelineConfig takes the device's update access for its
 whole length (BMv2 loading the new JSON, a RECONCILE_AND_COMMIT's save and replay): it waits
 for every Read and Write under way, and Reads wait for it; a Write batch's access, as the
 source has it, waits only for Reads and for Writes on the same objects.

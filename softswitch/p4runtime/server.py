@@ -44,6 +44,11 @@ API_VERSION = "1.4.1"
 UNARY_WORKERS = 8
 MAX_WORKERS = MAX_JOINED_STREAMS + MAX_PENDING_STREAMS + UNARY_WORKERS
 MAX_CONCURRENT_READS = UNARY_WORKERS // 2
+# A client that vanishes without closing its connection (host down, cable pulled) is noticed
+# by pings: unanswered for KEEPALIVE_TIMEOUT_S after KEEPALIVE_S of silence, the connection
+# closes and its streams end, freeing their places (gRPC's default waits 2 hours to ping).
+KEEPALIVE_S = 20.0
+KEEPALIVE_TIMEOUT_S = 10.0
 _GRPC_CODES = {c.value[0]: c for c in grpc.StatusCode}
 # StreamMessageRequest kind -> the StreamError detail that names it
 _STREAM_ERROR_DETAIL = {"packet": "packet_out", "digest_ack": "digest_list_ack", "other": "other"}
@@ -304,7 +309,13 @@ class P4RuntimeServer:
         self._server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix=f"p4rt-{switch.device_id}"),
             options=[("grpc.so_reuseport", 0),
-                     ("grpc.max_receive_message_length", intake.MAX_REQUEST_BYTES)])
+                     ("grpc.max_receive_message_length", intake.MAX_REQUEST_BYTES),
+                     ("grpc.keepalive_time_ms", int(KEEPALIVE_S * 1000)),
+                     ("grpc.keepalive_timeout_ms", int(KEEPALIVE_TIMEOUT_S * 1000)),
+                     # any ping in flight (gRPC's own bandwidth probes too) stands for the
+                     # keepalive: its answer is awaited as long (gRPC's default: 60 s)
+                     ("grpc.http2.ping_timeout_ms", int(KEEPALIVE_TIMEOUT_S * 1000)),
+                     ("grpc.http2.max_pings_without_data", 0)])     # an idle backup is pinged too
         self._server.add_generic_rpc_handlers((self._servicer.handler(),))
         try:
             port = self._server.add_insecure_port(addr)

@@ -12,7 +12,8 @@ The policy, so that idle or surplus streams can never lock a controller out:
   DEADLINE_EXCEEDED.
 
 A stream's places are freed as soon as gRPC reports the call over (its client cancelled,
-disconnected or let its deadline pass: server.py), whatever its own threads are doing.
+disconnected or let its deadline pass, or its host stopped answering pings: server.py),
+whatever its own threads are doing.
 
 So a controller that opens a stream and arbitrates with the highest election id of its role
 always gets in. A client that opens new streams faster than a controller's first message
