@@ -20,6 +20,7 @@ from scapy.layers.inet6 import ICMPv6ND_NA, ICMPv6ND_NS, ICMPv6NDOptDstLLAddr, I
 from scapy.layers.l2 import ARP, Ether
 from scapy.packet import raw
 
+from controller.p4names import Action, ActionProfile, Counter, Table
 from scenarios._reference import crc16_arc, internet_checksum
 from scenarios.runner import CONTROL, CPU_PORT, Scenario, Send, Setup, Step
 
@@ -31,7 +32,6 @@ SINGLE = (14, 1, "00:00:00:00:bb:01")           # next_id 1: one member, no grou
 GW4, GW6 = "10.0.0.254", "2001:db8::fe"
 SEED = 7                      # a hash_config seed (a switch id, say)
 ECMP_SEED_SCRAMBLE = 0x9E3779B1
-P = "FabricIngress."
 
 
 def ecmp_member(src: str, dst: str, proto: int, sport: int, dport: int, flow_label: int, seed: int) -> tuple:
@@ -51,31 +51,31 @@ def ecmp_member(src: str, dst: str, proto: int, sport: int, dport: int, flow_lab
 
 def _setup(s: Setup) -> None:
     p = s.p4info
-    ents = [p.table_entry(P + "filtering.my_station", {"eth_dst": ROUTER}, action=P + "filtering.set_routable")]
-    ents += [p.profile_member(P + "next.ecmp_selector", m, P + "next.route", port=port, smac=ROUTER, dmac=mac)
+    ents = [p.table_entry(Table.FILTERING_MY_STATION, {"eth_dst": ROUTER}, action=Action.FILTERING_SET_ROUTABLE)]
+    ents += [p.profile_member(ActionProfile.NEXT_ECMP_SELECTOR, m, Action.NEXT_ROUTE, port=port, smac=ROUTER, dmac=mac)
              for m, port, mac in GROUP + [SINGLE]]
-    ents.append(p.profile_group(P + "next.ecmp_selector", 100, [m for m, _, _ in GROUP]))
+    ents.append(p.profile_group(ActionProfile.NEXT_ECMP_SELECTOR, 100, [m for m, _, _ in GROUP]))
     s.insert(*ents)
     routes_v4 = [("10.0.1.0/24", 1), ("10.0.2.0/24", 2)]
     routes_v6 = [("2001:db8:1::/64", 1), ("2001:db8:2::/64", 2)]
     s.insert(
-        p.table_entry(P + "next.hashed", {"next_id": 1}, member_id=SINGLE[0]),
-        p.table_entry(P + "next.hashed", {"next_id": 2}, group_id=100),
-        *[p.table_entry(P + "forwarding.routing_v4", {"ipv4_dst": net}, action=P + "forwarding.set_next_id",
+        p.table_entry(Table.NEXT_HASHED, {"next_id": 1}, member_id=SINGLE[0]),
+        p.table_entry(Table.NEXT_HASHED, {"next_id": 2}, group_id=100),
+        *[p.table_entry(Table.FORWARDING_ROUTING_V4, {"ipv4_dst": net}, action=Action.FORWARDING_SET_NEXT_ID,
                         params={"next_id": n}) for net, n in routes_v4],
-        p.table_entry(P + "forwarding.routing_v4", {"ipv4_dst": "10.99.0.0/16"}, action=P + "forwarding.drop"),
-        *[p.table_entry(P + "forwarding.routing_v6", {"ipv6_dst": net}, action=P + "forwarding.set_next_id",
+        p.table_entry(Table.FORWARDING_ROUTING_V4, {"ipv4_dst": "10.99.0.0/16"}, action=Action.FORWARDING_DROP),
+        *[p.table_entry(Table.FORWARDING_ROUTING_V6, {"ipv6_dst": net}, action=Action.FORWARDING_SET_NEXT_ID,
                         params={"next_id": n}) for net, n in routes_v6],
-        p.table_entry(P + "arp_ndp.arp_reply", {"target_ipv4": f"{GW4}/32"}, action=P + "arp_ndp.reply_arp",
+        p.table_entry(Table.ARP_NDP_ARP_REPLY, {"target_ipv4": f"{GW4}/32"}, action=Action.ARP_NDP_REPLY_ARP,
                       params={"mac": ROUTER}),
-        p.table_entry(P + "arp_ndp.ndp_reply", {"target_ipv6": f"{GW6}/128"}, action=P + "arp_ndp.reply_ndp",
+        p.table_entry(Table.ARP_NDP_NDP_REPLY, {"target_ipv6": f"{GW6}/128"}, action=Action.ARP_NDP_REPLY_NDP,
                       params={"mac": ROUTER}),
-        p.table_entry(P + "acl.acl", {"eth_type": (0x0806, 0xFFFF)}, action=P + "acl.copy_to_cpu", priority=30),
-        p.table_entry(P + "acl.acl", {"eth_type": (0x86DD, 0xFFFF), "ip_proto": (58, 0xFF), "icmp_type": (135, 0xFF)},
-                      action=P + "acl.copy_to_cpu", priority=25),
-        p.table_entry(P + "acl.acl", {"eth_type": (0x0800, 0xFFFF), "ip_proto": (1, 0xFF), "icmp_type": (8, 0xFF)},
-                      action=P + "acl.punt_to_cpu", priority=20),
-        p.table_entry(P + "acl.acl", {"ip_proto": (17, 0xFF), "l4_dport": (9, 0xFFFF)}, action=P + "acl.drop",
+        p.table_entry(Table.ACL_ACL, {"eth_type": (0x0806, 0xFFFF)}, action=Action.ACL_COPY_TO_CPU, priority=30),
+        p.table_entry(Table.ACL_ACL, {"eth_type": (0x86DD, 0xFFFF), "ip_proto": (58, 0xFF), "icmp_type": (135, 0xFF)},
+                      action=Action.ACL_COPY_TO_CPU, priority=25),
+        p.table_entry(Table.ACL_ACL, {"eth_type": (0x0800, 0xFFFF), "ip_proto": (1, 0xFF), "icmp_type": (8, 0xFF)},
+                      action=Action.ACL_PUNT_TO_CPU, priority=20),
+        p.table_entry(Table.ACL_ACL, {"ip_proto": (17, 0xFF), "l4_dport": (9, 0xFFFF)}, action=Action.ACL_DROP,
                       priority=10),
     )
     cs = p4runtime_pb2.PacketReplicationEngineEntry()
@@ -85,14 +85,14 @@ def _setup(s: Setup) -> None:
 
 
 def _set_seed(s: Setup) -> bytes:
-    s.modify(s.p4info.table_entry(P + "next.hash_config", action=P + "next.set_hash_seed", params={"seed": SEED},
+    s.modify(s.p4info.table_entry(Table.NEXT_HASH_CONFIG, action=Action.NEXT_SET_HASH_SEED, params={"seed": SEED},
                                   default=True))
     return b"seed"
 
 
 def _read_counters(s: Setup) -> bytes:
     lines = []
-    for name in (P + "filtering.ingress_port_counter", "FabricEgress.egress_port_counter"):
+    for name in (Counter.FILTERING_INGRESS_PORT_COUNTER, Counter.EGRESS_PORT_COUNTER):
         for e in s.read(s.p4info.counter_entry(name)):
             c = e.counter_entry
             if c.data.packet_count:

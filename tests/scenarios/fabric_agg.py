@@ -17,6 +17,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import raw
 
+from controller.p4names import Action, Counter, Table
 from hostagent.allreduce.aggregator import Aggregator, Dest, RejectedPacket
 from hostagent.allreduce.protocol import AGG_UDP_PORT, AggHeader, AggPacket, PktType, pack_packet, unpack_packet
 from scenarios.runner import Scenario, Send, Setup, Step
@@ -29,8 +30,6 @@ PS_IP = "10.9.9.9"
 ROOT_JOB, CHILD_JOB = 5, 6
 SLOTS = 4
 PARENT_PORT, INDEX_AT_PARENT = 4, 2
-I = "FabricIngress.aggregation."
-E = "FabricEgress.aggregation."
 OUTCOMES = ("consumed", "completed", "partial_up", "result_down", "dup_answered", "dup_resent_up",
             "dup_dropped", "refused")
 
@@ -39,13 +38,13 @@ def _setup(s: Setup) -> None:
     from p4.v1 import p4runtime_pb2
     p = s.p4info
     s.insert(
-        p.table_entry(I + "agg_jobs", {"job_id": ROOT_JOB}, action=I + "aggregate_root",
+        p.table_entry(Table.AGGREGATION_AGG_JOBS, {"job_id": ROOT_JOB}, action=Action.AGGREGATION_AGGREGATE_ROOT,
                       params={"epoch": 1, "slot_base": 10, "slot_count": SLOTS, "fan_in": 3, "group": 0x1005}),
-        p.table_entry(I + "agg_jobs", {"job_id": CHILD_JOB}, action=I + "aggregate_child",
+        p.table_entry(Table.AGGREGATION_AGG_JOBS, {"job_id": CHILD_JOB}, action=Action.AGGREGATION_AGGREGATE_CHILD,
                       params={"epoch": 2, "slot_base": 20, "slot_count": SLOTS, "fan_in": 2, "group": 0x1006,
                               "parent_port": PARENT_PORT, "index_at_parent": INDEX_AT_PARENT,
                               "own_mac": ROUTER, "parent_mac": PARENT_MAC}),
-        *[p.table_entry(E + "agg_result_dst", {"egress_port": port}, action=E + "to_worker",
+        *[p.table_entry(Table.AGGREGATION_AGG_RESULT_DST, {"egress_port": port}, action=Action.AGGREGATION_TO_WORKER,
                         params={"smac": ROUTER, "dmac": HOST_MAC[port], "ipv4": HOST_IP[port]})
           for port in (1, 2, 3)],
     )
@@ -59,7 +58,7 @@ def _setup(s: Setup) -> None:
 
 def _read_ops(s: Setup) -> bytes:
     lines = []
-    for e in s.read(s.p4info.counter_entry(I + "agg_ops")):
+    for e in s.read(s.p4info.counter_entry(Counter.AGGREGATION_AGG_OPS)):
         c = e.counter_entry
         if c.data.packet_count:
             lines.append(f"{OUTCOMES[c.index.index]} {c.data.packet_count}")

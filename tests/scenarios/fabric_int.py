@@ -29,7 +29,7 @@ from scapy.layers.l2 import Ether
 from scapy.packet import raw
 
 from controller import entries as E
-from controller.p4names import Action, Counter, Table
+from controller.p4names import Action, Counter, Register, Table
 from controller.routing import NextHop
 from scenarios._fields import Layout
 from scenarios.runner import CONTROL, Scenario, Send, Setup, Step
@@ -59,7 +59,6 @@ REPORT_SRC_IP, REPORT_DST_IP, REPORT_PORT = "192.168.50.1", "192.168.50.254", 32
 MAX_HOP_B, MAX_HOP_ROCE = 5, 4
 KMIN, KMAX, PMAX = 0, 0, 0xFFFF               # ECN at an idle queue: depth 0 <= Kmin, never marked
 
-T = "FabricEgress.int_egress."
 
 
 def _setup(s: Setup, mtu: int = 1500) -> None:
@@ -71,17 +70,16 @@ def _setup(s: Setup, mtu: int = 1500) -> None:
         s.insert(E.next_entry(i, nid, nid))
     for prefix, nid in (("10.0.2.0/24", 2), ("2001:db8:2::/64", 2), ("10.0.3.0/24", 3), ("2001:db8:3::/64", 3)):
         s.insert(E.route(i, prefix, nid))
-    wl = "FabricIngress.int_watchlist."
-    s.insert(i.table_entry(wl + "watchlist", {"ip_dst": ("10.0.3.0", 0xFFFFFF00)}, action=wl + "mark_source",
+    s.insert(i.table_entry(Table.INT_WATCHLIST_WATCHLIST, {"ip_dst": ("10.0.3.0", 0xFFFFFF00)}, action=Action.INT_WATCHLIST_MARK_SOURCE,
                            params={"max_hop": MAX_HOP_B}, priority=10),
-             i.table_entry(wl + "watchlist", {"ip_dst": ("2001:db8:3::", ((1 << 64) - 1) << 64)},
-                           action=wl + "mark_source", params={"max_hop": MAX_HOP_B}, priority=10),
-             i.table_entry(wl + "watchlist", {"ip_dst": ("10.0.2.0", 0xFFFFFF00), "ip_proto": (17, 0xFF),
+             i.table_entry(Table.INT_WATCHLIST_WATCHLIST, {"ip_dst": ("2001:db8:3::", ((1 << 64) - 1) << 64)},
+                           action=Action.INT_WATCHLIST_MARK_SOURCE, params={"max_hop": MAX_HOP_B}, priority=10),
+             i.table_entry(Table.INT_WATCHLIST_WATCHLIST, {"ip_dst": ("10.0.2.0", 0xFFFFFF00), "ip_proto": (17, 0xFF),
                                               "l4_dport": (4791, 4791)},
-                           action=wl + "mark_source", params={"max_hop": MAX_HOP_ROCE}, priority=20))
+                           action=Action.INT_WATCHLIST_MARK_SOURCE, params={"max_hop": MAX_HOP_ROCE}, priority=20))
     s.modify(_int_config(i, mtu))
-    s.insert(i.table_entry(T + "sink_ports", {"egress_port": HOST_B_PORT}, action=T + "mark_sink"))
-    s.modify(i.table_entry(T + "report_config", action=T + "configure_report", default=True,
+    s.insert(i.table_entry(Table.INT_EGRESS_SINK_PORTS, {"egress_port": HOST_B_PORT}, action=Action.INT_EGRESS_MARK_SINK))
+    s.modify(i.table_entry(Table.INT_EGRESS_REPORT_CONFIG, action=Action.INT_EGRESS_CONFIGURE_REPORT, default=True,
                            params={"src_mac": REPORT_SRC_MAC, "dst_mac": REPORT_DST_MAC, "src_ip": REPORT_SRC_IP,
                                    "dst_ip": REPORT_DST_IP, "dst_port": REPORT_PORT}))
     s.insert(E.clone_session(500, TELEMETRY))
@@ -91,7 +89,7 @@ def _setup(s: Setup, mtu: int = 1500) -> None:
 
 
 def _int_config(i, mtu: int) -> p4runtime_pb2.TableEntry:
-    return i.table_entry(T + "int_config", action=T + "configure", default=True,
+    return i.table_entry(Table.INT_EGRESS_INT_CONFIG, action=Action.INT_EGRESS_CONFIGURE, default=True,
                          params={"switch_id": SWITCH_ID, "mtu": mtu})
 
 
@@ -104,9 +102,9 @@ def _set_mtu(mtu: int) -> Step:
 
 def _read_report_seq(s: Setup) -> bytes:
     if s.target == "bmv2":          # PI: register reads are not supported
-        value = int(s.bmv2_thrift(f"print(c.bm_register_read(0, '{T}report_seq', 0))").split()[-1])
+        value = int(s.bmv2_thrift(f"print(c.bm_register_read(0, '{Register.INT_EGRESS_REPORT_SEQ}', 0))").split()[-1])
     else:
-        reg_id = next(r.preamble.id for r in s.p4info.message.registers if r.preamble.name == T + "report_seq")
+        reg_id = next(r.preamble.id for r in s.p4info.message.registers if r.preamble.name == Register.INT_EGRESS_REPORT_SEQ)
         reg = p4runtime_pb2.RegisterEntry(register_id=reg_id)
         reg.index.index = 0
         (e,) = s.read(reg)

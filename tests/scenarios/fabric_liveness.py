@@ -21,13 +21,12 @@ The failed_over counter has counted every packet moved off port 3 and off port 4
 from scapy.layers.l2 import Ether
 from scapy.packet import raw
 
-from controller.p4names import Action, Table
+from controller.p4names import Action, Counter, Table
 from scenarios import fabric as F
 from scenarios.runner import CONTROL, Scenario, Send, Setup, Step
 from topologies.heartbeat_generator import GEN_PORT
 from topologies.heartbeat_generator import frame as generator_frame
 
-P = "FabricIngress.port_liveness."
 DEAD = 3
 BACKUP = {2: 3, 3: 4, 4: 2}
 MEMBER_MAC = {port: mac for _, port, mac in F.GROUP}
@@ -37,11 +36,11 @@ PIN_FLOW = F.udp4("10.0.1.1", "10.0.2.5", 4242)
 
 def _failover(s: Setup) -> bytes:
     p = s.p4info
-    s.insert(*[p.table_entry(P + "failover", {"next_id": 2, "port": port}, action=P + "reroute",
+    s.insert(*[p.table_entry(Table.PORT_LIVENESS_FAILOVER, {"next_id": 2, "port": port}, action=Action.PORT_LIVENESS_REROUTE,
                              params={"port": backup, "smac": F.ROUTER, "dmac": MEMBER_MAC[backup]})
                for port, backup in BACKUP.items()],
-             p.table_entry(P + "port_status", {"port": DEAD}, action=P + "port_down"),
-             p.table_entry(P + "port_status", {"port": F.SINGLE[1]}, action=P + "port_down"))
+             p.table_entry(Table.PORT_LIVENESS_PORT_STATUS, {"port": DEAD}, action=Action.PORT_LIVENESS_PORT_DOWN),
+             p.table_entry(Table.PORT_LIVENESS_PORT_STATUS, {"port": F.SINGLE[1]}, action=Action.PORT_LIVENESS_PORT_DOWN))
     return b"port 3 dead"
 
 
@@ -55,7 +54,7 @@ def _pin(s: Setup) -> bytes:
 
 
 def _alive(s: Setup) -> bytes:
-    s.delete(*[s.p4info.table_entry(P + "port_status", {"port": port}, action=P + "port_down")
+    s.delete(*[s.p4info.table_entry(Table.PORT_LIVENESS_PORT_STATUS, {"port": port}, action=Action.PORT_LIVENESS_PORT_DOWN)
                for port in (DEAD, F.SINGLE[1])])
     return b"port 3 alive"
 
@@ -87,7 +86,7 @@ def pinned(frame: bytes, port: int) -> tuple[int, bytes]:
 def _watch(timeout_us: int, update: str = "insert", port: int = DEAD):
     """Every ECMP port watched (insert), or ``port``'s timeout changed (modify)."""
     def step(s: Setup) -> bytes:
-        getattr(s, update)(*[s.p4info.table_entry(P + "heartbeat_watch", {"port": p}, action=P + "watch",
+        getattr(s, update)(*[s.p4info.table_entry(Table.PORT_LIVENESS_HEARTBEAT_WATCH, {"port": p}, action=Action.PORT_LIVENESS_WATCH,
                                                   params={"timeout_us": timeout_us})
                              for p in ((port,) if update == "modify" else BACKUP)])
         return f"watch timeout {timeout_us} us".encode()
@@ -104,7 +103,7 @@ def _heard(*ports: int) -> list:
 
 def _failed_over(s: Setup) -> bytes:
     cells = {e.counter_entry.index.index: e.counter_entry.data.packet_count
-             for e in s.read(s.p4info.counter_entry(P + "failed_over"))}
+             for e in s.read(s.p4info.counter_entry(Counter.PORT_LIVENESS_FAILED_OVER))}
     return f"moved off 3: {cells.get(DEAD, 0)}, off 4: {cells.get(4, 0)}".encode()
 
 
