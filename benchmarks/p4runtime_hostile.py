@@ -547,12 +547,16 @@ def _print_churn(rows: list[dict]) -> None:
 def _print_repush(rows: list[dict]) -> None:
     def pct(d: dict) -> tuple:
         return (d["n"], d.get("p50_ms", "-"), d.get("p99_ms", "-"), d.get("max_ms", "-"), d.get("over_1s", "-"))
+    def failed(outcomes: dict) -> int:
+        return sum(n for code, n in outcomes.items() if code != "OK")
     print(report.table(
-        ["target", "pushed every 1.5 s", "pushes", "push s (median/max)", "Writes", "p50 ms", "p99 ms", "max ms",
-         "> 1 s", "Reads", "p50 ms", "p99 ms", "max ms", "> 1 s"],
-        [(r["target"], r["scenario"], r["pushes"], f"{r['push_s_median']}/{r['push_s_max']}", *pct(r["writes"]),
-          *pct(r["reads"])) for r in rows],
-        title=f"{WRITERS} writers and 1 reader while the primary pushes the pipeline again"))
+        ["target", "pushed every 1.5 s", "pushes (failed)", "push s (median/max)", "Writes", "p50 ms", "p99 ms",
+         "max ms", "> 1 s", "Reads", "p50 ms", "p99 ms", "max ms", "> 1 s", "Writes/Reads not OK"],
+        [(r["target"], r["scenario"], f"{r['pushes']} ({failed(r['push_outcomes'])})",
+          f"{r['push_s_median']}/{r['push_s_max']}", *pct(r["writes"]), *pct(r["reads"]),
+          f"{failed(r['write_outcomes'])}/{failed(r['read_outcomes'])}") for r in rows],
+        title=f"{WRITERS} writers and 1 reader while the primary pushes the pipeline again (a Write that deletes "
+              f"an entry a VERIFY_AND_COMMIT wiped fails, as it should)"))
 
 
 def main(argv: list[str] | None = None) -> int:
