@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from dataclasses import replace
 
@@ -140,6 +141,41 @@ def test_heartbeats_pass_data_queued_on_a_saturated_link(lab):
     assert delivered < 0.6 * offered, f"{delivered} of {offered} delivered: the uplinks were not saturated"
     assert lab.failure_handler.events[events_before:] == [], "a saturated link's heartbeats waited behind its data"
     assert lab.failure_handler.dead_ports() == set()
+
+
+def test_a_switch_starved_of_cpu_raises_the_link_timeout_instead_of_failing_its_links(lab):
+    """A core switch that gets no CPU for 300 ms (SIGSTOP, then SIGCONT) while a flow crosses it:
+    its link heartbeats stop, so its neighbours skip their ports to it (packets moved to the
+    backup), yet the controller's heartbeats on those ports arrive afterwards, late: no port is
+    found dead, and the data plane's timeout is raised, with the skipped ports named and the new
+    value written to the switches' heartbeat_watch."""
+    from controller.failover.link_timeout import CHECK_EVERY_S
+    from controller.p4names import Table
+    from hostagent.traffic.drive import run_traffic
+
+    handler, up = lab.failure_handler, _WayUp(lab)
+    events_before, raises_before, timeout_before = len(handler.events), len(handler.link_timeout_raises), handler.link_timeout_us
+    core = lab.switch(up.core)
+    done: list = []
+    sending = threading.Thread(target=lambda: done.append(run_traffic(up.hosts, up.flows(300), quiet=1.0, deadline=30.0)))
+    sending.start()
+    try:
+        time.sleep(1.0)
+        os.kill(core.process.pid, signal.SIGSTOP)
+        time.sleep(0.3)
+    finally:
+        os.kill(core.process.pid, signal.SIGCONT)
+        sending.join(60)
+    _wait("the link timeout raised", lambda: len(handler.link_timeout_raises) > raises_before, timeout=4 * CHECK_EVERY_S + 5)
+    raises = handler.link_timeout_raises[raises_before:]
+    assert raises[0].old_us == timeout_before and all(r.new_us == 2 * r.old_us for r in raises)
+    skipped = [(sw, port) for r in raises for sw, port in r.ports]
+    assert any(lab.fabric.ports_of(sw).get(port) == up.core for sw, port in skipped), \
+        f"the skipped ports named are not the paused switch's neighbours': {skipped}"
+    assert handler.events[events_before:] == [], "a port of a paused (not failed) switch was found dead"
+    watch = lab.controller.connection(up.agg).read_table(
+        lab.controller.pipeline.p4info.table_id(Table.PORT_LIVENESS_HEARTBEAT_WATCH))
+    assert watch and {int.from_bytes(e.action.action.params[0].value, "big") for e in watch} == {handler.link_timeout_us}
 
 
 def test_core_link_down_then_restored(lab):

@@ -103,6 +103,18 @@ def test_lateness_is_capped():
     assert mon.lateness == MAX_STRETCH * CFG.detect_s
 
 
+def test_moves_off_a_port_still_heard_are_spurious_and_raise_the_link_timeout():
+    from controller.failover.link_timeout import MAX_TIMEOUT_US, raised, spurious
+
+    before = {A: 10, B: 0, ("s3", 1): 5}
+    after = {A: 25, B: 7, ("s3", 1): 5}
+    heard = {A: True, B: False, ("s3", 1): True}      # B went silent: a cut, its moves are real
+    assert spurious(before, after, heard.__getitem__) == {A}
+    assert spurious(after, after, heard.__getitem__) == set()
+    assert spurious({}, {A: 1}, heard.__getitem__) == {A}                  # a first move counts
+    assert raised(30_000) == 60_000 and raised(400_000) == MAX_TIMEOUT_US == raised(MAX_TIMEOUT_US)
+
+
 TRIANGLE = {("s1", 1): ("s2", 1), ("s2", 1): ("s1", 1), ("s1", 2): ("s3", 1), ("s3", 1): ("s1", 2),
             ("s2", 2): ("s3", 2), ("s3", 2): ("s2", 2)}
 

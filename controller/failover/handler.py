@@ -61,6 +61,7 @@ from controller.failover.localise import (
     fabric_links,
     localise,
 )
+from controller.failover import link_timeout as LT
 from controller.failover.monitor import PortKey, PortMonitor, Transition
 from controller.p4names import PacketIn
 
@@ -124,6 +125,8 @@ class FailureHandler:
         self.reroutes: list[Reroute] = []
         self.heartbeats_sent = 0
         self.heartbeats_heard = 0
+        self.link_timeout_us = self.config.link_timeout_us     # raised when the machine makes it too short
+        self.link_timeout_raises: list[LT.Raise] = []
         self._seq = 0
         self._sessions: dict[str, int] = {}
         self._resync: set[str] = set()
@@ -151,6 +154,8 @@ class FailureHandler:
         loops = [(self._tick_loop, "failover-ticker"), (self._write_loop, "failover-writer")]
         if self.reroute_enabled:
             loops.append((self._reroute_loop, "failover-reroute"))
+        if self.link_timeout_us is not None:
+            loops.append((self._link_timeout_loop, "failover-link-timeout"))
         for target, name in loops:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
@@ -208,7 +213,7 @@ class FailureHandler:
     def entities(self, switch: str) -> list[p4runtime_pb2.Entity]:
         state = self.controller.forwarding.get(switch)
         found = FE.failover_entities(self.p4info, state) if state is not None else []
-        timeout_us = self.config.link_timeout_us
+        timeout_us = self.link_timeout_us
         if timeout_us is not None:
             found += FE.watch_entities(self.p4info, self._fabric_ports.get(switch, []), timeout_us)
         return found
@@ -355,6 +360,52 @@ class FailureHandler:
             log.warning("%s: port_status for port %d not written: %s", switch, port, err)
             return None
         return time.monotonic()
+
+    # --- the data plane's link-heartbeat timeout ------------------------------------------
+
+    def _link_timeout_loop(self) -> None:
+        """Every CHECK_EVERY_S, the packets each switch moved off each port; moves between the
+        two readings before are spurious if the controller heard that port in a round sent after
+        the second of them (the link was up after the moves) and its state did not change: then
+        the timeout is raised (`controller.failover.link_timeout`)."""
+        older = newer = None             # (time, round sent by then, moved per port)
+        while not self._stop.wait(LT.CHECK_EVERY_S):
+            reading = (time.monotonic(), self._seq, self._moved_per_port())
+            if older is not None and newer is not None:
+                since, seq, changed = older[0], newer[1], {(e.switch, e.port) for e in self.events if e.decided >= older[0]}
+                ports = LT.spurious(older[2], newer[2], lambda p: self.monitor.last_round(p) > seq
+                                    and self.monitor.is_alive(p) and p not in changed)
+                if ports and self.link_timeout_us < LT.MAX_TIMEOUT_US:
+                    self._raise_link_timeout(sorted(ports), since)
+            older, newer = newer, reading
+
+    def _moved_per_port(self) -> dict[PortKey, int]:
+        moved: dict[PortKey, int] = {}
+        for name, agent in self.controller.agents.items():
+            if not _connected(agent):
+                continue
+            try:
+                cells = self.controller.read_port_counters(name, FE.FAILED_OVER)
+            except SwitchError:
+                continue
+            moved.update({(name, port): c.packets for port, c in cells.items() if (name, port) in self._peer})
+        return moved
+
+    def _raise_link_timeout(self, ports: list[PortKey], since: float) -> None:
+        old = self.link_timeout_us
+        self.link_timeout_us = new = LT.raised(old)
+        self.link_timeout_raises.append(LT.Raise(time.monotonic(), old, new, tuple(ports)))
+        log.warning("switches skipped ports the controller still heard (%s) since %.1f s ago: link heartbeats "
+                    "arrive late on this machine; a switch now skips a port after %.0f ms of silence (was %.0f)",
+                    ", ".join(f"{s} port {p}" for s, p in ports), time.monotonic() - since, new / 1000, old / 1000)
+        for name, agent in self.controller.agents.items():
+            conn = agent.conn
+            if conn is None or not conn.connected:
+                continue              # a switch that comes back gets the new value when it is reconciled
+            try:
+                conn.modify(FE.watch_entities(self.p4info, self._fabric_ports.get(name, []), new))
+            except SwitchError as err:
+                log.warning("%s: heartbeat_watch not rewritten: %s", name, err)
 
     # --- reroute ---------------------------------------------------------------------------
 

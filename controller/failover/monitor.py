@@ -161,6 +161,11 @@ class PortMonitor:
         with self._lock:
             return self._ports[port].alive
 
+    def last_round(self, port: PortKey) -> int:
+        """The newest heartbeat round heard on ``port`` (0: none yet)."""
+        with self._lock:
+            return self._ports[port].last_seq
+
     def dead(self) -> set[PortKey]:
         with self._lock:
             return {k for k, st in self._ports.items() if not st.alive}  # type: ignore[misc]
