@@ -22,7 +22,10 @@ restored. From the receiver's timestamps (CLOCK_MONOTONIC, the injector's clock 
   reorder packets but lose none while the backup is alive;
 * ``false_dead``: ports the controller's heartbeats found dead that the failure did not silence
   (summed over the runs), and ``stretched_ms``: the most a verdict of death waited beyond the
-  detection time because heartbeats were arriving late (`controller.failover.monitor`).
+  detection time because heartbeats were arriving late (`controller.failover.monitor`);
+  ``link_timeout_ms``: the data plane's link-heartbeat timeout at the end of the run, as failure
+  handling raised it where switches skipped healthy ports (`controller.failover.link_timeout`;
+  each run's handler starts from what the runs before it reached).
 
 Scenarios (``SCENARIOS``):
 
@@ -113,6 +116,7 @@ class FailoverRun:
     moved_healthy: int | None = None      # packets moved to a backup before anything failed
     false_dead: int | None = None         # handler: ports found dead that were not the failed element's
     stretched_ms: float | None = None     # handler: most a verdict of death waited for late heartbeats
+    link_timeout_ms: float | None = None  # handler: the data plane's link timeout at the end of the run
     cpu_busy: float = 0.0
     allreduce_ok: bool | None = None
     allreduce: dict = field(default_factory=dict)
@@ -128,6 +132,7 @@ class FailoverRun:
                 "detected_ms": _r(self.detected_ms), "written_ms": _r(self.written_ms),
                 "reroute_ms": _r(self.reroute_ms), "moved_healthy": self.moved_healthy,
                 "false_dead": self.false_dead, "stretched_ms": _r(self.stretched_ms),
+                "link_timeout_ms": _r(self.link_timeout_ms),
                 "cpu_busy": round(self.cpu_busy, 2),
                 "allreduce_ok": self.allreduce_ok, "allreduce": self.allreduce,
                 "fail": self.fail.to_dict() if self.fail else None,
@@ -154,6 +159,7 @@ class Bench:
         self.beats = beats or HeartbeatConfig()     # the heartbeat scenarios' settings
         self.out_dir = out_dir
         self.handler = None
+        self.link_timeout_us: int | None = None    # the data plane's link timeout as the handlers raised it
         self._jobs = None
         hosts = lab.fabric.hosts
         self.src, self.dst = hosts[0].name, hosts[-1].name
@@ -163,11 +169,15 @@ class Bench:
 
     def _handler_on(self, reroute: bool, link_heartbeats: bool) -> None:
         config = self.beats if link_heartbeats else replace(self.beats, link_interval_ms=None)
-        self.handler = start_failure_handling(self.lab.controller, config, reroute=reroute)
+        # the link timeout as earlier runs raised it: one handler running all along would have it
+        self.handler = start_failure_handling(self.lab.controller, config, reroute=reroute,
+                                              link_timeout_us=self.link_timeout_us)
         time.sleep(self.handler.config.grace_ms / 1000 + 0.5)
 
     def _handler_off(self) -> None:
         if self.handler is not None:
+            if self.handler.link_timeout_us is not None:
+                self.link_timeout_us = self.handler.link_timeout_us
             self.handler.stop()
             self.handler = None
             self.lab.controller.wait_in_sync(30)
@@ -291,6 +301,7 @@ class Bench:
         deaths = [e for e in h.events if not e.alive]
         result.false_dead = sum((e.switch, e.port) not in failed for e in deaths)
         result.stretched_ms = 1000 * max((e.stretched for e in deaths), default=0.0)
+        result.link_timeout_ms = None if h.link_timeout_us is None else h.link_timeout_us / 1000
         at = failed_at(fail)
         dead = [e for e in h.events if not e.alive and e.decided >= fail.start]
         if dead:
@@ -385,7 +396,8 @@ def summarise(runs: list[FailoverRun]) -> list[dict]:
         row: dict = {"scenario": scenario, "runs": len(sel),
                      "recovered_by": "/".join(sorted({r.recovered_by for r in sel}))}
         for key in ("outage_ms", "loss_ms", "path_back_ms", "latency_ms", "probes_lost", "flow_lost", "detected_ms",
-                    "written_ms", "reroute_ms", "moved_healthy", "stretched_ms", "cpu_busy"):
+                    "written_ms", "reroute_ms", "moved_healthy", "stretched_ms", "link_timeout_ms",
+                    "cpu_busy"):
             vals = [getattr(r, key) for r in sel if getattr(r, key) is not None]
             row[key] = round(statistics.median(vals), 2) if vals else None
         false_dead = [r.false_dead for r in sel if r.false_dead is not None]

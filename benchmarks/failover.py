@@ -67,11 +67,11 @@ def main(argv: list[str] | None = None) -> int:
     print(report.table(
         ["scenario", "runs", "outage (ms)", "loss-derived (ms)", "path back (ms)", "latency (ms)", "recovered by",
          "probes lost", "flow lost", "detected (ms)", "dp written (ms)", "reroute done (ms)", "repair took (ms)",
-         "moved while healthy", "false dead ports", "stretched (ms)", "CPU busy", "AllReduce"],
+         "moved while healthy", "false dead ports", "stretched (ms)", "link timeout (ms)", "CPU busy", "AllReduce"],
         [(r["scenario"], r["runs"], _v(r["outage_ms"]), _v(r["loss_ms"]), _v(r["path_back_ms"]), _v(r["latency_ms"]),
           r["recovered_by"], _v(r["probes_lost"]), _v(r["flow_lost"]),
           _v(r["detected_ms"]), _v(r["written_ms"]), _v(r["reroute_ms"]), _v(r["restore_ms"]), _v(r["moved_healthy"]),
-          _v(r["false_dead"]), _v(r["stretched_ms"]), f"{100 * (r['cpu_busy'] or 0):.0f}%",
+          _v(r["false_dead"]), _v(r["stretched_ms"]), _v(r["link_timeout_ms"]), f"{100 * (r['cpu_busy'] or 0):.0f}%",
           r["allreduce"]) for r in rows],
         title=(f"\nFailover on a k=4 fat-tree ({args.target}), links {plan.links().describe()}; "
                f"{plan.probe_pps} probes/s + a {plan.flow_pps} packets/s UDP flow, element down {plan.down_s:g} s; "

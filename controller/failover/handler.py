@@ -103,7 +103,9 @@ class FailureHandler:
     """Heartbeats, data-plane failover, reroute and localisation for one fabric controller."""
 
     def __init__(self, controller: FabricController, config: HeartbeatConfig | None = None, *,
-                 reroute: bool = True) -> None:
+                 reroute: bool = True, link_timeout_us: int | None = None) -> None:
+        """``link_timeout_us``: the data plane's link-heartbeat timeout to start from, where an
+        earlier handler on this machine raised it (default: the config's)."""
         self.controller = controller
         self.config = config or HeartbeatConfig()
         self.reroute_enabled = reroute      # False: data-plane failover alone, the model keeps every link
@@ -126,6 +128,8 @@ class FailureHandler:
         self.heartbeats_sent = 0
         self.heartbeats_heard = 0
         self.link_timeout_us = self.config.link_timeout_us     # raised when the machine makes it too short
+        if link_timeout_us is not None and self.link_timeout_us is not None:
+            self.link_timeout_us = max(self.link_timeout_us, min(link_timeout_us, LT.MAX_TIMEOUT_US))
         self.link_timeout_raises: list[LT.Raise] = []
         self._seq = 0
         self._sessions: dict[str, int] = {}
@@ -462,8 +466,9 @@ def running_handler(controller: object) -> FailureHandler | None:
 
 
 def start_failure_handling(controller: FabricController, config: HeartbeatConfig | None = None, *,
-                           reroute: bool = True) -> FailureHandler:
+                           reroute: bool = True, link_timeout_us: int | None = None) -> FailureHandler:
     """Start heartbeats, data-plane failover, reroute (unless ``reroute`` is False: data-plane
     failover alone) and localisation on ``controller``; the running handler when there is one
     already. ``handler.stop()`` (or ``controller.close()``) ends it."""
-    return running_handler(controller) or FailureHandler(controller, config, reroute=reroute).start()
+    return running_handler(controller) or FailureHandler(controller, config, reroute=reroute,
+                                                         link_timeout_us=link_timeout_us).start()
