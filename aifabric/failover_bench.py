@@ -176,9 +176,9 @@ class Bench:
 
     def _handler_off(self) -> None:
         if self.handler is not None:
+            self.handler.stop()             # its threads joined: the timeout is final
             if self.handler.link_timeout_us is not None:
                 self.link_timeout_us = self.handler.link_timeout_us
-            self.handler.stop()
             self.handler = None
             self.lab.controller.wait_in_sync(30)
 

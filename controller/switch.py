@@ -411,11 +411,22 @@ class SwitchConnection:
 
     def read_counter(self, counter_id: int, index: int | None = None) -> dict[int, tuple[int, int]]:
         """index -> (packets, bytes) of an indirect counter (all cells when ``index`` is None)."""
-        entry = p4runtime_pb2.CounterEntry(counter_id=counter_id)
         if index is not None:
+            return self.read_counter_cells(counter_id, [index])
+        return self._counter_cells([p4runtime_pb2.CounterEntry(counter_id=counter_id)])
+
+    def read_counter_cells(self, counter_id: int, indices: Iterable[int]) -> dict[int, tuple[int, int]]:
+        """index -> (packets, bytes) of the given cells of an indirect counter, in one Read."""
+        entries = []
+        for index in indices:
+            entry = p4runtime_pb2.CounterEntry(counter_id=counter_id)
             entry.index.index = index
+            entries.append(entry)
+        return self._counter_cells(entries) if entries else {}
+
+    def _counter_cells(self, entries: list[p4runtime_pb2.CounterEntry]) -> dict[int, tuple[int, int]]:
         result = {}
-        for e in self.read([p4runtime_pb2.Entity(counter_entry=entry)]):
+        for e in self.read([p4runtime_pb2.Entity(counter_entry=entry) for entry in entries]):
             c = e.counter_entry
             result[c.index.index] = (c.data.packet_count, c.data.byte_count)
         return result

@@ -384,15 +384,17 @@ class FailureHandler:
             older, newer = newer, reading
 
     def _moved_per_port(self) -> dict[PortKey, int]:
-        moved: dict[PortKey, int] = {}
+        """Packets each switch moved off each of its fabric ports so far (one Read per switch)."""
+        counter, moved = self.p4info.counter_id(FE.FAILED_OVER), {}
         for name, agent in self.controller.agents.items():
-            if not _connected(agent):
+            conn = agent.conn
+            if conn is None or not conn.connected:
                 continue
             try:
-                cells = self.controller.read_port_counters(name, FE.FAILED_OVER)
+                cells = conn.read_counter_cells(counter, self._fabric_ports.get(name, []))
             except SwitchError:
                 continue
-            moved.update({(name, port): c.packets for port, c in cells.items() if (name, port) in self._peer})
+            moved.update({(name, port): packets for port, (packets, _) in cells.items()})
         return moved
 
     def _raise_link_timeout(self, ports: list[PortKey], since: float) -> None:
