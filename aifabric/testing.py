@@ -9,7 +9,7 @@ module's last test, also when a test fails or the run is interrupted (Ctrl-C, SI
     pytestmark = pytest.mark.fabric(k=4, controller="aifabric")   # or controller="none"
 
     def test_my_app(fabric):
-        desc = fabric.description                  # aifabric.description.FabricDescription
+        desc = fabric.description                  # aifabric.lab.description.FabricDescription
         edge = fabric.switch("p0e0")               # .p4runtime_address, .device_id
         run_my_controller(fabric.description_path) # the file any controller can read
         assert fabric.wait_reachable("p0e0h0", "p1e0h0")
@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import pytest
 
-from aifabric.description import FabricDescription, HostDescription, PipelineFiles, SwitchDescription
+from aifabric.lab.description import FabricDescription, HostDescription, PipelineFiles, SwitchDescription
 from controller import entries as E
 from controller.fabric_controller import FabricController, PortCounter
 from controller.p4info import P4Info
@@ -157,8 +157,8 @@ class RunningFabric:
                 return False
 
     def all_pairs(self, family: str = "ipv4") -> Any:
-        """Every host pings every other (`aifabric.checks.all_pairs`): a `traffic.Reachability`."""
-        from aifabric import checks
+        """Every host pings every other (`aifabric.lab.checks.all_pairs`): a `traffic.Reachability`."""
+        from aifabric.lab import checks
         return checks.all_pairs(self.lab, family)
 
     def _address(self, host: str, family: str) -> str:
@@ -272,9 +272,9 @@ def _signals_interrupt() -> Iterator[None]:
 @contextmanager
 def running_fabric(options: FabricOptions, target: str, log_dir: Path,
                    description_path: Path | None = None) -> Iterator[RunningFabric]:
-    """Bring a fabric up (`aifabric.lab.Lab`), write its description, yield it, tear it down
+    """Bring a fabric up (`aifabric.lab.lab.Lab`), write its description, yield it, tear it down
     whatever happens."""
-    from aifabric.lab import Lab
+    from aifabric.lab.lab import Lab
 
     log_dir.mkdir(parents=True, exist_ok=True)
     description_path = description_path or log_dir / "fabric.json"

@@ -22,10 +22,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from aifabric import report  # noqa: E402
-from aifabric.allreduce_lab import ALGORITHMS, CELLS, LinkPlan, limit_links, run_allreduce, spread_workers  # noqa: E402
-from aifabric.demo_allreduce import LABELS, retransmit_timeout  # noqa: E402
-from aifabric.lab import Lab  # noqa: E402
+from aifabric.lab import report  # noqa: E402
+from aifabric.experiments.allreduce_lab import ALGORITHMS, CELLS, LinkPlan, limit_links, run_allreduce, spread_workers  # noqa: E402
+from aifabric.experiments.demo_allreduce import LABELS, retransmit_timeout  # noqa: E402
+from aifabric.lab.lab import Lab  # noqa: E402
 from controller.aggregation import JobManager  # noqa: E402
 from topologies.fabric import fat_tree  # noqa: E402
 

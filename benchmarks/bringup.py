@@ -17,8 +17,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from aifabric import checks, report  # noqa: E402
-from aifabric.lab import Lab  # noqa: E402
+from aifabric.lab import checks, report  # noqa: E402
+from aifabric.lab.lab import Lab  # noqa: E402
 from topologies.fabric import fat_tree  # noqa: E402
 
 

@@ -6,7 +6,7 @@ failover alone, controller reroute alone, and an in-network AllReduce running ac
 Links limited in the switches (and the hosts' uplinks) to ``--rate`` packets/s, a steady probe
 stream (1000/s) and a long UDP flow across the failed element, several runs, medians. Prints a
 table, writes JSON and a timeline picture (probe arrivals around the failure, with the failure,
-detection, data-plane and reroute marks). See aifabric/failover_bench.py for the figures'
+detection, data-plane and reroute marks). See aifabric/experiments/failover_bench.py for the figures'
 meaning.
 
     .venv/bin/python benchmarks/failover.py [--scenarios none heartbeat dataplane dataplane-controller oracle agg-kill
@@ -27,9 +27,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from aifabric import report  # noqa: E402
-from aifabric.failover_bench import SCENARIOS, Bench, FailoverPlan, FailoverRun, failed_at, summarise  # noqa: E402
-from aifabric.lab import Lab  # noqa: E402
+from aifabric.lab import report  # noqa: E402
+from aifabric.experiments.failover_bench import SCENARIOS, Bench, FailoverPlan, FailoverRun, failed_at, summarise  # noqa: E402
+from aifabric.lab.lab import Lab  # noqa: E402
 from controller.failover import HeartbeatConfig  # noqa: E402
 from controller.failover.config import link_interval_for  # noqa: E402
 from topologies.fabric import fat_tree  # noqa: E402

@@ -24,9 +24,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from aifabric import report  # noqa: E402
-from aifabric.allreduce_lab import cpu_times  # noqa: E402
-from aifabric.lab import Lab  # noqa: E402
+from aifabric.lab import report  # noqa: E402
+from aifabric.experiments.allreduce_lab import cpu_times  # noqa: E402
+from aifabric.lab.lab import Lab  # noqa: E402
 from controller.failover import HeartbeatConfig, start_failure_handling  # noqa: E402
 from topologies.fabric import fat_tree  # noqa: E402
 from topologies.heartbeat_generator import HeartbeatGenerator  # noqa: E402

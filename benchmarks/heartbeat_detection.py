@@ -27,8 +27,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from aifabric.allreduce_lab import cpu_times  # noqa: E402
-from aifabric.lab import Lab  # noqa: E402
+from aifabric.experiments.allreduce_lab import cpu_times  # noqa: E402
+from aifabric.lab.lab import Lab  # noqa: E402
 from controller.failover import HeartbeatConfig
 from topologies.fabric import fat_tree
 

@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO))
 
 from scapy.layers.inet import IP, UDP  # noqa: E402
 
-from aifabric import report  # noqa: E402
+from aifabric.lab import report  # noqa: E402
 from controller.telemetry.int_collector import IntCollector  # noqa: E402
 from controller.telemetry.int_report import (  # noqa: E402
     HopRecord,

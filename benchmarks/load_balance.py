@@ -3,7 +3,7 @@
 
 Same seeds and flows for every mode, links limited in the switches (and the hosts' uplinks) so
 they are the bottleneck, several runs, medians. Prints a table, writes JSON and a picture
-(per-mode bars, per-core-link heat map). See aifabric/lb_bench.py for the figures' meaning.
+(per-mode bars, per-core-link heat map). See aifabric/experiments/lb_bench.py for the figures' meaning.
 
     .venv/bin/python benchmarks/load_balance.py [--modes ecmp spray flowlet te]
         [--patterns permutation collective] [--seeds 1 2 3] [--rate 100] [--target softswitch]
@@ -16,7 +16,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from aifabric.lb_cli import main  # noqa: E402
+from aifabric.cli.lb_cli import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -49,7 +49,7 @@ import grpc  # noqa: E402
 from p4.v1 import p4runtime_pb2 as pb  # noqa: E402
 from p4.v1 import p4runtime_pb2_grpc as pbg  # noqa: E402
 
-from aifabric import report  # noqa: E402
+from aifabric.lab import report  # noqa: E402
 from controller.fabric_controller import Pipeline  # noqa: E402
 from controller.switch import SwitchConnection  # noqa: E402
 from softswitch.p4runtime import intake  # noqa: E402

@@ -10,7 +10,7 @@ host namespaces, controller) and a ping from the first host to the last. A k tha
 deadline is interrupted (the lab tears down) and reported as such.
 
 Then, where a Docker engine runs, the per-container deployment itself (`aifabric compose` on a
-single-node Swarm, `aifabric.swarm`) for ``--swarm-k`` (default 4): time from ``docker stack
+single-node Swarm, `aifabric.containers.swarm`) for ``--swarm-k`` (default 4): time from ``docker stack
 deploy`` to the first ping across the fabric, and every container's memory and CPU share as
 ``docker stats`` gives them, idle, by kind (switch, host, controller). From those (or, without an
 engine, from the processes measured above) it estimates what one node needs per switch and per
@@ -38,7 +38,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from aifabric import report
+from aifabric.lab import report
 
 IDLE_WINDOW_S = 5.0
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -65,7 +65,7 @@ def container_overhead_mib(image: str = "debian:bookworm") -> float | None:
     """What one more container costs besides its own processes: the RSS of the runtime's shim
     (containerd-shim, the parent of the container's first process) of an idle container; None
     without a Docker engine or the image."""
-    from aifabric.lab import rss_mib
+    from aifabric.lab.lab import rss_mib
 
     def docker(*args: str) -> str:
         return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=60, check=True).stdout.strip()
@@ -85,8 +85,8 @@ def container_overhead_mib(image: str = "debian:bookworm") -> float | None:
 
 def measure(k: int, target: str) -> dict:
     """One fabric, measured (runs in the child)."""
-    from aifabric.lab import Lab, pss_mib, rss_mib
-    from aifabric.validate import mem_available_mib
+    from aifabric.lab.lab import Lab, pss_mib, rss_mib
+    from aifabric.cli.validate import mem_available_mib
     from topologies.fabric import fat_tree
 
     fabric = fat_tree(k)
@@ -144,7 +144,7 @@ def measure_swarm(k: int) -> dict:
     container's ``docker stats`` after IDLE_WINDOW_S, by kind; the deployment is removed after."""
     import tempfile
 
-    from aifabric.swarm import DockerError, SwarmFabric, build_images
+    from aifabric.containers.swarm import DockerError, SwarmFabric, build_images
     from topologies.fabric import fat_tree
 
     try:

@@ -38,7 +38,7 @@ os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 from target_pps import PROGRAMS  # noqa: E402
 
-from aifabric import report  # noqa: E402
+from aifabric.lab import report  # noqa: E402
 from controller.fabric_controller import Pipeline  # noqa: E402
 from controller.switch import SwitchConnection  # noqa: E402
 from softswitch.packet_path import build_packet_path  # noqa: E402

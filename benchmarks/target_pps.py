@@ -55,7 +55,7 @@ from scapy.layers.l2 import Ether  # noqa: E402
 from scapy.packet import raw  # noqa: E402
 
 import past_softswitch  # noqa: E402
-from aifabric import report  # noqa: E402
+from aifabric.lab import report  # noqa: E402
 from controller import entries as E  # noqa: E402
 from controller.p4names import Action, Table  # noqa: E402
 from controller.fabric_controller import Pipeline  # noqa: E402
@@ -320,8 +320,8 @@ def add_past_target(rev: str, programs: list[str]) -> str:
 
 def fabric_cost(target: str, pps: int, seconds: float, idle_seconds: float = 4.0) -> dict:
     """Per-switch CPU in a running k=4 fat-tree carrying one flow between pods at ``pps``."""
-    from aifabric.lab import Lab
-    from aifabric.traffic import receiver_result, sender_result, start_paced_sender, start_receiver
+    from aifabric.lab.lab import Lab
+    from aifabric.lab.traffic import receiver_result, sender_result, start_paced_sender, start_receiver
     from topologies.fabric import fat_tree
 
     fabric = fat_tree(4)

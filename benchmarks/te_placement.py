@@ -40,7 +40,7 @@ from typing import Callable, TypeVar
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from aifabric import report  # noqa: E402
+from aifabric.lab import report  # noqa: E402
 from controller.te import (  # noqa: E402
     FabricIndex,
     Flow,

@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from aifabric import report  # noqa: E402
+from aifabric.lab import report  # noqa: E402
 from topologies.p4switch import leftovers  # noqa: E402
 
 AIFABRIC = str(Path(sys.executable).parent / "aifabric")

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The fabric service (aifabric.fabric_service): a topology in Mininet with its switches up and no
+# The fabric service (aifabric.containers.fabric_service): a topology in Mininet with its switches up and no
 # controller of its own, the telemetry network for INT, and the fabric description written where
 # the controller service reads it. `docker stop` (SIGTERM) tears it down.
 #
@@ -11,5 +11,5 @@ set -eu
 # and switches' sysctls need it writable. Already so when privileged.
 [ -w /proc/sys/net ] || mount -o remount,rw /proc/sys 2>/dev/null || true
 # shellcheck disable=SC2086  # the topology arguments are words on purpose
-exec python3 -m aifabric.fabric_service ${AIFABRIC_TOPOLOGY:---topo fattree --k 4} \
+exec python3 -m aifabric.containers.fabric_service ${AIFABRIC_TOPOLOGY:---topo fattree --k 4} \
   --target "${AIFABRIC_TARGET:-softswitch}" --describe "${AIFABRIC_DESCRIPTION:-/run/aifabric/fabric.json}" "$@"

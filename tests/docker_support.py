@@ -7,7 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from aifabric.swarm import DockerError, command
+from aifabric.containers.swarm import DockerError, command
 
 REPO = Path(__file__).resolve().parent.parent
 ENGINE = REPO / "scripts" / "docker_engine.sh"
@@ -31,7 +31,7 @@ def skip_reason() -> str | None:
 
 
 def run(*argv: str, **options) -> str:
-    """`aifabric.swarm.command` with its failure an AssertionError (a test's failure)."""
+    """`aifabric.containers.swarm.command` with its failure an AssertionError (a test's failure)."""
     try:
         return command(*argv, **options)
     except DockerError as err:

@@ -1,5 +1,5 @@
 """What a fabric test checks after its lab is gone: nothing of that fabric is left."""
-from aifabric.lab import fabric_nodes
+from aifabric.lab.lab import fabric_nodes
 from topologies.fabric import Fabric
 from topologies.p4switch import cleanup
 

@@ -157,7 +157,7 @@ def test_built_by_kind_and_mirrored_in_mininet() -> None:
 
 def test_a_dragonfly_description_file_gives_the_controller_the_same_routes(tmp_path) -> None:
     """`aifabric controller --fabric FILE` routes from the description: the link weights travel."""
-    from aifabric import description
+    from aifabric.lab import description
 
     fab = af.dragonfly(groups=4, routers=2, hosts_per_router=1)
     path = description.FabricDescription.from_fabric(fab).write(tmp_path / "fabric.json")
@@ -181,7 +181,7 @@ def test_a_dual_plane_description_file_carries_the_second_nics(tmp_path) -> None
     joins is refused, naming the field."""
     import json
 
-    from aifabric import description
+    from aifabric.lab import description
 
     fab = af.dual_plane(leaves=2, spines=1, hosts_per_leaf=2)
     path = description.FabricDescription.from_fabric(fab).write(tmp_path / "fabric.json")

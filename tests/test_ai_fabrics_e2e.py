@@ -8,8 +8,8 @@ import os
 import pytest
 from targets import FABRIC_TARGETS
 
-from aifabric import checks
-from aifabric.lab import Lab
+from aifabric.lab import checks
+from aifabric.lab.lab import Lab
 from topologies import ai_fabrics as af
 from topologies.fabric import Fabric
 from topologies.p4switch import port_accepts

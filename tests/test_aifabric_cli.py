@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from topologies.fabric import fat_tree
-from aifabric.validate import prepare_output
+from aifabric.cli.validate import prepare_output
 from teardown_check import assert_torn_down
 from topologies.p4switch import BMV2, port_accepts
 

@@ -26,8 +26,8 @@ RATE_PPS = 400          # links limited so a burst of windows never outruns the 
 
 @pytest.fixture(scope="module", params=FABRIC_TARGETS)
 def fabric_lab(request):
-    from aifabric.allreduce_lab import LinkPlan, limit_links
-    from aifabric.lab import Lab
+    from aifabric.experiments.allreduce_lab import LinkPlan, limit_links
+    from aifabric.lab.lab import Lab
     from controller.aggregation import JobManager
     from controller.loss import LossEmulation
     from topologies.fabric import fat_tree
@@ -38,7 +38,7 @@ def fabric_lab(request):
 
 
 def _run(fabric_lab, algorithm, workers, server, **kw):
-    from aifabric.allreduce_lab import run_allreduce
+    from aifabric.experiments.allreduce_lab import run_allreduce
     lab, manager, _ = fabric_lab
     kw.setdefault("timeout", 1.0)
     return run_allreduce(lab, manager, algorithm, workers, server, **kw)

@@ -8,8 +8,9 @@ from collections import Counter
 import pytest
 import yaml
 
-from aifabric import cli, container_node
-from aifabric.compose_project import (
+from aifabric import cli
+from aifabric.containers import container_node
+from aifabric.containers.compose_project import (
     CONTROLLER,
     MGMT_NETWORK,
     MGMT_SUBNET,
@@ -17,7 +18,7 @@ from aifabric.compose_project import (
     ComposeProject,
     link_networks,
 )
-from aifabric.description import load
+from aifabric.lab.description import load
 from topologies.ai_fabrics import dual_plane
 from topologies.fabric import fat_tree
 

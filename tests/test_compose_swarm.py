@@ -5,7 +5,7 @@ reachable over IPv4 and IPv6, ECMP over every core switch, then removed with not
 test made them). Twice: on a single-node Swarm, and on two nodes, the second a Docker engine in
 a privileged container (docker/swarm-node.Dockerfile) joined as a worker, with ``--place-pods``
 putting pods 0 and 2 and the cores on this machine and pods 1 and 3 on the worker
-(`aifabric.swarm`), so the uplinks of pods 1 and 3 cross between the nodes' VXLANs. The
+(`aifabric.containers.swarm`), so the uplinks of pods 1 and 3 cross between the nodes' VXLANs. The
 two-node case makes its own swarm: it is skipped where this machine already is in one.
 
 Needs a Docker engine (started, and the base image made, as for tests/test_docker_stack.py);
@@ -23,9 +23,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from aifabric import traffic
-from aifabric.compose_project import LINK_POOL
-from aifabric.swarm import STACK, SwarmFabric, build_images, network_exists, swarm_state
+from aifabric.lab import traffic
+from aifabric.containers.compose_project import LINK_POOL
+from aifabric.containers.swarm import STACK, SwarmFabric, build_images, network_exists, swarm_state
 from tests.docker_support import run, skip_reason
 from topologies.fabric import Role, fat_tree
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from aifabric import traffic
-from aifabric.compose_project import ComposeProject
-from aifabric.swarm import ContainerHost, build_images
+from aifabric.lab import traffic
+from aifabric.containers.compose_project import ComposeProject
+from aifabric.containers.swarm import ContainerHost, build_images
 from tests.docker_support import compose_leftovers, run, skip_reason
 from topologies.fabric import Fabric, leaf_spine
 

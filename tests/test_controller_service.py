@@ -20,7 +20,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from aifabric.description import FabricDescription
+from aifabric.lab.description import FabricDescription
 from tests.p4rt_support import running_switch
 from topologies.fabric import leaf_spine
 from topologies.testbed import free_tcp_port

@@ -1,4 +1,4 @@
-"""The fabric description file (aifabric.description): written, read back, checked, and kept to
+"""The fabric description file (aifabric.lab.description): written, read back, checked, and kept to
 its JSON Schema. No fabric is brought up here."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from aifabric import description as D
+from aifabric.lab import description as D
 from topologies.fabric import fat_tree, leaf_spine
 
 

@@ -29,9 +29,9 @@ from typing import Iterator
 
 import pytest
 
-from aifabric import traffic
-from aifabric.description import FabricDescription, load
-from aifabric.swarm import ContainerHost, build_env
+from aifabric.lab import traffic
+from aifabric.lab.description import FabricDescription, load
+from aifabric.containers.swarm import ContainerHost, build_env
 from tests.docker_support import compose_leftovers, run, skip_reason
 from topologies.testbed import free_tcp_port
 

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from aifabric import checks
-from aifabric.lab import Lab
+from aifabric.lab import checks
+from aifabric.lab.lab import Lab
 from topologies.fabric import fat_tree
 from topologies.p4switch import port_accepts
 from teardown_check import assert_torn_down

@@ -40,7 +40,7 @@ WAIT_S = 15.0
 
 @pytest.fixture(scope="module", params=FABRIC_TARGETS)
 def lab(request, tmp_path_factory):
-    from aifabric.lab import Lab
+    from aifabric.lab.lab import Lab
     from controller.failover import HeartbeatConfig
     from controller.failover.config import link_interval_for
     from topologies.fabric import fat_tree
@@ -59,9 +59,9 @@ def _wait(what: str, predicate, timeout: float = WAIT_S) -> None:
 
 
 def _set_link(lab, a: str, b: str, up: bool) -> None:
-    # aifabric.failures cuts a link as each target allows (BMv2 stops all its ports when one of
+    # aifabric.lab.failures cuts a link as each target allows (BMv2 stops all its ports when one of
     # its interfaces goes down, so there both ends drop what they send instead)
-    from aifabric.failures import Failures
+    from aifabric.lab.failures import Failures
 
     (Failures(lab).restore_link if up else Failures(lab).fail_link)(a, b)
 
@@ -73,7 +73,7 @@ def _rerouted_back(handler, since: int) -> bool:
 
 
 def _all_pairs_reached(lab) -> None:
-    from aifabric import checks
+    from aifabric.lab import checks
 
     reach = checks.all_pairs(lab, "ipv4")
     assert reach.reached == reach.pairs == 240, f"unreached: {reach.failures()}"

@@ -1,4 +1,4 @@
-"""Failure injection (aifabric.failures) and its control channel (aifabric.control_socket).
+"""Failure injection (aifabric.lab.failures) and its control channel (aifabric.lab.control_socket).
 
 Without a fabric: requests are checked strictly, and the CLI says when no fabric runs. On a
 small leaf-spine (2 leaves, 2 spines, 2 hosts per leaf; softswitch and, where installed, BMv2):
@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from aifabric import checks
-from aifabric.control_socket import MAX_REQUEST, ControlServer, RequestError, parse_request
-from aifabric.failures import FailureError, Failures, blackholed, interface_up
-from aifabric.lab import Lab
+from aifabric.lab import checks
+from aifabric.lab.control_socket import MAX_REQUEST, ControlServer, RequestError, parse_request
+from aifabric.lab.failures import FailureError, Failures, blackholed, interface_up
+from aifabric.lab.lab import Lab
 from controller.failover import HeartbeatConfig
 from topologies.fabric import leaf_spine
 from topologies.p4switch import port_accepts

@@ -113,14 +113,14 @@ def test_rate_control_messages_reach_a_listener() -> None:
 
 def test_aifabric_up_checks_the_hostagent_flag(capsys) -> None:
     from aifabric.cli import build_parser as aifabric_parser
-    from aifabric.validate import validate
+    from aifabric.cli.validate import validate
 
     with pytest.raises(SystemExit) as stop:
         aifabric_parser().parse_args(["up", "--hostagent", "ecmp"])
     assert stop.value.code == 2 and "--hostagent" in capsys.readouterr().err
     args = aifabric_parser().parse_args(["up", "--hostagent", "plb+dcqcn", "--metrics", "127.0.0.1:0",
                                          "--target", "softswitch"])
-    from aifabric.validate import check_hostagent
+    from aifabric.cli.validate import check_hostagent
     try:
         check_hostagent("plb")
     except ValueError as err:                         # no bcc or headers here: said before bring-up

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from aifabric.lab import Lab
+from aifabric.lab.lab import Lab
 from hostagent.agent.config import AgentConfig
 from hostagent.agent.plb import PlbParams
 from hostagent.traffic.drive import run_traffic

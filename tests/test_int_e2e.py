@@ -22,8 +22,8 @@ pytestmark = [
 
 
 def test_int_and_ecn_on_a_congested_fat_tree() -> None:
-    from aifabric.demo_int import DemoPlan, limit_receiver_port, run_phase, telemetry_for, watched_flow
-    from aifabric.lab import Lab
+    from aifabric.experiments.demo_int import DemoPlan, limit_receiver_port, run_phase, telemetry_for, watched_flow
+    from aifabric.lab.lab import Lab
     from controller.paths import installed_paths
     from controller.telemetry.entries import MAX_INT_HOPS
     from topologies.fabric import fat_tree

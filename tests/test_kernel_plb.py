@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pyroute2 import netns
 
-from aifabric.lb_cli import unavailable_modes
+from aifabric.cli.lb_cli import unavailable_modes
 from hostagent import kernel_plb
 from hostagent.agent.plb import PlbParams
 from hostagent.traffic.flows import FlowSpec

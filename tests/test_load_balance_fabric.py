@@ -33,7 +33,7 @@ SAMPLE_ONE_IN = 8
 
 @pytest.fixture(scope="module", params=FABRIC_TARGETS)
 def lb_lab(request):
-    from aifabric.lab import Lab
+    from aifabric.lab.lab import Lab
     from controller.lb import LbModes, TeOverrides
     from controller.te.engine import TeConfig
     from controller.te.loop import TeLoop

@@ -22,10 +22,12 @@ from pathlib import Path
 import pytest
 from scapy.layers.inet import IP, UDP
 
-from aifabric import checks, demo_fabric, demo_int, report, traffic
-from aifabric.allreduce_lab import CELLS, RunResult, collect_workers
-from aifabric.lb_bench import LbPlan, ModeRun, summarise
-from aifabric.report import Failed
+from aifabric.lab import checks, report, traffic
+
+from aifabric.experiments import demo_fabric, demo_int
+from aifabric.experiments.allreduce_lab import CELLS, RunResult, collect_workers
+from aifabric.experiments.lb_bench import LbPlan, ModeRun, summarise
+from aifabric.lab.report import Failed
 from controller.telemetry.int_collector import IntCollector
 from controller.telemetry.int_report import FlowKey, HopRecord, group_header, individual_report, int_md_stack
 from hostagent.traffic.drive import run_traffic

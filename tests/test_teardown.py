@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from aifabric.interrupts import WAIT_NOTICE, SignalGate, Terminated, shielded
+from aifabric.lab.interrupts import WAIT_NOTICE, SignalGate, Terminated, shielded
 from topologies.fabric import fat_tree, leaf_spine
 from topologies.p4switch import HOST_NAME, RUN_DIR, SWITCH_NAME, cleanup, leftovers
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from aifabric import description
+from aifabric.lab import description
 from topologies.p4switch import leftovers
 
 REPO = Path(__file__).resolve().parent.parent

@@ -14,5 +14,5 @@ DCQCN reaction point beside it:
 * `agent`: the per-host process's loop (rounds, repaths, reaction points, rates to the
   traffic sender through `hostagent.traffic.ratecontrol`), `config` and `cli`
   (``hostagent plb|dcqcn|plb+dcqcn``), `stats` (JSON per agent), `metrics` (Prometheus).
-* `launch`: start and stop agents in many (Mininet) hosts; `aifabric.lab.Lab(hostagent=...)`.
+* `launch`: start and stop agents in many (Mininet) hosts; `aifabric.lab.lab.Lab(hostagent=...)`.
 """

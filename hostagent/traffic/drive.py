@@ -28,8 +28,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
-from aifabric.traffic import _json_result
-from aifabric.traffic import stop as stop_process
+from aifabric.lab.traffic import _json_result
+from aifabric.lab.traffic import stop as stop_process
 from hostagent.traffic.flows import FlowSpec, WireFlow
 from hostagent.traffic.flowstats import TcpReceived, UdpReceived
 from hostagent.traffic.receiver import Received

@@ -9,8 +9,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from aifabric import checks, report, traffic
-from aifabric.lab import Lab
+from aifabric.lab import checks, report, traffic
+from aifabric.lab.lab import Lab
 from controller.fabric_controller import Pipeline
 from topologies.fabric import fat_tree
 

@@ -1,12 +1,12 @@
 """A steady stream of numbered UDP probes and its receiver, for failover measurements.
 
-    python -m aifabric.probe recv --port 7000 --seconds 8 --out FILE
-    python -m aifabric.probe send --dst 10.3.1.2 --port 7000 --sport 40000 --rate 1000 --seconds 6 --out FILE
+    python -m aifabric.lab.probe recv --port 7000 --seconds 8 --out FILE
+    python -m aifabric.lab.probe send --dst 10.3.1.2 --port 7000 --sport 40000 --rate 1000 --seconds 6 --out FILE
 
 Run inside Mininet hosts. Every probe carries its sequence number and its send time; the
 receiver records, per probe, (sequence, send time, arrival time), all in nanoseconds of
 CLOCK_MONOTONIC, which every network namespace of the machine shares: the benchmark lines
-them up with the injector's timestamps (`aifabric.failures.FailureEvent`). The sender paces to
+them up with the injector's timestamps (`aifabric.lab.failures.FailureEvent`). The sender paces to
 absolute deadlines (a late probe does not shift the ones after it) and writes how many it sent
 and how late it ran at worst. Both write one JSON object to ``--out``.
 """
@@ -73,7 +73,7 @@ def send(dst: str, port: int, sport: int, rate: float, seconds: float, payload: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="aifabric.probe", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="aifabric.lab.probe", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("recv")
     r.add_argument("--port", type=int, required=True)

@@ -1,4 +1,4 @@
-"""Failure injection on a running `aifabric.lab.Lab`: links down and up, switches killed and
+"""Failure injection on a running `aifabric.lab.lab.Lab`: links down and up, switches killed and
 restarted.
 
     failures = Failures(lab)
@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 from topologies.fabric import Link
 
 if TYPE_CHECKING:
-    from aifabric.lab import Lab
+    from aifabric.lab.lab import Lab
 
 NAME = re.compile(r"^[A-Za-z0-9_]{1,32}$")    # node names of aifabric's topologies (and a bound)
 ACTIONS = ("fail_link", "restore_link", "fail_switch", "restore_switch")

@@ -4,7 +4,7 @@
 ready, pipeline pushed, routes installed), leaving tears everything down (controller
 sessions, target processes, namespaces, veths), also after Ctrl-C or an error halfway.
 
-Teardown (`Lab.stop`) runs shielded from SIGINT/SIGTERM/SIGHUP (`aifabric.interrupts`): a
+Teardown (`Lab.stop`) runs shielded from SIGINT/SIGTERM/SIGHUP (`aifabric.lab.interrupts`): a
 signal arriving meanwhile is held, the user told once to wait, and raised only after the
 teardown, when nothing else is already propagating. Every step is tried whatever the one
 before did: the host agents, the INT collector, the controller (closed in a thread, as its sessions may hang on
@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Callable
 
 from mininet.log import setLogLevel
 
-from aifabric.interrupts import Terminated, exception_for, shielded
+from aifabric.lab.interrupts import Terminated, exception_for, shielded
 from controller.failover import FailureHandler, HeartbeatConfig, start_failure_handling
 from controller.fabric_controller import FabricController, FabricError, Pipeline
 from controller.telemetry.int_collector import IntCollector
@@ -59,7 +59,7 @@ from softswitch.fastpath import build_ahead
 from topologies.p4switch import RUN_DIR, THRIFT_PORT_BASE, Leftovers, cleanup, leftovers, resolve_target
 
 if TYPE_CHECKING:
-    from aifabric.description import FabricDescription
+    from aifabric.lab.description import FabricDescription
 
 log = logging.getLogger("aifabric.lab")
 Progress = Callable[[str], None]
@@ -311,8 +311,8 @@ class Lab:
             report.left = leftovers(nodes=self._nodes(), ports=self._ports())
 
     def description(self) -> "FabricDescription":
-        """The fabric description (`aifabric.description.FabricDescription`) of this running lab."""
-        from aifabric.description import from_lab
+        """The fabric description (`aifabric.lab.description.FabricDescription`) of this running lab."""
+        from aifabric.lab.description import from_lab
         return from_lab(self)
 
     def host(self, name: str):

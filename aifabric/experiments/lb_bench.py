@@ -40,9 +40,9 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aifabric.allreduce_lab import FRAME_BYTES, LinkPlan, cpu_times, limit_links
-from aifabric.lab import Lab
-from aifabric.report import Failed
+from aifabric.experiments.allreduce_lab import FRAME_BYTES, LinkPlan, cpu_times, limit_links
+from aifabric.lab.lab import Lab
+from aifabric.lab.report import Failed
 from controller.telemetry.entries import ECN_MARKED
 from controller.telemetry.int_collector import CollectorSnapshot
 from controller.lb import LbModes

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from aifabric.report import Failed, Measured
+from aifabric.lab.report import Failed, Measured
 from hostagent.traffic.flows import ROCEV2_PORT
 
 Progress = Callable[[str], None]

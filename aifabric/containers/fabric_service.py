@@ -1,15 +1,15 @@
 """The fabric as a headless service, for the Docker ``fabric`` container: a topology in Mininet
 with its switch targets up, no controller and no pipeline, the telemetry network for INT, and
-the fabric description (`aifabric.description`) written for a controller elsewhere (``aifabric
+the fabric description (`aifabric.lab.description`) written for a controller elsewhere (``aifabric
 controller --fabric FILE`` in the ``controller`` container). It runs until SIGTERM/SIGINT, then
 tears everything down (`topologies.mininet_topo.stop_net`, then `topologies.p4switch.cleanup`
 for this fabric's nodes) and removes the description, so no reader takes gone switches for live.
 
-    python -m aifabric.fabric_service --describe /run/aifabric/fabric.json \\
+    python -m aifabric.containers.fabric_service --describe /run/aifabric/fabric.json \\
         [--topo fattree --k 4 | --topo leafspine --leaves 4 --spines 2 --hosts-per-leaf 2] \\
         [--target auto|bmv2|softswitch] [--no-telemetry]
 
-Unlike `aifabric.lab.Lab` it starts no controller, no INT collector and no host agents: the
+Unlike `aifabric.lab.lab.Lab` it starts no controller, no INT collector and no host agents: the
 controller service owns the switches (and the collector, on the telemetry bridge's address, in
 the same network namespace), and nothing here needs a terminal (no Mininet CLI).
 """
@@ -23,8 +23,8 @@ from pathlib import Path
 
 from mininet.log import setLogLevel
 
-from aifabric.description import FabricDescription, PipelineFiles
-from aifabric.lab import fabric_nodes
+from aifabric.lab.description import FabricDescription, PipelineFiles
+from aifabric.lab.lab import fabric_nodes
 from controller.fabric_controller import Pipeline
 from softswitch.cli import OneLineErrors
 from topologies.fabric import Fabric, fat_tree, leaf_spine

@@ -33,9 +33,9 @@ import argparse
 import os
 import sys
 
-from aifabric import topo_args
-from aifabric.compose_project import LINK_POOL
-from aifabric.validate import failover_config, validate
+from aifabric.cli import topo_args
+from aifabric.containers.compose_project import LINK_POOL
+from aifabric.cli.validate import failover_config, validate
 from controller.failover.config import HeartbeatConfig as HeartbeatDefaults
 from hostagent.agent.config import MODES as AGENT_MODES
 from softswitch.addr import parse_host_port
@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "pipeline and no controller, for yours (see --describe)")
     up.add_argument("--describe", metavar="FILE",
                     help="write the fabric description (switches' P4Runtime addresses and device ids, ports, "
-                         "links, hosts, pipeline files; JSON, schema aifabric/fabric-description.schema.json) "
+                         "links, hosts, pipeline files; JSON, schema aifabric/lab/fabric-description.schema.json) "
                          "there once the fabric is up")
     up.add_argument("--hostagent", choices=AGENT_MODES,
                     help="run a host agent in every host: PLB repathing on ECN marks, DCQCN (CNPs and the "
@@ -106,21 +106,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="run a comparison on a fabric (lb: load-balancing modes)")
     bench_sub = bench.add_subparsers(dest="which", required=True)
-    from aifabric.lb_cli import add_arguments as lb_arguments
+    from aifabric.cli.lb_cli import add_arguments as lb_arguments
     lb = bench_sub.add_parser("lb", help="ECMP, spraying, flowlets and TE on the same flows (k=4)")
     lb_arguments(lb)
     lb.add_argument("--p4-build", metavar="DIR", help="where fabric.json and fabric.p4info.txtpb are (default: the committed build)")
 
     sub.add_parser("clean", help="remove switch processes, namespaces and veths left by a crash")
     for verb, what in (("fail", "take a link down or kill a switch"), ("restore", "bring a link or switch back")):
-        inject = sub.add_parser(verb, help=f"{what} in the fabric of a running `aifabric up` (aifabric.failures)")
+        inject = sub.add_parser(verb, help=f"{what} in the fabric of a running `aifabric up` (aifabric.lab.failures)")
         element = inject.add_subparsers(dest="element", required=True)
         link = element.add_parser("link", help="both ends of the link between nodes A and B")
         link.add_argument("a")
         link.add_argument("b")
         element.add_parser("switch", help="the switch's target process").add_argument("switch")
     compose = sub.add_parser("compose", help="write a compose project and a Swarm stack of the fabric: every switch "
-                                             "and host a container, every link a network (aifabric.compose_project)")
+                                             "and host a container, every link a network (aifabric.containers.compose_project)")
     topo_args.add_arguments(compose)
     compose.add_argument("--out", required=True, metavar="DIR", help="where compose.yml, stack.yml and fabric.json go")
     compose.add_argument("--target", choices=("softswitch", "bmv2"), default="softswitch",
@@ -130,13 +130,13 @@ def build_parser() -> argparse.ArgumentParser:
     compose.add_argument("--place-pods", action="store_true",
                          help="stack.yml: keep each pod (its switches and hosts) on the Swarm nodes labelled "
                               "aifabric.pod<P>=true, cores and spines on aifabric.top=true, the controller on a manager")
-    from aifabric.controller_service import add_arguments as controller_arguments
+    from aifabric.containers.controller_service import add_arguments as controller_arguments
     controller_arguments(sub.add_parser("controller", help="keep the switches of a fabric description at their desired state (a long-running service)"))
     return p
 
 
 def _write_compose(args: argparse.Namespace) -> int:
-    from aifabric.compose_project import ComposeProject
+    from aifabric.containers.compose_project import ComposeProject
 
     try:
         project = ComposeProject(topo_args.fabric_of(args), target=args.target, link_pool=args.link_pool,
@@ -156,7 +156,7 @@ def _write_compose(args: argparse.Namespace) -> int:
 
 def _start_metrics(lab, where: str):
     """The Prometheus exporter of a running lab, serving on ``where`` (HOST:PORT)."""
-    from aifabric.report import progress
+    from aifabric.lab.report import progress
     from controller.metrics import fabric_metrics
 
     host, port = parse_host_port(where, allow_port_zero=True)    # checked by validate()
@@ -172,7 +172,7 @@ def _start_metrics(lab, where: str):
 
 def _interrupted(stop: BaseException) -> int:
     """After a signal: say whether the teardown left anything (checked, not assumed)."""
-    from aifabric.interrupts import exit_status
+    from aifabric.lab.interrupts import exit_status
     from topologies.p4switch import leftovers
 
     what = "interrupted" if isinstance(stop, KeyboardInterrupt) else f"terminated ({stop})"
@@ -188,12 +188,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "controller":     # no root, no bring-up checks: it only speaks P4Runtime
-        from aifabric import controller_service
+        from aifabric.containers import controller_service
         return controller_service.main(args)
     if args.command == "compose":     # files only: no root, nothing brought up
         return _write_compose(args)
     if args.command in ("fail", "restore"):     # a request to the fabric's control socket
-        from aifabric import control_socket
+        from aifabric.lab import control_socket
         return control_socket.main(args)
     try:
         validate(args)          # before anything is brought up
@@ -202,9 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         print("aifabric: error: must run as root (network namespaces, raw sockets)", file=sys.stderr)
         return 2
-    from aifabric.interrupts import SignalGate, Terminated, shielded
-    from aifabric.lab import Lab
-    from aifabric.report import progress
+    from aifabric.lab.interrupts import SignalGate, Terminated, shielded
+    from aifabric.lab.lab import Lab
+    from aifabric.lab.report import progress
     from controller.fabric_controller import Pipeline
     from topologies.p4switch import P4SwitchError, cleanup
 
@@ -240,8 +240,8 @@ def main(argv: list[str] | None = None) -> int:
                         lab.description().write(args.describe)
                         progress(f"fabric description written to {args.describe}")
                     exporter = _start_metrics(lab, args.metrics) if args.metrics else None
-                    from aifabric.control_socket import ControlServer
-                    from aifabric.failures import Failures
+                    from aifabric.lab.control_socket import ControlServer
+                    from aifabric.lab.failures import Failures
                     control = ControlServer(Failures(lab)).start()
                     progress(f"failure injection: `aifabric fail|restore ...` (socket {control.path})")
                     try:
@@ -254,18 +254,18 @@ def main(argv: list[str] | None = None) -> int:
                             exporter.stop()
                 return 0
             if args.which == "int":
-                from aifabric import demo_int
+                from aifabric.experiments import demo_int
                 return demo_int.run(k=args.k, target=args.target, json_path=args.json, png_path=args.png,
                                     pipeline=pipeline, seconds=args.seconds)
             if args.command == "bench":
-                from aifabric import lb_cli
+                from aifabric.cli import lb_cli
                 return lb_cli.run(args, pipeline)
             if args.which == "allreduce":
-                from aifabric import demo_allreduce
+                from aifabric.experiments import demo_allreduce
                 return demo_allreduce.run(k=args.k, target=args.target, workers=args.workers, size=args.size,
                                           dtype=args.dtype, json_path=args.json, png_path=args.png,
                                           pipeline=pipeline, rate_pps=args.rate)
-            from aifabric import demo_fabric
+            from aifabric.experiments import demo_fabric
             return demo_fabric.run(k=args.k, target=args.target, json_path=args.json, pipeline=pipeline)
     except (KeyboardInterrupt, Terminated) as stop:
         return _interrupted(stop)

@@ -1,7 +1,7 @@
-"""One node of a containerised fabric (`aifabric.compose_project`): what runs in each switch and
+"""One node of a containerised fabric (`aifabric.containers.compose_project`): what runs in each switch and
 host container.
 
-    python3 -m aifabric.container_node --fabric /etc/aifabric/fabric.json --link-pool CIDR --node NAME
+    python3 -m aifabric.containers.container_node --fabric /etc/aifabric/fabric.json --link-pool CIDR --node NAME
 
 Docker gives the container one interface per link network, in no order it promises; each is
 recognised by its Docker address, inside the link's subnet (`link_networks`). Then:
@@ -37,8 +37,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from aifabric.compose_project import LINK_POOL, P4RUNTIME_PORT, link_networks
-from aifabric.description import load
+from aifabric.containers.compose_project import LINK_POOL, P4RUNTIME_PORT, link_networks
+from aifabric.lab.description import load
 from topologies.fabric import Fabric, Host, Switch
 from topologies.mininet_topo import OFFLOADS
 from topologies.p4switch import (

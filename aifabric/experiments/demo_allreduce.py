@@ -7,9 +7,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from aifabric import report
-from aifabric.allreduce_lab import ALGORITHMS, CELLS, LinkPlan, RunResult, limit_links, run_allreduce, spread_workers
-from aifabric.lab import Lab
+from aifabric.lab import report
+from aifabric.experiments.allreduce_lab import ALGORITHMS, CELLS, LinkPlan, RunResult, limit_links, run_allreduce, spread_workers
+from aifabric.lab.lab import Lab
 from controller.aggregation import JobManager
 from controller.fabric_controller import Pipeline
 from topologies.fabric import fat_tree

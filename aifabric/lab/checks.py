@@ -4,9 +4,9 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from aifabric import traffic
-from aifabric.lab import Lab, rss_mib
-from aifabric.report import Failed, Measured
+from aifabric.lab import traffic
+from aifabric.lab.lab import Lab, rss_mib
+from aifabric.lab.report import Failed, Measured
 from topologies.fabric import Role
 
 Progress = Callable[[str], None]

@@ -1,6 +1,6 @@
 """``aifabric controller --fabric FILE``: the fabric controller as a long-running service.
 
-It reads a fabric description (`aifabric.description`, written by the fabric side: ``aifabric up
+It reads a fabric description (`aifabric.lab.description`, written by the fabric side: ``aifabric up
 --describe FILE``, the Docker ``fabric`` service) and keeps every switch in it at its desired
 state with `controller.fabric_controller.FabricController` and its reconcile loop: a switch
 that restarts (its stream breaks, its pipeline cookie is gone) is reconnected, given the
@@ -29,7 +29,7 @@ from typing import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from aifabric.description import DescriptionError, FabricDescription, load
+from aifabric.lab.description import DescriptionError, FabricDescription, load
 from controller.fabric_controller import FabricController, Pipeline
 from controller.telemetry.int_collector import IntCollector
 from controller.metrics import FabricMetrics, fabric_metrics

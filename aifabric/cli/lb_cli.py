@@ -4,8 +4,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from aifabric import report
-from aifabric.lb_bench import (
+from aifabric.lab import report
+from aifabric.experiments.lb_bench import (
     AGENT_MODES,
     KERNEL_PLB,
     MODES,
@@ -39,7 +39,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, pipeline=None) -> int:
-    from aifabric.lab import Lab
+    from aifabric.lab.lab import Lab
     from topologies.fabric import fat_tree
 
     plan = LbPlan(rate_pps=args.rate, packets=args.packets, int_queues=args.int_queues,

@@ -10,13 +10,13 @@ writes into DIR:
 - ``stack.yml``: for ``docker stack deploy -c stack.yml NAME`` on a Swarm of one or more machines;
   links are overlay networks, every service ``endpoint_mode: dnsrr`` (no virtual IP to spend an
   address on);
-- ``fabric.json``: the fabric description (`aifabric.description`) with every switch's P4Runtime
+- ``fabric.json``: the fabric description (`aifabric.lab.description`) with every switch's P4Runtime
   server at ``<switch>:9559``, given to every container as a config.
 
 Every link network gets its own small subnet from ``--link-pool`` (`link_networks`, the same
 function the containers call, so both sides agree without another file). Those addresses are
 Docker's, only used to tell which interface is which link: the fabric's own addresses (the plan
-in topologies/README.md) are set by `aifabric.container_node` inside each container. The
+in topologies/README.md) are set by `aifabric.containers.container_node` inside each container. The
 controller service joins the management network with every switch and runs ``aifabric controller
 --fabric`` on the description, as in the single-container stack (docker-compose.yml).
 
@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from aifabric.description import FabricDescription
+from aifabric.lab.description import FabricDescription
 from topologies.fabric import Fabric
 
 LINK_POOL = "10.250.0.0/16"     # outside every topology's plan (topologies/README.md)
@@ -131,7 +131,7 @@ class ComposeProject:
             return {
                 "image": IMAGES[self.target],
                 "hostname": name,
-                "entrypoint": ["python3", "-m", "aifabric.container_node"],
+                "entrypoint": ["python3", "-m", "aifabric.containers.container_node"],
                 "command": ["--fabric", DESCRIPTION_PATH, "--link-pool", self.link_pool, "--node", name],
                 # a switch: offloads off; a host: the plan's MAC, addresses, routes, neighbours
                 "cap_add": ["NET_ADMIN"],

@@ -1,7 +1,7 @@
 """``aifabric demo int``: congestion you can see, with INT and ECN on a k-ary fat-tree.
 
 Brings the fabric up with ECN marking and INT-MD (`controller.telemetry.entries`), the
-telemetry bridge and the INT collector (`aifabric.lab.Lab(telemetry=...)`), and ECMP seeds.
+telemetry bridge and the INT collector (`aifabric.lab.lab.Lab(telemetry=...)`), and ECMP seeds.
 The receiver's host-facing port is rate-limited (the target's queue rate) and given a deep
 queue; one flow, from pod 0 to the receiver in the last pod, is on the INT watchlist.
 
@@ -23,8 +23,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from aifabric import report, traffic
-from aifabric.lab import Lab
+from aifabric.lab import report, traffic
+from aifabric.lab.lab import Lab
 from controller.fabric_controller import Pipeline
 from controller.telemetry import entries as TE
 from controller.telemetry.int_collector import FlowSummary

@@ -4,9 +4,9 @@ A controller written in any language reads it to find every switch (P4Runtime ad
 id, ports and what is at their other end), the links, the hosts (addresses, MACs, where they are
 attached) and the pipeline files (P4Info and BMv2 JSON). ``aifabric up --describe FILE`` and the
 pytest fixtures (`aifabric.testing`) write it; ``load(path)`` reads and checks it. The schema is
-``aifabric/fabric-description.schema.json`` (README: "The fabric description file")::
+``aifabric/lab/fabric-description.schema.json`` (README: "The fabric description file")::
 
-    from aifabric import description
+    from aifabric.lab import description
     desc = description.load("fabric.json")          # DescriptionError names the file and field
     for sw in desc.switches:
         print(sw.name, sw.device_id, sw.p4runtime_address)
@@ -233,7 +233,7 @@ def _link_port(fabric: Fabric, node: str, peer: str) -> int:
 
 
 def from_lab(lab: Any) -> FabricDescription:
-    """The description of a running `aifabric.lab.Lab` (with process ids, the target, the
+    """The description of a running `aifabric.lab.lab.Lab` (with process ids, the target, the
     pipeline files and what its controller owns)."""
     from topologies.p4switch import P4Switch
 

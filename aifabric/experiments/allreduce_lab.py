@@ -18,8 +18,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from aifabric.lab import Lab
-from aifabric.report import Failed, Measured
+from aifabric.lab.lab import Lab
+from aifabric.lab.report import Failed, Measured
 from controller.aggregation import JobManager
 from controller.aggregation.entries import AGG_OPS, OUTCOMES
 from hostagent.allreduce.protocol import AGG_UDP_PORT, FRAME_BYTES

@@ -1,9 +1,9 @@
 """Failover measured on a k=4 fat-tree: the logic behind `benchmarks/failover.py`.
 
-One run: a steady stream of numbered UDP probes (`aifabric.probe`, ``probe_pps`` a second)
+One run: a steady stream of numbered UDP probes (`aifabric.lab.probe`, ``probe_pps`` a second)
 and a long UDP flow (``flow_pps``) from the first host of pod 0 to the last host of pod 3;
 after ``warmup_s`` the element on the probes' path (found from the switches' egress port
-counters during the warm-up) fails (`aifabric.failures.Failures`), ``down_s`` later it is
+counters during the warm-up) fails (`aifabric.lab.failures.Failures`), ``down_s`` later it is
 restored. From the receiver's timestamps (CLOCK_MONOTONIC, the injector's clock too):
 
 * ``outage_ms``: from the failure to the first probe delivered after the last probe lost;
@@ -62,9 +62,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from aifabric.allreduce_lab import LinkPlan, cpu_times, limit_links, run_allreduce, spread_workers
-from aifabric.failures import FailureEvent, Failures
-from aifabric.lab import Lab
+from aifabric.experiments.allreduce_lab import LinkPlan, cpu_times, limit_links, run_allreduce, spread_workers
+from aifabric.lab.failures import FailureEvent, Failures
+from aifabric.lab.lab import Lab
 from controller.failover import HeartbeatConfig, start_failure_handling
 from topologies.fabric import Role
 
@@ -276,7 +276,7 @@ class Bench:
                    for c in ctl.read_port_counters(sw.name, FAILED_OVER).values())
 
     def _allreduce(self, into: dict) -> None:
-        from aifabric.demo_allreduce import retransmit_timeout
+        from aifabric.experiments.demo_allreduce import retransmit_timeout
         from controller.aggregation import JobManager
         busy = (self.src, self.dst)      # the probes' hosts are left to the probes
         workers = [w for w in spread_workers(self.lab.fabric, 6)[0] if w not in busy][:4]
@@ -369,7 +369,7 @@ def _packets(counters: dict, port: int) -> int:
 
 
 def _probe(*args: object) -> list[str]:
-    return [sys.executable, "-m", "aifabric.probe", *map(str, args)]
+    return [sys.executable, "-m", "aifabric.lab.probe", *map(str, args)]
 
 
 def _load(path: Path) -> dict:

@@ -1,4 +1,4 @@
-"""A per-container fabric (`aifabric.compose_project`) deployed on Docker Swarm and driven from
+"""A per-container fabric (`aifabric.containers.compose_project`) deployed on Docker Swarm and driven from
 Python, for tests/test_compose_swarm.py and benchmarks/scale.py.
 
     fab = SwarmFabric.deploy(fat_tree(4), Path("out/k4"), nodes=2)   # until a first ping crosses it
@@ -21,10 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aifabric.compose_project import IMAGES, ComposeProject
+from aifabric.containers.compose_project import IMAGES, ComposeProject
 from topologies.fabric import Fabric
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 STACK = "aifabric"
 WORKER_IMAGE = "aifabric/swarm-node:dev"
 CONVERGE_TIMEOUT_S = 240
@@ -99,7 +99,7 @@ def manager_address() -> str:
 
 
 class ContainerHost:
-    """A fabric host in its container: what `aifabric.traffic` needs (``name``, ``popen``, ``cmd``)."""
+    """A fabric host in its container: what `aifabric.lab.traffic` needs (``name``, ``popen``, ``cmd``)."""
 
     def __init__(self, name: str, exec_argv: list[str]) -> None:
         self.name, self._argv = name, exec_argv

@@ -1,5 +1,5 @@
 """The local control channel of a running fabric: `aifabric fail/restore ...` in another terminal
-reaches the `aifabric.failures.Failures` of the `aifabric up` that serves it.
+reaches the `aifabric.lab.failures.Failures` of the `aifabric up` that serves it.
 
 A Unix stream socket, ``/run/aifabric/control.sock`` (``AIFABRIC_CONTROL_SOCKET`` elsewhere), in
 a directory only root may enter (0700, owned by root; refused otherwise), the socket itself 0600,
@@ -9,7 +9,7 @@ JSON of at most MAX_REQUEST bytes::
 
     {"op": "fail_link", "args": ["p0a0", "c0"]}
 
-``op`` one of `aifabric.failures.ACTIONS`, ``args`` node names (letters, digits, _; two for
+``op`` one of `aifabric.lab.failures.ACTIONS`, ``args`` node names (letters, digits, _; two for
 links, one for switches) checked before anything is done; no other field is accepted. The answer
 is one line of JSON: ``{"ok": true, "event": {...}}`` or ``{"ok": false, "error": "..."}``.
 """
@@ -24,7 +24,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from aifabric.failures import ACTIONS, NAME, FailureError, Failures
+from aifabric.lab.failures import ACTIONS, NAME, FailureError, Failures
 
 DEFAULT_PATH = Path("/run/aifabric/control.sock")
 MAX_REQUEST = 512

@@ -14,7 +14,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from aifabric import topo_args
+from aifabric.cli import topo_args
 from softswitch.addr import parse_host_port
 from topologies import addressing as ap
 from topologies.p4switch import P4SwitchError, resolve_target
@@ -152,7 +152,7 @@ def validate(args: argparse.Namespace) -> None:
     if args.json:
         prepare_output("--json", args.json)
     if args.which == "int":
-        from aifabric import demo_int
+        from aifabric.experiments import demo_int
         from topologies.fabric import fat_tree
 
         demo_int.DemoPlan.for_fat_tree(fat_tree(args.k), seconds=args.seconds)
@@ -181,7 +181,7 @@ MAX_LINK_RATE_PPS = 10_000_000        # softswitch's largest queue rate
 def check_allreduce(args: argparse.Namespace) -> None:
     """demo allreduce: workers that fit the fat-tree (one host stays the parameter server),
     a tensor size and a link rate the demo can use."""
-    from aifabric import demo_allreduce
+    from aifabric.experiments import demo_allreduce
     from controller.aggregation.tree import MAX_CHILDREN
 
     hosts = args.k ** 3 // 4
