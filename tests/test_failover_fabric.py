@@ -154,7 +154,7 @@ def test_a_switch_starved_of_cpu_raises_the_link_timeout_instead_of_failing_its_
     from hostagent.traffic.drive import run_traffic
 
     handler, up = lab.failure_handler, _WayUp(lab)
-    events_before, raises_before, timeout_before = len(handler.events), len(handler.link_timeout_raises), handler.link_timeout_us
+    events_before, changes_before, timeout_before = len(handler.events), len(handler.link_timeout_changes), handler.link_timeout_us
     core = lab.switch(up.core)
     done: list = []
     sending = threading.Thread(target=lambda: done.append(run_traffic(up.hosts, up.flows(300), quiet=1.0, deadline=30.0)))
@@ -166,8 +166,8 @@ def test_a_switch_starved_of_cpu_raises_the_link_timeout_instead_of_failing_its_
     finally:
         os.kill(core.process.pid, signal.SIGCONT)
         sending.join(60)
-    _wait("the link timeout raised", lambda: len(handler.link_timeout_raises) > raises_before, timeout=4 * CHECK_EVERY_S + 5)
-    raises = handler.link_timeout_raises[raises_before:]
+    _wait("the link timeout raised", lambda: len(handler.link_timeout_changes) > changes_before, timeout=4 * CHECK_EVERY_S + 5)
+    raises = handler.link_timeout_changes[changes_before:]
     assert raises[0].old_us == timeout_before and all(r.new_us == 2 * r.old_us for r in raises)
     skipped = [(sw, port) for r in raises for sw, port in r.ports]
     assert any(lab.fabric.ports_of(sw).get(port) == up.core for sw, port in skipped), \

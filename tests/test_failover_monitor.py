@@ -104,7 +104,7 @@ def test_lateness_is_capped():
 
 
 def test_moves_off_a_port_still_heard_are_spurious_and_raise_the_link_timeout():
-    from controller.failover.link_timeout import MAX_TIMEOUT_US, raised, spurious
+    from controller.failover.link_timeout import MAX_TIMEOUT_US, lowered, raised, spurious
 
     before = {A: 10, B: 0, ("s3", 1): 5}
     after = {A: 25, B: 7, ("s3", 1): 5}
@@ -113,6 +113,7 @@ def test_moves_off_a_port_still_heard_are_spurious_and_raise_the_link_timeout():
     assert spurious(after, after, heard.__getitem__) == set()
     assert spurious({}, {A: 1}, heard.__getitem__) == {A}                  # a first move counts
     assert raised(30_000) == 60_000 and raised(400_000) == MAX_TIMEOUT_US == raised(MAX_TIMEOUT_US)
+    assert lowered(480_000, 30_000) == 240_000 and lowered(50_000, 30_000) == 30_000 == lowered(30_000, 30_000)
 
 
 TRIANGLE = {("s1", 1): ("s2", 1), ("s2", 1): ("s1", 1), ("s1", 2): ("s3", 1), ("s3", 1): ("s1", 2),

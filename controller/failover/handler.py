@@ -130,7 +130,7 @@ class FailureHandler:
         self.link_timeout_us = self.config.link_timeout_us     # raised when the machine makes it too short
         if link_timeout_us is not None and self.link_timeout_us is not None:
             self.link_timeout_us = max(self.link_timeout_us, min(link_timeout_us, LT.MAX_TIMEOUT_US))
-        self.link_timeout_raises: list[LT.Raise] = []
+        self.link_timeout_changes: list[LT.Change] = []
         self._seq = 0
         self._sessions: dict[str, int] = {}
         self._resync: set[str] = set()
@@ -371,16 +371,23 @@ class FailureHandler:
         """Every CHECK_EVERY_S, the packets each switch moved off each port; moves between the
         two readings before are spurious if the controller heard that port in a round sent after
         the second of them (the link was up after the moves) and its state did not change: then
-        the timeout is raised (`controller.failover.link_timeout`)."""
+        the timeout is raised; after CALM_S without any it is lowered again
+        (`controller.failover.link_timeout`)."""
         older = newer = None             # (time, round sent by then, moved per port)
+        calm_since = time.monotonic()
         while not self._stop.wait(LT.CHECK_EVERY_S):
             reading = (time.monotonic(), self._seq, self._moved_per_port())
             if older is not None and newer is not None:
                 since, seq, changed = older[0], newer[1], {(e.switch, e.port) for e in self.events if e.decided >= older[0]}
                 ports = LT.spurious(older[2], newer[2], lambda p: self.monitor.last_round(p) > seq
                                     and self.monitor.is_alive(p) and p not in changed)
-                if ports and self.link_timeout_us < LT.MAX_TIMEOUT_US:
-                    self._raise_link_timeout(sorted(ports), since)
+                if ports:
+                    calm_since = reading[0]
+                    if self.link_timeout_us < LT.MAX_TIMEOUT_US:
+                        self._set_link_timeout(LT.raised(self.link_timeout_us), sorted(ports), since)
+                elif reading[0] - calm_since > LT.CALM_S and self.link_timeout_us > self.config.link_timeout_us:
+                    calm_since = reading[0]
+                    self._set_link_timeout(LT.lowered(self.link_timeout_us, self.config.link_timeout_us), [], since)
             older, newer = newer, reading
 
     def _moved_per_port(self) -> dict[PortKey, int]:
@@ -397,13 +404,16 @@ class FailureHandler:
             moved.update({(name, port): packets for port, (packets, _) in cells.items()})
         return moved
 
-    def _raise_link_timeout(self, ports: list[PortKey], since: float) -> None:
-        old = self.link_timeout_us
-        self.link_timeout_us = new = LT.raised(old)
-        self.link_timeout_raises.append(LT.Raise(time.monotonic(), old, new, tuple(ports)))
-        log.warning("switches skipped ports the controller still heard (%s) since %.1f s ago: link heartbeats "
-                    "arrive late on this machine; a switch now skips a port after %.0f ms of silence (was %.0f)",
-                    ", ".join(f"{s} port {p}" for s, p in ports), time.monotonic() - since, new / 1000, old / 1000)
+    def _set_link_timeout(self, new: int, ports: list[PortKey], since: float) -> None:
+        old, self.link_timeout_us = self.link_timeout_us, new
+        self.link_timeout_changes.append(LT.Change(time.monotonic(), old, new, tuple(ports)))
+        if ports:
+            log.warning("switches skipped ports the controller still heard (%s) since %.1f s ago: link heartbeats "
+                        "arrive late on this machine; a switch now skips a port after %.0f ms of silence (was %.0f)",
+                        ", ".join(f"{s} port {p}" for s, p in ports), time.monotonic() - since, new / 1000, old / 1000)
+        else:
+            log.warning("no healthy port skipped for %.0f s: a switch now skips a port after %.0f ms of silence "
+                        "(was %.0f)", LT.CALM_S, new / 1000, old / 1000)
         for name, agent in self.controller.agents.items():
             conn = agent.conn
             if conn is None or not conn.connected:
