@@ -4,13 +4,14 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import subprocess
 import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from aifabric.lab.report import Failed, Measured
 from hostagent.traffic.flows import ROCEV2_PORT
+from hostagent.traffic.helper_procs import json_result as _json_result
+from hostagent.traffic.helper_procs import stop
 
 Progress = Callable[[str], None]
 
@@ -110,17 +111,6 @@ def udp_flows(src, dst_addr: str, flows: int = 64, count: int = 20, base_port: i
     if proc.returncode != 0:
         return Failed(f"UDP sender on {src.name}: {_last_line(err or out, proc)}")
     return flows * count
-
-
-def stop(proc, timeout: float = 1.0) -> None:
-    """Kill a helper process started in a host and reap it, waiting at most ``timeout`` s (its
-    results, if any, are already read; a lab's teardown kills whatever its hosts still run)."""
-    if proc.poll() is None:
-        proc.kill()
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        pass
 
 
 IPERF_PORT = 5201
@@ -284,16 +274,6 @@ def start_paced_sender(host, dst_addr: str, sport: int, dport: int, rate_pps: fl
     """Start a paced UDP sender in ``host``'s namespace (returns the Popen)."""
     return host.popen(["python3", "-c", _PACED_SENDER, dst_addr, str(sport), str(dport), str(int(rate_pps)),
                        str(count), str(tos), str(size)])
-
-
-def _json_result(proc, what: str):
-    """The JSON object a helper process prints last (waits for it to finish)."""
-    out, err = proc.communicate()
-    text = out.decode() if isinstance(out, bytes) else out
-    try:
-        return json.loads(text.strip().splitlines()[-1])
-    except (IndexError, ValueError):
-        raise RuntimeError(f"{what} failed: {(err or b'').decode(errors='replace')[-500:]}") from None
 
 
 def sender_result(proc) -> SentFlow:

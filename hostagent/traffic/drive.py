@@ -28,10 +28,10 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
-from aifabric.lab.traffic import _json_result
-from aifabric.lab.traffic import stop as stop_process
 from hostagent.traffic.flows import FlowSpec, WireFlow
 from hostagent.traffic.flowstats import TcpReceived, UdpReceived
+from hostagent.traffic.helper_procs import json_result as _json_result
+from hostagent.traffic.helper_procs import stop as stop_process
 from hostagent.traffic.receiver import Received
 from hostagent.traffic.sender import Sent, SentFlow
 
