@@ -25,18 +25,18 @@ p4names:
 	$(PY) -m aifabric.p4build --names
 
 bench: setup
-	$(PY) benchmarks/target_pps.py
-	$(PY) benchmarks/softswitch_path.py
-	$(PY) benchmarks/bringup.py
-	$(PY) benchmarks/int_collector_rate.py
-	$(PY) benchmarks/p4runtime_hostile.py
-	$(PY) benchmarks/teardown.py
-	$(PY) benchmarks/allreduce.py
-	$(PY) benchmarks/load_balance.py
-	$(PY) benchmarks/te_placement.py
-	$(PY) benchmarks/scale.py
-	$(PY) benchmarks/failover.py
-	$(PY) benchmarks/failover_load.py
+	$(PY) -m benchmarks.target_pps
+	$(PY) -m benchmarks.softswitch_path
+	$(PY) -m benchmarks.bringup
+	$(PY) -m benchmarks.int_collector_rate
+	$(PY) -m benchmarks.p4runtime_hostile
+	$(PY) -m benchmarks.teardown
+	$(PY) -m benchmarks.allreduce
+	$(PY) -m benchmarks.load_balance
+	$(PY) -m benchmarks.te_placement
+	$(PY) -m benchmarks.scale
+	$(PY) -m benchmarks.failover
+	$(PY) -m benchmarks.failover_load
 
 clean:
 	-$(VENV)/bin/aifabric clean 2>/dev/null

@@ -7,7 +7,7 @@ hosts, so the links decide the time; the machine's CPU busy share during every r
 to show it was not the bottleneck. Prints a table, writes JSON and a picture of algorithm
 bandwidth against tensor size.
 
-    .venv/bin/python benchmarks/allreduce.py [--workers 2 4 8] [--sizes 4096 16384 65536]
+    .venv/bin/python -m benchmarks.allreduce [--workers 2 4 8] [--sizes 4096 16384 65536]
         [--rate 200] [--target softswitch] [--json out/allreduce.json] [--png out/allreduce.png]
 
 Goal (issue): in-network >= 1.7x ring's algorithm bandwidth at n = 8 (the bytes on each host
@@ -19,8 +19,6 @@ import argparse
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 from aifabric.lab import report  # noqa: E402
 from aifabric.experiments.allreduce_lab import ALGORITHMS, CELLS, LinkPlan, limit_links, run_allreduce, spread_workers  # noqa: E402

@@ -7,7 +7,7 @@ the slowest rank's, algorithm bandwidth = tensor bytes / that time. One warm-up 
 lines the processes up. Only the host software is measured here (no switches, no link limits):
 on a shared 2-core machine both algorithms are bound by Python's per-packet cost.
 
-    .venv/bin/python benchmarks/allreduce_loopback.py [--workers 8] [--size 262144] [--dtypes float32,int32]
+    .venv/bin/python -m benchmarks.allreduce_loopback [--workers 8] [--size 262144] [--dtypes float32,int32]
         [--json out/allreduce_loopback.json]
 """
 from __future__ import annotations
@@ -19,7 +19,6 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 from aifabric.lab import report  # noqa: E402
 

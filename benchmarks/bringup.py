@@ -5,7 +5,7 @@ For each k and target: the time until every switch target answers P4Runtime, the
 controller needs to push the pipeline and install every route, and the resident memory of the
 switch processes once programmed; then a ping across the fabric proves it forwards.
 
-    .venv/bin/python benchmarks/bringup.py [--k 4 6] [--targets softswitch bmv2] [--json PATH]
+    .venv/bin/python -m benchmarks.bringup [--k 4 6] [--targets softswitch bmv2] [--json PATH]
 """
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 from aifabric.lab import checks, report  # noqa: E402
 from aifabric.lab.lab import Lab  # noqa: E402

@@ -9,7 +9,7 @@ table, writes JSON and a timeline picture (probe arrivals around the failure, wi
 detection, data-plane and reroute marks). See aifabric/experiments/failover_bench.py for the figures'
 meaning.
 
-    .venv/bin/python benchmarks/failover.py [--scenarios none heartbeat dataplane dataplane-controller oracle agg-kill
+    .venv/bin/python -m benchmarks.failover [--scenarios none heartbeat dataplane dataplane-controller oracle agg-kill
         agg-kill-oracle allreduce allreduce-oracle]
         [--runs 3] [--rate 2000] [--target softswitch|bmv2] [--link-heartbeat-ms MS] [--json out/failover.json]
         [--png out/failover.png]
@@ -24,8 +24,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 from aifabric.lab import report  # noqa: E402
 from aifabric.experiments.failover_bench import SCENARIOS, Bench, FailoverPlan, FailoverRun, failed_at, summarise  # noqa: E402

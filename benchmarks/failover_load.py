@@ -9,7 +9,7 @@ threads and the heartbeat ticker), the link-heartbeat generator and the whole ma
 (/proc/stat), and the lateness the controller's heartbeats arrived with (the monitor's own
 measure, which stretches detection). Prints a table, writes JSON. Measures, asserts nothing.
 
-    .venv/bin/python benchmarks/failover_load.py [--seconds 15] [--link-ms 10 20 50] [--target softswitch]
+    .venv/bin/python -m benchmarks.failover_load [--seconds 15] [--link-ms 10 20 50] [--target softswitch]
         [--json out/failover_load.json]
 """
 from __future__ import annotations
@@ -21,8 +21,6 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 from aifabric.lab import report  # noqa: E402
 from aifabric.experiments.allreduce_lab import cpu_times  # noqa: E402

@@ -9,7 +9,7 @@ reconciled), plus the reroute's own duration. The link is then brought up again 
 the port alive again and the routes restored is reported too. Also the controller process's CPU
 share while only heartbeats run. Measures, asserts nothing.
 
-    .venv/bin/python benchmarks/heartbeat_detection.py [--target softswitch] [--rounds 5]
+    .venv/bin/python -m benchmarks.heartbeat_detection [--target softswitch] [--rounds 5]
         [--interval-ms 10] [--multiplier 3]
 
 Goals (issue): data-plane failover < 50 ms at the default heartbeat settings; reroute < 500 ms.
@@ -20,12 +20,8 @@ import argparse
 import os
 import statistics
 import subprocess
-import sys
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 from aifabric.experiments.allreduce_lab import cpu_times  # noqa: E402
 from aifabric.lab.lab import Lab  # noqa: E402

@@ -10,7 +10,7 @@ bitmap 0xFC00, Hop ML 8, a 5-hop cross-pod path, 64 bytes of payload kept):
   figure is reports decoded per second by the collector's receiving thread (what it sustains
   under overload), with what was sent and what the kernel dropped next to it.
 
-    .venv/bin/python benchmarks/int_collector_rate.py [--seconds 3] [--hops 5] [--json out/int_collector_rate.json]
+    .venv/bin/python -m benchmarks.int_collector_rate [--seconds 3] [--hops 5] [--json out/int_collector_rate.json]
 """
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 from scapy.layers.inet import IP, UDP  # noqa: E402
 

@@ -5,16 +5,13 @@ Same seeds and flows for every mode, links limited in the switches (and the host
 they are the bottleneck, several runs, medians. Prints a table, writes JSON and a picture
 (per-mode bars, per-core-link heat map). See aifabric/experiments/lb_bench.py for the figures' meaning.
 
-    .venv/bin/python benchmarks/load_balance.py [--modes ecmp spray flowlet te]
+    .venv/bin/python -m benchmarks.load_balance [--modes ecmp spray flowlet te]
         [--patterns permutation collective] [--seeds 1 2 3] [--rate 100] [--target softswitch]
 """
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 from aifabric.cli.lb_cli import main  # noqa: E402
 

@@ -24,7 +24,7 @@ and how much memory the largest requests the server accepts cost it.
 
 Parts 3 and 4 run on softswitch and, where simple_switch_grpc is on PATH, on BMv2 too.
 
-    .venv/bin/python benchmarks/p4runtime_hostile.py [--writes 30] [--parts wait,memory,churn,repush]
+    .venv/bin/python -m benchmarks.p4runtime_hostile [--writes 30] [--parts wait,memory,churn,repush]
         [--repush-seconds 20] [--targets softswitch,bmv2] [--json out/p4runtime_hostile.json]
 """
 from __future__ import annotations
@@ -43,7 +43,6 @@ from pathlib import Path
 from typing import Callable
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 import grpc  # noqa: E402
 from p4.v1 import p4runtime_pb2 as pb  # noqa: E402

@@ -20,7 +20,7 @@ runtime shim) is measured on one idle container.
 
 Run under the fabric lock (it brings fabrics up):
 
-    flock /tmp/aifabric-fabric.lock .venv/bin/python benchmarks/scale.py [--k 4 6 8] [--timeout 240]
+    flock /tmp/aifabric-fabric.lock .venv/bin/python -m benchmarks.scale [--k 4 6 8] [--timeout 240]
         [--swarm-k 4 | --swarm-k 0] [--target softswitch] [--json out/scale.json]
 """
 from __future__ import annotations
@@ -36,7 +36,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 from aifabric.lab import report
 
@@ -117,7 +116,7 @@ def measure(k: int, target: str) -> dict:
 def run_child(k: int, target: str, timeout: float) -> dict:
     """``measure`` in a child process; interrupted (SIGINT: the lab tears down) at the deadline."""
     started = time.monotonic()
-    proc = subprocess.Popen([sys.executable, __file__, "--child", str(k), "--target", target],
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.scale", "--child", str(k), "--target", target],
                             stdout=subprocess.PIPE, text=True)
     try:
         out, _ = proc.communicate(timeout=timeout)

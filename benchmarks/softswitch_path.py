@@ -22,7 +22,7 @@ stages: timestamps, queueing, the loop's own steps, and what a stage timed on on
 state over and over does not pay (the whole path cycles through 64 flows: about 1 µs of the
 fabric program's residual). Best of several repeats, µs per packet.
 
-    .venv/bin/python benchmarks/softswitch_path.py [--packets 20000] [--json out/softswitch_path.json]
+    .venv/bin/python -m benchmarks.softswitch_path [--packets 20000] [--json out/softswitch_path.json]
 """
 from __future__ import annotations
 
@@ -33,10 +33,9 @@ import timeit
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
-from target_pps import PROGRAMS  # noqa: E402
+from benchmarks.target_pps import PROGRAMS  # noqa: E402
 
 from aifabric.lab import report  # noqa: E402
 from controller.fabric_controller import Pipeline  # noqa: E402

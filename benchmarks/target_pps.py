@@ -28,9 +28,9 @@ traffic; the flow crosses five switches, the five whose CPU grew most, and their
 packet is (CPU during traffic - idle CPU over the same time) / packets received. The
 optimised BMv2 build runs a fabric by being first on PATH.
 
-    .venv/bin/python benchmarks/target_pps.py [--seconds 5] [--rounds 3] [--json out/target_pps.json]
-    .venv/bin/python benchmarks/target_pps.py --programs fabric --targets softswitch --baseline 5259bc8
-    .venv/bin/python benchmarks/target_pps.py --fabric [--fabric-pps 2000] [--fabric-seconds 10]
+    .venv/bin/python -m benchmarks.target_pps [--seconds 5] [--rounds 3] [--json out/target_pps.json]
+    .venv/bin/python -m benchmarks.target_pps --programs fabric --targets softswitch --baseline 5259bc8
+    .venv/bin/python -m benchmarks.target_pps --fabric [--fabric-pps 2000] [--fabric-seconds 10]
 """
 from __future__ import annotations
 
@@ -47,14 +47,13 @@ from typing import Iterator
 from unittest import mock
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")   # the generator forks while gRPC threads run
 
 from scapy.layers.inet import IP, UDP  # noqa: E402
 from scapy.layers.l2 import Ether  # noqa: E402
 from scapy.packet import raw  # noqa: E402
 
-import past_softswitch  # noqa: E402
+from benchmarks import past_softswitch  # noqa: E402
 from aifabric.lab import report  # noqa: E402
 from controller import entries as E  # noqa: E402
 from controller.p4names import Action, Table  # noqa: E402

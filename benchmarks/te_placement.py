@@ -22,7 +22,7 @@ against the ECMP model's for every flow: the largest link load (sum of demands, 
 rate), links loaded above 1.0, and the fraction of the demanded bandwidth delivered when flows
 share links max-min fairly (for the permutation: the fraction of bisection bandwidth).
 
-    .venv/bin/python benchmarks/te_placement.py [--k 4,8,16,32] [--runs 5] [--seed 1] [--per-host 4]
+    .venv/bin/python -m benchmarks.te_placement [--k 4,8,16,32] [--runs 5] [--seed 1] [--per-host 4]
         [--json out/te_placement.json]
 """
 from __future__ import annotations
@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import Callable, TypeVar
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 from aifabric.lab import report  # noqa: E402
 from controller.te import (  # noqa: E402

@@ -7,7 +7,7 @@ during the iperf3 step. Measures from the signal to the process's exit and to th
 nothing of the fabric is left (`topologies.p4switch.leftovers`: switch processes, node shells,
 host namespaces, interfaces, listening ports), and prints the median, minimum and maximum.
 
-    .venv/bin/python benchmarks/teardown.py [--k 4] [--runs 5] [--points switch-start traffic] [--json PATH]
+    .venv/bin/python -m benchmarks.teardown [--k 4] [--runs 5] [--points switch-start traffic] [--json PATH]
 """
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 from aifabric.lab import report  # noqa: E402
 from topologies.p4switch import leftovers  # noqa: E402
