@@ -9,7 +9,7 @@ Then it writes the fabric program's names for the controller, ``controller/p4nam
 table, action, action parameter, match field, counter, register, action profile and packet
 metadata field of p4src/build/fabric.p4info.txtpb, and the integer constants of
 p4src/include/define.p4. ``make p4names`` (``python -m aifabric.p4build --names``) writes just
-that file, from the committed build, without p4c; tests/test_p4names.py fails when it is stale.
+that file, from the committed build, without p4c; tests/controller/test_p4names.py fails when it is stale.
 """
 from __future__ import annotations
 
@@ -123,7 +123,7 @@ def names_source(root: Path = REPO) -> str:
         f"{NAMES_P4INFO} (tables, actions, parameters, match fields, counters, registers, action",
         f"profiles, packet metadata) and {NAMES_DEFINES} (integer constants). A P4 object renamed",
         "or removed takes its name out of this module, so the controller code that used it fails",
-        "when it is imported; tests/test_p4names.py fails while this file is stale.",
+        "when it is imported; tests/controller/test_p4names.py fails while this file is stale.",
         '"""',
         "",
     ]

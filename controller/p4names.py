@@ -4,7 +4,7 @@ Made by ``make p4names`` (``python -m aifabric.p4build --names``; ``make p4`` ru
 p4src/build/fabric.p4info.txtpb (tables, actions, parameters, match fields, counters, registers, action
 profiles, packet metadata) and p4src/include/define.p4 (integer constants). A P4 object renamed
 or removed takes its name out of this module, so the controller code that used it fails
-when it is imported; tests/test_p4names.py fails while this file is stale.
+when it is imported; tests/controller/test_p4names.py fails while this file is stale.
 """
 
 

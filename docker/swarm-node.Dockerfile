@@ -1,6 +1,6 @@
 # A Docker engine in a container, to join a Swarm as a worker: a second "machine" on this one, so
 # the per-container fabric (`aifabric compose`) can run across two Swarm nodes, its overlay links
-# crossing between them (tests/test_compose_swarm.py). Run privileged (or, on an engine that
+# crossing between them (tests/fabric/test_compose_swarm.py). Run privileged (or, on an engine that
 # cannot, with every capability it has and /sys/fs/cgroup bound writable), with /var/lib/docker
 # a volume (overlay2 cannot sit on the container's own overlay root).
 ARG BASE_IMAGE=debian:bookworm

@@ -78,7 +78,7 @@ make_venv() {
 
 need_root
 install_debian_packages
-# Docker engine, docker-compose and debootstrap for the compose stack (tests/test_docker_stack.py)
+# Docker engine, docker-compose and debootstrap for the compose stack (tests/fabric/test_docker_stack.py)
 bash scripts/docker_engine.sh install
 link_kernel_headers
 reserve_switch_ports

@@ -1,5 +1,5 @@
 """A per-container fabric (`aifabric.containers.compose_project`) deployed on Docker Swarm and driven from
-Python, for tests/test_compose_swarm.py and benchmarks/scale.py.
+Python, for tests/fabric/test_compose_swarm.py and benchmarks/scale.py.
 
     fab = SwarmFabric.deploy(fat_tree(4), Path("out/k4"), nodes=2)   # until a first ping crosses it
     fab.host("p0e0h0").cmd("ping -c 1 10.3.1.3")

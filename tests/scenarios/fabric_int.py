@@ -18,7 +18,7 @@ BMv2.
 ECN: at an idle queue (depth 0) nothing is marked; bursts into a queue drained at 100
 packets/s with Kmin = Kmax = 8 leave some packets unmarked and mark the rest CE (which ones
 depends on timing: bursts are compared as sets of frames), non-ECT packets and Pmax 0 are
-never marked. The RED probability between Kmin and Kmax is tests/test_fabric_ecn.py.
+never marked. The RED probability between Kmin and Kmax is tests/controller/test_fabric_ecn.py.
 """
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ privileges or the compiled pipeline (p4src/build/fabric.json + fabric.p4info.txt
   no process or interface is left behind.
 * the controller re-installs a switch whose target was restarted.
 
-The whole k=4 fat-tree is in tests/test_fabric_e2e.py.
+The whole k=4 fat-tree is in tests/fabric/test_fabric_e2e.py.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from controller.fabric_controller import FabricController, Pipeline
 from topologies import addressing as ap
 from topologies.fabric import HOST_PORT, Fabric, Host, Link, Role, Switch
 
-BUILD = Path(__file__).resolve().parent.parent / "p4src" / "build"
+BUILD = Path(__file__).resolve().parents[2] / "p4src" / "build"
 
 TARGETS = [pytest.param("bmv2", marks=pytest.mark.bmv2), pytest.param("softswitch")]
 

@@ -16,7 +16,7 @@ import pytest
 from softswitch.pipeline.helpers import Abort
 from softswitch.pipeline.program import Program
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PROGRAMS = [p for p in sorted([*REPO.glob("tests/p4/build/*.json"), REPO / "p4src/build/fabric.json"])
             if p.exists()]
 

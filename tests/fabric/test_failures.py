@@ -28,7 +28,7 @@ from topologies.fabric import leaf_spine
 from topologies.p4switch import port_accepts
 from targets import FABRIC_TARGETS
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def aifabric(*args: str, socket_path: Path) -> subprocess.CompletedProcess:

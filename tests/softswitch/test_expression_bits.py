@@ -60,7 +60,7 @@ def test_a_value_of_unknown_sign_keeps_its_mask():
     assert _binary("+", unknown, Compiled("1", "data", 1, 1)).bits is None
 
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PROGRAMS = [p for p in sorted([*REPO.glob("tests/p4/build/*.json"), REPO / "p4src/build/fabric.json"]) if p.exists()]
 PLAIN_COPY = re.compile(r"^\s*F\[(\d+)\] = F\[(\d+)\]$")
 MASKED_COPY = re.compile(r"^\s*F\[(\d+)\] = F\[(\d+)\] & 0x[0-9a-f]+$")

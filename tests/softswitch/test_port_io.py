@@ -20,7 +20,7 @@ from topologies.testbed import Testbed, free_tcp_port
 
 MISSING = PathCompiler().missing()
 MTU = 1500
-QUEUEING_JSON = Path(__file__).resolve().parent / "p4/build/queueing.json"     # forwards by ingress port
+QUEUEING_JSON = Path(__file__).resolve().parents[1] / "p4/build/queueing.json"     # forwards by ingress port
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ On machines behind a TLS-inspecting proxy, the CA certificates in
 /usr/local/share/ca-certificates are given to the image build for pip (AIFABRIC_PIP_CERT_PEM).
 
 The stack runs Mininet in a privileged container: like every fabric, take the machine's fabric
-lock around it (`flock /tmp/aifabric-fabric.lock pytest tests/test_docker_stack.py`).
+lock around it (`flock /tmp/aifabric-fabric.lock pytest tests/fabric/test_docker_stack.py`).
 """
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ from topologies.testbed import free_tcp_port
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DASHBOARDS = REPO / "docker" / "grafana" / "dashboards"
 PROJECT = "aifabricstacktest"
 TOPOLOGY = "--topo leafspine --leaves 2 --spines 2 --hosts-per-leaf 2"

@@ -15,7 +15,7 @@ from softswitch.dataplane import Dataplane
 from softswitch.pipeline.program import Program
 from softswitch.runtime.tables import Entry
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 QUEUEING_JSON = REPO / "tests/p4/build/queueing.json"
 UPTIME_US = 10_000_000        # the switch has run 10 s: a port's first packet at 10 pps is due at once
 

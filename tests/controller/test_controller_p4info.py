@@ -23,7 +23,7 @@ from controller.routing import compute_forwarding
 from controller.topology import TopologyModel
 from topologies.fabric import fat_tree, leaf_spine
 
-BUILD = Path(__file__).resolve().parent.parent / "p4src" / "build"
+BUILD = Path(__file__).resolve().parents[2] / "p4src" / "build"
 
 SAMPLE_P4INFO = """
 tables {

@@ -18,7 +18,7 @@ from topologies.testbed import Testbed
 
 SOFTSWITCH = str(Path(sys.executable).parent / "softswitch")
 CTL = str(Path(sys.executable).parent / "softswitch-ctl")
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 BASIC_JSON = REPO / "tests/p4/build/basic_router.json"
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (raw sockets, veths)")

@@ -27,7 +27,7 @@ from hostagent.traffic.wire import pack_datagram_header
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces, veths)")
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DEADLINE = 20.0          # receivers end by then whatever happens
 
 

@@ -42,7 +42,7 @@ from p4rt_support import Client, require_program, running_switch
 from softswitch.pipeline.errors import ProgramError
 from softswitch.pipeline.program import Program
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PROGRAMS = sorted((REPO / "tests/p4/build").glob("*.json"), key=lambda p: p.stat().st_size) + \
     [REPO / "p4src/build/fabric.json"]
 SENTINEL = "AIFABRIC_PWNED"

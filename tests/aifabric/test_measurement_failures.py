@@ -35,7 +35,7 @@ from hostagent.traffic.flows import FlowSpec
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 REFUSED = "iperf3: unable to connect to server: Connection refused"
 
 

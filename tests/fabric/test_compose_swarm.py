@@ -8,11 +8,11 @@ putting pods 0 and 2 and the cores on this machine and pods 1 and 3 on the worke
 (`aifabric.containers.swarm`), so the uplinks of pods 1 and 3 cross between the nodes' VXLANs. The
 two-node case makes its own swarm: it is skipped where this machine already is in one.
 
-Needs a Docker engine (started, and the base image made, as for tests/test_docker_stack.py);
+Needs a Docker engine (started, and the base image made, as for tests/fabric/test_docker_stack.py);
 elsewhere skipped, saying why. Builds the fabric and controller images of docker-compose.yml
 (cached layers: seconds when nothing changed). The Mininet-free fabric still takes the
 machine's two cores: run it under the fabric lock like every fabric
-(`flock /tmp/aifabric-fabric.lock pytest tests/test_compose_swarm.py`).
+(`flock /tmp/aifabric-fabric.lock pytest tests/fabric/test_compose_swarm.py`).
 """
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from softswitch.dataplane import Dataplane
 from softswitch.pipeline.program import Program
 from softswitch.runtime.tables import Entry
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 STATEFUL_JSON = REPO / "tests/p4/build/stateful.json"
 
 

@@ -1,7 +1,7 @@
 """`aifabric compose`'s compose.yml run for real with docker-compose on one machine (bridge
 networks, one per link): a small leaf-spine (2 leaves, 2 spines, 2 hosts each) comes up, every
 pair of hosts is reachable over IPv4 and IPv6, and ``docker-compose down`` leaves no container,
-network or volume. The Swarm side is tests/test_compose_swarm.py. Skipped, saying why, where there is
+network or volume. The Swarm side is tests/fabric/test_compose_swarm.py. Skipped, saying why, where there is
 no Docker engine; run it under the fabric lock like every fabric.
 """
 from __future__ import annotations

@@ -22,7 +22,7 @@ from controller.routing import NextHop
 from controller.switch import SwitchConnection
 from topologies.testbed import Testbed
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CTL = str(Path(sys.executable).parent / "softswitch-ctl")
 ROUTER_MAC = "00:00:00:00:00:aa"
 

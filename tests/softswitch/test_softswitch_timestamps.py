@@ -15,7 +15,7 @@ from softswitch.dataplane import Dataplane
 from softswitch.pipeline.program import Program
 from softswitch.runtime.tables import Entry
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 QUEUEING_JSON = REPO / "tests/p4/build/queueing.json"
 UPTIME_US = 2**32 + 5_000_000          # 71 minutes and 5 s
 NEAR_US = 1_000_000                    # the test's own run time, generously

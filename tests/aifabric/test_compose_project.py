@@ -1,5 +1,5 @@
 """`aifabric compose`'s files and the container side's link logic, without Docker (the real
-deployment: tests/test_compose_swarm.py)."""
+deployment: tests/fabric/test_compose_swarm.py)."""
 from __future__ import annotations
 
 import ipaddress

@@ -278,7 +278,7 @@ def _in_netns_with_one_ephemeral_port(code: str) -> str:
     out = subprocess.run(
         ["unshare", "-n", "sh", "-c", "ip link set lo up && "
          "echo '40000 40000' > /proc/sys/net/ipv4/ip_local_port_range && \"$0\" -c \"$1\"", sys.executable, code],
-        capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parent.parent)
+        capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[2])
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
 

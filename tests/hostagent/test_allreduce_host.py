@@ -46,7 +46,7 @@ from hostagent.allreduce.ringwire import RingHeader, RingKind, pack_data
 from hostagent.allreduce.tensors import check_aggregated, check_ring, make_tensors
 from hostagent.allreduce.worker import AllReduceClient, AllReduceError, JobConfig
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TIMEOUT = 0.05  # retransmission timeout of the workers under test
 RETRIES = 400  # generous: a loaded machine must not fail a correct protocol
 JOIN_SECONDS = 60

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from softswitch.pipeline.action_locals import action_locals
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _f(name: str) -> dict:

@@ -14,7 +14,7 @@ import pytest
 from aifabric.lab import description
 from topologies.p4switch import leftovers
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 AIFABRIC = str(Path(sys.executable).parent / "aifabric")
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="needs root (Mininet, namespaces)")]

@@ -3,7 +3,7 @@ built from the generated Python by Cython and a C compiler, it must compute what
 does; it must never let the JSON's text reach the C compiler as code, nor load a module
 someone else could have written; without a compiler the switch goes on in Python, and
 ``--compiled now`` fails saying what is missing. (Packets through the compiled path on every
-test program, against the Python path: tests/test_packet_scenarios.py.)"""
+test program, against the Python path: tests/softswitch/test_packet_scenarios.py.)"""
 from __future__ import annotations
 
 import ast
@@ -33,7 +33,7 @@ from softswitch.runtime.tables import Entry
 from softswitch.switch import Switch, SwitchConfig
 from topologies.testbed import free_tcp_port
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 BASIC_JSON = REPO / "tests/p4/build/basic_router.json"
 SOFTSWITCH = str(Path(sys.executable).parent / "softswitch")
 MISSING = PathCompiler().missing()
