@@ -20,7 +20,7 @@ import pytest
 from scenarios.queueing import Q, Q_AT, _frame, _setup
 from scenarios.runner import Scenario, Send, Step, program_files, run
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 RATE_PPS = 50
 BURST = 8
 
