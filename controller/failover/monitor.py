@@ -24,8 +24,9 @@ controller's stream, the sending switch's server and pipeline, the receiving swi
 back) waits for a share of the CPU, so a port's heartbeats arrive as late as the slowest of those
 at that moment, and the gap between two of them grows by as much. Each heartbeat carries its
 send time, so the monitor knows how late they arrive: a port is dead only once it has been
-silent for the detection time *plus* the largest lateness seen in the last `LATENESS_ROUNDS`
-rounds (at most `MAX_STRETCH` detection times). On an idle machine that adds a few
+silent for the detection time *plus* twice the largest lateness seen in the last
+`LATENESS_ROUNDS` rounds (`LATENESS_MARGIN`: lateness grows faster under a rising load than the
+last rounds show; at most `MAX_STRETCH` detection times). On an idle machine that adds a few
 milliseconds; on a starved one detection takes longer instead of blaming a healthy link, and
 every verdict says by how much it was stretched (``Transition.stretched``).
 
@@ -45,7 +46,8 @@ from controller.failover.config import HeartbeatConfig
 
 PortKey = tuple[str, int]   # (switch name, port)
 LATENESS_ROUNDS = 20        # heartbeat rounds whose lateness counts (2 s at the default 100 ms)
-MAX_STRETCH = 10            # detection is stretched by at most this many detection times
+LATENESS_MARGIN = 2         # detection is stretched by this many times the lateness seen
+MAX_STRETCH = 10            # ... and by at most this many detection times
 
 
 @dataclass(frozen=True)
@@ -87,14 +89,16 @@ class PortMonitor:
 
     @property
     def lateness(self) -> float:
-        """How much later than their interval heartbeats may arrive now: the latest one of the
-        last LATENESS_ROUNDS rounds, capped at MAX_STRETCH detection times."""
+        """How late heartbeats arrive now: the latest one of the last LATENESS_ROUNDS rounds."""
         with self._lock:
-            return self._stretch()
+            return self._lateness()
+
+    def _lateness(self) -> float:
+        return max(self._late_now, max(self._late_rounds, default=0.0))
 
     def _stretch(self) -> float:
-        late = max(self._late_now, max(self._late_rounds, default=0.0))
-        return min(late, MAX_STRETCH * self.config.detect_s)
+        """What detection waits beyond its time: LATENESS_MARGIN x the lateness, capped."""
+        return min(LATENESS_MARGIN * self._lateness(), MAX_STRETCH * self.config.detect_s)
 
     @property
     def ports(self) -> list[PortKey]:

@@ -144,17 +144,21 @@ def test_heartbeats_pass_data_queued_on_a_saturated_link(lab):
 
 
 def test_a_switch_starved_of_cpu_raises_the_link_timeout_instead_of_failing_its_links(lab):
-    """A core switch that gets no CPU for 300 ms (SIGSTOP, then SIGCONT) while a flow crosses it:
+    """A core switch that gets no CPU for a second (SIGSTOP, then SIGCONT: longer than the
+    timeout can ever be, however far load has raised it already) while a flow crosses it:
     its link heartbeats stop, so its neighbours skip their ports to it (packets moved to the
     backup), yet the controller's heartbeats on those ports arrive afterwards, late: no port is
     found dead, and the data plane's timeout is raised, with the skipped ports named and the new
     value written to the switches' heartbeat_watch."""
-    from controller.failover.link_timeout import CHECK_EVERY_S
+    from controller.failover.link_timeout import CHECK_EVERY_S, MAX_TIMEOUT_US
     from controller.p4names import Table
     from hostagent.traffic.drive import run_traffic
 
     handler, up = lab.failure_handler, _WayUp(lab)
-    events_before, changes_before, timeout_before = len(handler.events), len(handler.link_timeout_changes), handler.link_timeout_us
+    if handler.link_timeout_us >= MAX_TIMEOUT_US:
+        pytest.skip(f"load on this machine had already raised the link timeout to its cap "
+                    f"({handler.link_timeout_us / 1000:g} ms): {handler.link_timeout_changes}")
+    events_before, changes_before = len(handler.events), len(handler.link_timeout_changes)
     core = lab.switch(up.core)
     done: list = []
     sending = threading.Thread(target=lambda: done.append(run_traffic(up.hosts, up.flows(300), quiet=1.0, deadline=30.0)))
@@ -162,16 +166,19 @@ def test_a_switch_starved_of_cpu_raises_the_link_timeout_instead_of_failing_its_
     try:
         time.sleep(1.0)
         os.kill(core.process.pid, signal.SIGSTOP)
-        time.sleep(0.3)
+        time.sleep(2 * MAX_TIMEOUT_US / 1e6)
     finally:
         os.kill(core.process.pid, signal.SIGCONT)
         sending.join(60)
-    _wait("the link timeout raised", lambda: len(handler.link_timeout_changes) > changes_before, timeout=4 * CHECK_EVERY_S + 5)
+
+    def neighbours_named() -> bool:
+        return any(lab.fabric.ports_of(sw).get(port) == up.core
+                   for r in handler.link_timeout_changes[changes_before:] for sw, port in r.ports)
+
+    # load elsewhere may raise it first, for ports of other switches: wait for the paused one's
+    _wait("the link timeout raised for the paused switch's neighbours", neighbours_named, timeout=4 * CHECK_EVERY_S + 10)
     raises = handler.link_timeout_changes[changes_before:]
-    assert raises[0].old_us == timeout_before and all(r.new_us == 2 * r.old_us for r in raises)
-    skipped = [(sw, port) for r in raises for sw, port in r.ports]
-    assert any(lab.fabric.ports_of(sw).get(port) == up.core for sw, port in skipped), \
-        f"the skipped ports named are not the paused switch's neighbours': {skipped}"
+    assert all(r.new_us == min(2 * r.old_us, MAX_TIMEOUT_US) and r.ports for r in raises), raises
     assert handler.events[events_before:] == [], "a port of a paused (not failed) switch was found dead"
     watch = lab.controller.connection(up.agg).read_table(
         lab.controller.pipeline.p4info.table_id(Table.PORT_LIVENESS_HEARTBEAT_WATCH))
