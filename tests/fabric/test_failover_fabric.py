@@ -180,9 +180,14 @@ def test_a_switch_starved_of_cpu_raises_the_link_timeout_instead_of_failing_its_
     raises = handler.link_timeout_changes[changes_before:]
     assert all(r.new_us == min(2 * r.old_us, MAX_TIMEOUT_US) and r.ports for r in raises), raises
     assert handler.events[events_before:] == [], "a port of a paused (not failed) switch was found dead"
-    watch = lab.controller.connection(up.agg).read_table(
-        lab.controller.pipeline.p4info.table_id(Table.PORT_LIVENESS_HEARTBEAT_WATCH))
-    assert watch and {int.from_bytes(e.action.action.params[0].value, "big") for e in watch} == {handler.link_timeout_us}
+
+    def written() -> set[int]:
+        watch = lab.controller.connection(up.agg).read_table(
+            lab.controller.pipeline.p4info.table_id(Table.PORT_LIVENESS_HEARTBEAT_WATCH))
+        return {int.from_bytes(e.action.action.params[0].value, "big") for e in watch}
+
+    # a raise that has just been decided is being written to the switches: give it the time to land
+    _wait("heartbeat_watch holding the raised timeout", lambda: written() == {handler.link_timeout_us}, timeout=10)
 
 
 def test_core_link_down_then_restored(lab):
