@@ -292,8 +292,11 @@ def _arbitration(election: tuple[int, int]) -> pb.StreamMessageRequest:
     return req
 
 
-def _churn(addr: str, first: int, cycles: int, hold: threading.Event) -> None:
-    """``cycles`` streams, ``BURST`` at a time, each arbitrating, then gone all at once."""
+def churn_streams(addr: str, first: int, cycles: int, hold: threading.Event) -> None:
+    """``cycles`` streams, opened ``BURST`` at a time, each sending its arbitration update, then
+    all gone at once: mostly by cancelling their calls, one burst in ten by closing the channel
+    (a disconnect), one in ten by a deadline passing (tests/softswitch/test_p4runtime_limits.py
+    churns with it too)."""
     def requests(election):
         yield _arbitration(election)
         hold.wait()                                    # never half-closes
@@ -351,7 +354,7 @@ def churn(target: Target) -> dict:
     hold = threading.Event()
     per = CHURN_CYCLES // CHURNERS
     t0 = time.monotonic()
-    churners = [threading.Thread(target=_churn, args=(target.grpc_addr, 1000 + n * per, per, hold))
+    churners = [threading.Thread(target=churn_streams, args=(target.grpc_addr, 1000 + n * per, per, hold))
                 for n in range(CHURNERS)]
     for t in churners:
         t.start()

@@ -19,6 +19,7 @@ from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2 as pb
 from p4.v1 import p4runtime_pb2_grpc as pbg
 
+from benchmarks.p4runtime_hostile import CHURN_CYCLES, CHURNERS, churn_streams
 from p4rt_support import (DEL, INS, MOD, Client, Stream, action, exact, lpm, require_program, running_switch,
                           softswitch_process, table_entry, update_errors)
 from softswitch.p4runtime import intake, server, status, wire
@@ -324,46 +325,9 @@ def test_a_stream_that_never_arbitrates_is_closed():
         c.close()
 
 
-# -- issue 29, item 4: streams their clients closed, and Writes during pipeline pushes -------------------
-CHURN_CYCLES = 300
-CHURNERS = 3
-BURST = 5                       # streams a churner opens at once (one at a time rarely met the race)
+# -- streams their clients closed, and Writes during pipeline pushes --------------------------------------
+# the churn is the hostile-client benchmark's: 300 streams, five at a time (one at a time rarely met the race)
 BACKUPS = MAX_JOINED_STREAMS - 1
-
-
-def _arbitration(election: tuple[int, int]) -> pb.StreamMessageRequest:
-    req = pb.StreamMessageRequest()
-    req.arbitration.device_id = 1
-    req.arbitration.election_id.high, req.arbitration.election_id.low = election
-    return req
-
-
-def _churn(addr: str, first: int, cycles: int, hold: threading.Event) -> None:
-    """``cycles`` streams, opened ``BURST`` at a time, each sending its arbitration update, then
-    all gone at once: mostly by cancelling their calls, one burst in ten by closing the channel
-    (a disconnect), one in ten by a deadline passing."""
-    def requests(election):
-        yield _arbitration(election)
-        hold.wait()                           # never half-closes: the client just goes away
-
-    for b in range(0, cycles, BURST):
-        how = (b // BURST) % 10
-        channel = grpc.insecure_channel(addr)
-        stub = pbg.P4RuntimeStub(channel)
-        elections = [(0, first + i) for i in range(b, min(b + BURST, cycles))]
-        if how == 9:
-            calls = [stub.StreamChannel(requests(e), timeout=0.05) for e in elections]
-            for call in calls:
-                with contextlib.suppress(grpc.RpcError):
-                    for _ in call:
-                        pass
-        else:
-            calls = [stub.StreamChannel(requests(e)) for e in elections]
-            time.sleep(0.002)                 # the updates on their way
-            if how != 8:
-                for call in calls:
-                    call.cancel()
-        channel.close()
 
 
 def _join_as_backup(stub, election: tuple[int, int], give_up: float, joined: list[Stream]) -> str:
@@ -393,7 +357,7 @@ def test_streams_their_clients_closed_leave_room_for_new_controllers(target):
     controller_stream = controller.open_stream()          # the primary, in the only place taken
     hold = threading.Event()
     per = CHURN_CYCLES // CHURNERS
-    churners = [threading.Thread(target=_churn, args=(target.grpc_addr, 1000 + n * per, per, hold))
+    churners = [threading.Thread(target=churn_streams, args=(target.grpc_addr, 1000 + n * per, per, hold))
                 for n in range(CHURNERS)]
     for t in churners:
         t.start()
