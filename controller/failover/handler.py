@@ -22,7 +22,9 @@ the routes never recomputed:
    Sooner, with link heartbeats on (``config.link_interval_ms``; the fabric's generator is the
    lab's): ``heartbeat_watch`` lists every fabric port with ``link_multiplier`` x
    ``link_interval_ms`` as its timeout, and each switch skips a port that long silent by itself,
-   the same way, before this monitor has a verdict.
+   the same way, before this monitor has a verdict. That timeout is raised where the machine
+   makes link heartbeats late (a switch skipped a port whose controller heartbeats kept coming)
+   and lowered again once it calms (`controller.failover.link_timeout`).
 3. **Reroute.** Then (a thread of its own) the links with a dead end are marked down in the
    controller's topology model, routes are recomputed and every connected switch reconciled.
    The dead port stays marked meanwhile, so nothing is ever sent into it (make-before-break:
