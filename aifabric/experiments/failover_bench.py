@@ -141,9 +141,8 @@ class FailoverRun:
 
 def _element_ports(handler, element: str) -> set[tuple[str, int]]:
     """The monitored ports a failure of ``element`` ("agg-core": a link, "agg": a switch) silences."""
-    names = set(element.split("-"))
-    return {end for link in handler.links if names <= {link.a, link.b} or (len(names) == 1 and names & {link.a, link.b})
-            for end in link.ends()}
+    names = set(element.split("-"))      # a link's two switches, or the one switch: on every link it names
+    return {end for link in handler.links if names <= {link.a, link.b} for end in link.ends()}
 
 
 def _r(v: float | None) -> float | None:
