@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """AllReduce on loopback: the parameter server (in-network aggregation's fallback) next to the
-ring, with the same processes the Mininet hosts run (`python -m hostagent.allreduce`).
+ring, with the same processes the Mininet hosts run (`python -m hostagent.collectives`).
 
 Every worker is its own process on its own 127.a.b.N address (the PS on .1); the time of a run is
 the slowest rank's, algorithm bandwidth = tensor bytes / that time. One warm-up allreduce first
@@ -26,7 +26,7 @@ NET = "127.31.7."
 
 
 def _start(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "hostagent.allreduce", *args], cwd=REPO,
+    return subprocess.Popen([sys.executable, "-m", "hostagent.collectives", *args], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

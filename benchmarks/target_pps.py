@@ -103,7 +103,7 @@ def setup_aggregation(pipe: Pipeline, conn: SwitchConnection) -> None:
 
 def aggregation_frames() -> list[bytes]:
     import numpy as np
-    from hostagent.allreduce.protocol import AGG_UDP_PORT, AggHeader, PktType, pack_packet
+    from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT, AggHeader, PktType, pack_packet
     values = np.arange(64, dtype=np.int32)
     return [raw(Ether(dst=ROUTER_MAC, src="00:00:00:00:00:01") / IP(src="10.0.1.1", dst="10.0.9.9")
                 / UDP(sport=AGG_UDP_PORT, dport=AGG_UDP_PORT, chksum=0)

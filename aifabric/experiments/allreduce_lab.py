@@ -22,7 +22,7 @@ from aifabric.lab.lab import Lab
 from aifabric.lab.report import Failed, Measured
 from controller.aggregation import JobManager
 from controller.aggregation.entries import AGG_OPS, OUTCOMES
-from hostagent.allreduce.protocol import AGG_UDP_PORT, FRAME_BYTES
+from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT, FRAME_BYTES
 from topologies.fabric import Fabric
 
 ALGORITHMS = ("innetwork", "ring", "ps")
@@ -147,7 +147,7 @@ class RunResult:
 
 
 def _python_cmd(*args: object) -> list[str]:
-    return [sys.executable, "-m", "hostagent.allreduce", *map(str, args)]
+    return [sys.executable, "-m", "hostagent.collectives", *map(str, args)]
 
 
 def cpu_times() -> tuple[float, float]:

@@ -6,7 +6,7 @@
 * `entries`: the P4Runtime entities that put a job on a switch;
 * `manager`: `JobManager`, which starts and ends jobs on a running `FabricController`.
 
-The data plane is p4src/include/control/aggregation.p4; the hosts' side is hostagent.allreduce.
+The data plane is p4src/include/control/aggregation.p4; the hosts' side is hostagent.collectives.aggregation.
 """
 from controller.aggregation.manager import Job, JobError, JobManager
 from controller.aggregation.pool import SlotPool

@@ -3,7 +3,7 @@
 `JobManager(controller)` registers itself as a state source of the `FabricController`: a job's
 entries become part of every tree switch's desired state, so they are reconciled like routes
 (also after a switch restarts). `start()` installs them before it returns the `Job`, whose
-`worker_config()` is what each worker's `hostagent.allreduce` client needs.
+`worker_config()` is what each worker's `hostagent.collectives.aggregation` client needs.
 
 A job whose slot request cannot be met (the pool is full) still runs: it gets no switch entries
 and its packets are routed to its fallback aggregator, the parameter-server process on

@@ -158,7 +158,7 @@ def test_failed_figures_are_found_wherever_they_are_in_a_report() -> None:
 
 def _ring(host: NsHost, rank: int, retries: int) -> subprocess.Popen:
     """A rank of a 2-worker ring on the namespace's loopback (127.0.0.1 and .2)."""
-    return host.popen([sys.executable, "-m", "hostagent.allreduce", "ring", "--peers", "127.0.0.1,127.0.0.2",
+    return host.popen([sys.executable, "-m", "hostagent.collectives", "ring", "--peers", "127.0.0.1,127.0.0.2",
                        "--rank", str(rank), "--size", "256", "--timeout", "0.05", "--retries", str(retries)])
 
 

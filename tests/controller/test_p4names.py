@@ -39,7 +39,7 @@ def test_identifiers_and_constants():
 def test_host_and_topology_wire_constants_agree_with_the_p4_program():
     """Hosts and topologies define their wire constants once each, without the controller's
     module (they do not import the controller); here they are held against the P4 program's."""
-    from hostagent.allreduce import protocol
+    from hostagent.collectives.aggregation import protocol
     from hostagent.traffic.flows import ROCEV2_PORT
     from topologies import addressing, heartbeat_generator
 

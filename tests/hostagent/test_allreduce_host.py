@@ -23,9 +23,9 @@ from typing import Callable
 import numpy as np
 import pytest
 
-from hostagent.allreduce import quantize as q
-from hostagent.allreduce.aggregator import Aggregator, Dest, RejectedPacket
-from hostagent.allreduce.protocol import (
+from hostagent.collectives.aggregation import quantize as q
+from hostagent.collectives.aggregation.aggregator import Aggregator, Dest, RejectedPacket
+from hostagent.collectives.aggregation.protocol import (
     AGG_UDP_PORT,
     AGG_VALUES,
     AggHeader,
@@ -40,11 +40,11 @@ from hostagent.allreduce.protocol import (
     split_chunks,
     unpack_packet,
 )
-from hostagent.allreduce.ps import JobSpec, ParameterServer
-from hostagent.allreduce.ring import RingClient, RingConfig, ring_peers
-from hostagent.allreduce.ringwire import RingHeader, RingKind, pack_data
-from hostagent.allreduce.tensors import check_aggregated, check_ring, make_tensors
-from hostagent.allreduce.worker import AllReduceClient, AllReduceError, JobConfig
+from hostagent.collectives.ps import JobSpec, ParameterServer
+from hostagent.collectives.ring import RingClient, RingConfig, ring_peers
+from hostagent.collectives.ringwire import RingHeader, RingKind, pack_data
+from hostagent.collectives.tensors import check_aggregated, check_ring, make_tensors
+from hostagent.collectives.aggregation.worker import AllReduceClient, AllReduceError, JobConfig
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT = 0.05  # retransmission timeout of the workers under test
@@ -537,7 +537,7 @@ def test_ring_int32_overflow_raises_on_every_rank() -> None:
 
 def cli(*args: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "hostagent.allreduce", *args],
+        [sys.executable, "-m", "hostagent.collectives", *args],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
 

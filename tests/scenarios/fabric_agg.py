@@ -3,7 +3,7 @@
 One switch holds two jobs as p4src/README.md ("In-network aggregation") describes them: job 5
 as the root of a tree with three workers on ports 1-3, job 6 below a parent on port 4 with two
 workers on ports 1-2 (the switch is child 2 of that parent). The expected frames come from
-hostagent.allreduce.aggregator (the parameter server's core): what the switch sends must be
+hostagent.collectives.aggregation.aggregator (the parameter server's core): what the switch sends must be
 what that model sends, with the addresses the contract gives (results to a worker port are
 addressed to the worker, from the fallback aggregator's address; partial sums go to the
 parent's MAC). Covered: a round completed and multicast; a retransmission before and after the
@@ -18,8 +18,8 @@ from scapy.layers.l2 import Ether
 from scapy.packet import raw
 
 from controller.p4names import Action, Counter, Table
-from hostagent.allreduce.aggregator import Aggregator, Dest, RejectedPacket
-from hostagent.allreduce.protocol import AGG_UDP_PORT, AggHeader, AggPacket, PktType, pack_packet, unpack_packet
+from hostagent.collectives.aggregation.aggregator import Aggregator, Dest, RejectedPacket
+from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT, AggHeader, AggPacket, PktType, pack_packet, unpack_packet
 from scenarios.runner import Scenario, Send, Setup, Step
 
 ROUTER = "00:00:00:00:aa:aa"

@@ -1,0 +1,3 @@
+from hostagent.collectives.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,99 @@
+"""The UDP socket the worker, the ring and the parameter server share, with their counters and
+an optional seeded send-loss knob (`drop_outgoing`) for tests and demos."""
+
+from __future__ import annotations
+
+import random
+import socket
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+SOCKET_BUFFER_BYTES = 4 << 20
+MAX_DATAGRAM = 2048  # every packet of ours is smaller
+
+
+@dataclass
+class TransferStats:
+    packets_sent: int = 0  # handed to the socket or dropped by the knob
+    bytes_sent: int = 0
+    packets_received: int = 0
+    bytes_received: int = 0
+    retransmissions: int = 0
+    duplicates: int = 0  # copies of packets already taken (results or data)
+    stale: int = 0  # packets of other jobs, earlier calls or malformed
+    dropped_on_purpose: int = 0  # by drop_outgoing
+    elapsed_s: float = 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+def _grow_buffers(sock: socket.socket) -> None:
+    """Room for a window of every worker at once; past net.core.rmem_max where we are root."""
+    for forced, plain in ((33, socket.SO_RCVBUF), (32, socket.SO_SNDBUF)):  # SO_{RCV,SND}BUFFORCE
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, forced, SOCKET_BUFFER_BYTES)
+        except OSError:
+            sock.setsockopt(socket.SOL_SOCKET, plain, SOCKET_BUFFER_BYTES)
+
+
+@dataclass(kw_only=True)
+class Pending:
+    """A sent packet kept for retransmission."""
+
+    data: bytes
+    sent_at: float
+    retries: int = 0
+
+
+class UdpEndpoint:
+    """A bound UDP socket. `drop_outgoing` (0 <= p < 1, off by default) silently discards that
+    fraction of outgoing datagrams, chosen by a Random seeded with `drop_seed`."""
+
+    def __init__(self, bind: tuple[str, int], drop_outgoing: float = 0.0, drop_seed: int = 0) -> None:
+        if not 0.0 <= drop_outgoing < 1.0:
+            raise ValueError(f"drop_outgoing {drop_outgoing} is outside [0, 1)")
+        self.drop_outgoing = drop_outgoing
+        self._rng = random.Random(drop_seed)
+        self.stats = TransferStats()
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        _grow_buffers(self.sock)
+        try:
+            self.sock.bind(bind)
+        except OSError as exc:
+            self.sock.close()
+            raise OSError(exc.errno, f"cannot bind UDP {bind[0]}:{bind[1]}: {exc.strerror}") from exc
+        self.address: tuple[str, int] = self.sock.getsockname()
+
+    def send(self, data: bytes, addr: tuple[str, int]) -> None:
+        self.stats.packets_sent += 1
+        self.stats.bytes_sent += len(data)
+        if self.drop_outgoing and self._rng.random() < self.drop_outgoing:
+            self.stats.dropped_on_purpose += 1
+            return
+        self.sock.sendto(data, addr)
+
+    def resend(
+        self, pending: Pending, addr: tuple[str, int], now: float, max_retries: int, give_up: Callable[[int], Exception]
+    ) -> None:
+        """Send `pending` again, or raise give_up(retries) once it was resent max_retries times."""
+        if pending.retries >= max_retries:
+            raise give_up(pending.retries)
+        pending.retries += 1
+        pending.sent_at = now
+        self.stats.retransmissions += 1
+        self.send(pending.data, addr)
+
+    def recv(self, timeout: float) -> tuple[bytes, tuple[str, int]] | None:
+        """One datagram, waiting at most `timeout` seconds (0: only what is queued), or None."""
+        self.sock.settimeout(timeout if timeout > 0 else 0.0)
+        try:
+            data, addr = self.sock.recvfrom(MAX_DATAGRAM)
+        except (BlockingIOError, socket.timeout):
+            return None
+        self.stats.packets_received += 1
+        self.stats.bytes_received += len(data)
+        return data, addr
+
+    def close(self) -> None:
+        self.sock.close()
