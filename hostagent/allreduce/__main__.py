@@ -1,3 +1,0 @@
-from hostagent.allreduce.cli import main
-
-raise SystemExit(main())
