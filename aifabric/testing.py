@@ -45,7 +45,7 @@ from controller.switch import SwitchConnection
 from topologies.fabric import Fabric, fat_tree, leaf_spine
 
 if TYPE_CHECKING:
-    from topologies.testbed import HostPort
+    from emulation.testbed import HostPort
 
 TOPOLOGIES = ("fattree", "leafspine")
 CONTROLLERS = ("aifabric", "none")
@@ -187,7 +187,7 @@ class RunningFabric:
 
     @contextmanager
     def _port(self, host: str) -> Iterator["HostPort"]:
-        from topologies.testbed import HostPort     # imports Mininet: only once a fabric runs
+        from emulation.testbed import HostPort     # imports Mininet: only once a fabric runs
         h = self.description.host(host)
         port = HostPort(0, f"{h.switch}-eth{h.port}", h.interface, f"/proc/{self.node(host).pid}/ns/net")
         port.open()

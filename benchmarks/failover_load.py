@@ -27,8 +27,8 @@ from aifabric.experiments.allreduce_lab import cpu_times  # noqa: E402
 from aifabric.lab.lab import Lab  # noqa: E402
 from controller.failover import HeartbeatConfig, start_failure_handling  # noqa: E402
 from topologies.fabric import fat_tree  # noqa: E402
-from topologies.heartbeat_generator import HeartbeatGenerator  # noqa: E402
-from topologies.p4switch import RUN_DIR  # noqa: E402
+from emulation.failover_heartbeat_generator import HeartbeatGenerator  # noqa: E402
+from emulation.p4switch import RUN_DIR  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
 CORES = os.cpu_count() or 1

@@ -53,7 +53,7 @@ from controller.fabric_controller import Pipeline  # noqa: E402
 from controller.switch import SwitchConnection  # noqa: E402
 from softswitch.p4runtime import intake  # noqa: E402
 from softswitch.p4runtime.server import MAX_CONCURRENT_READS  # noqa: E402
-from topologies.testbed import Target, Testbed  # noqa: E402
+from emulation.testbed import Target, Testbed  # noqa: E402
 
 TABLES = Pipeline.from_build_dir(REPO / "tests/p4/build", "tables")
 FABRIC = Pipeline.from_build_dir(REPO / "p4src/build", "fabric")

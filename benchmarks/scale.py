@@ -127,7 +127,7 @@ def run_child(k: int, target: str, timeout: float) -> dict:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.communicate()
-        from topologies.p4switch import cleanup
+        from emulation.cleanup import cleanup
         left = cleanup()
         return {"k": k, "target": target, "status": f"not up within {timeout:.0f} s (interrupted; "
                 f"cleanup: {left.describe() if left else 'nothing left'})",

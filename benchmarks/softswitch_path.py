@@ -44,7 +44,7 @@ from softswitch.packet_path import build_packet_path  # noqa: E402
 from softswitch.port_io import BATCH  # noqa: E402
 from softswitch.pipeline.compiled import PathCompiler  # noqa: E402
 from softswitch.switch import Switch, SwitchConfig  # noqa: E402
-from topologies.testbed import free_tcp_port  # noqa: E402
+from emulation.testbed import free_tcp_port  # noqa: E402
 
 REPEATS = 5
 EXPECTED_PORT = 2      # every program's frames leave by port 2 (target_pps.py's setups)

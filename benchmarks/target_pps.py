@@ -62,7 +62,7 @@ from controller.routing import NextHop  # noqa: E402
 from controller.switch import SwitchConnection  # noqa: E402
 from softswitch.pipeline.compiled import PathCompiler  # noqa: E402
 from softswitch.pipeline.program import Program  # noqa: E402
-from topologies.testbed import HostPort, Testbed  # noqa: E402
+from emulation.testbed import HostPort, Testbed  # noqa: E402
 
 ROUTER_MAC = "00:00:00:00:00:aa"
 FLOWS = 64          # distinct UDP source ports, so the fabric's ECMP hash varies

@@ -4,7 +4,7 @@
 Runs the demo (fat-tree k, softswitch) several times and sends SIGINT at a point of its run,
 found from its progress lines: while the switch targets start, while the pipeline is pushed,
 during the iperf3 step. Measures from the signal to the process's exit and to the moment
-nothing of the fabric is left (`topologies.p4switch.leftovers`: switch processes, node shells,
+nothing of the fabric is left (`emulation.cleanup.leftovers`: switch processes, node shells,
 host namespaces, interfaces, listening ports), and prints the median, minimum and maximum.
 
     .venv/bin/python -m benchmarks.teardown [--k 4] [--runs 5] [--points switch-start traffic] [--json PATH]
@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 from aifabric.lab import report  # noqa: E402
-from topologies.p4switch import leftovers  # noqa: E402
+from emulation.cleanup import leftovers  # noqa: E402
 
 AIFABRIC = str(Path(sys.executable).parent / "aifabric")
 POINTS = {                          # progress line (stderr) -> the signal goes right after it

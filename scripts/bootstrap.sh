@@ -15,7 +15,7 @@ APT_PACKAGES=(
   python3-venv python3-dev python3-pip prometheus
   python3-crcmod  # C CRCs for softswitch's hashes (checked against its Python ones; optional)
   gcc             # softswitch's compiled packet path (with python3-dev and Cython; optional)
-  nftables        # closes BMv2's Thrift ports to other machines (topologies/control_ports.py)
+  nftables        # closes BMv2's Thrift ports to other machines (emulation/control_ports.py)
 )
 
 need_root() {

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from topologies.procs import snapshot
+from emulation.procs import snapshot
 
 HERE4, THERE4 = "10.252.0.1", "10.252.0.2"
 HERE6, THERE6 = "fd00:252::1", "fd00:252::2"

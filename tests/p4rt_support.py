@@ -1,6 +1,6 @@
 """Helpers for the P4Runtime tests: compiled test programs, an in-process softswitch, and a
 small raw-gRPC P4Runtime client that exposes per-update errors. Veth ports in network
-namespaces come from `topologies.testbed.Testbed`.
+namespaces come from `emulation.testbed.Testbed`.
 
 Everything here talks to the real thing: real interfaces, the real `Switch`, real gRPC with the
 p4runtime protos.
@@ -24,7 +24,7 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2 as pb
 from p4.v1 import p4runtime_pb2_grpc as pbg
 
-from topologies.testbed import Target, Testbed, free_tcp_port
+from emulation.testbed import Target, Testbed, free_tcp_port
 
 # The compiled test programs; SOFTSWITCH_TEST_P4_BUILD points elsewhere (e.g. a scratch p4c run).
 BUILD = Path(os.environ.get("SOFTSWITCH_TEST_P4_BUILD", Path(__file__).resolve().parent / "p4" / "build"))

@@ -1,7 +1,7 @@
 """What a fabric test checks after its lab is gone: nothing of that fabric is left."""
 from aifabric.lab.lab import fabric_nodes
 from topologies.fabric import Fabric
-from topologies.p4switch import cleanup
+from emulation.cleanup import cleanup
 
 
 def assert_torn_down(fabric: Fabric) -> None:

@@ -1,3 +1,3 @@
-"""aifabric's topologies: the address plan (`addressing`), pure descriptions of fat-trees and
-leaf-spines (`fabric`), their Mininet topologies (`mininet_topo`) and the Mininet node that runs a
-P4Runtime target per switch (`p4switch`). See topologies/README.md for the plan."""
+"""aifabric's topologies, pure descriptions: the address plan (`addressing`) and fat-trees,
+leaf-spines (`fabric`) and the AI-cluster shapes (`ai_fabrics`). Nothing here imports Mininet or
+starts a process; bringing a fabric up is `emulation`'s. See topologies/README.md for the plan."""

@@ -1,6 +1,6 @@
 """AI-cluster fabrics: rail-optimised, dual-plane and dragonfly, on the aifabric address plan.
 
-Every builder returns a `topologies.fabric.Fabric`, so Mininet (`topologies.mininet_topo`), the
+Every builder returns a `topologies.fabric.Fabric`, so Mininet (`emulation.mininet_topo`), the
 controller's model and routing (`controller.topology`, `controller.routing`: shortest paths by link
 weight, ECMP over every equal-cost next hop) and the checks use them unchanged. Conventions shared
 with `topologies.addressing`: device ids 1-based and dense, switch MAC and gRPC port from the device

@@ -2,7 +2,7 @@
 
 `fat_tree(k)` and `leaf_spine(leaves, spines, hosts_per_leaf)` build a `Fabric` that follows the
 address plan of `topologies.addressing`. Nothing here touches the system: the same description is
-used by the Mininet topology (`topologies.mininet_topo`), by the controller's topology model and
+used by the Mininet topology (`emulation.mininet_topo`), by the controller's topology model and
 route computation (`controller.topology`, `controller.routing`) and by the tests.
 
 Contract with the controller:

@@ -40,7 +40,7 @@ from controller.failover.config import HeartbeatConfig as HeartbeatDefaults
 from hostagent.agent.config import MODES as AGENT_MODES
 from softswitch.addr import parse_host_port
 from softswitch.cli import OneLineErrors
-from topologies.p4switch import TARGETS
+from emulation.p4switch import TARGETS
 
 CONTROLLERS = ("aifabric", "none")
 
@@ -173,7 +173,7 @@ def _start_metrics(lab, where: str):
 def _interrupted(stop: BaseException) -> int:
     """After a signal: say whether the teardown left anything (checked, not assumed)."""
     from aifabric.lab.interrupts import exit_status
-    from topologies.p4switch import leftovers
+    from emulation.cleanup import leftovers
 
     what = "interrupted" if isinstance(stop, KeyboardInterrupt) else f"terminated ({stop})"
     left = leftovers()
@@ -206,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     from aifabric.lab.lab import Lab
     from aifabric.lab.report import progress
     from controller.fabric_controller import Pipeline
-    from topologies.p4switch import P4SwitchError, cleanup
+    from emulation.cleanup import cleanup
+    from emulation.p4switch import P4SwitchError
 
     try:
         if args.command == "clean":

@@ -17,7 +17,7 @@ from pathlib import Path
 from aifabric.cli import topo_args
 from softswitch.addr import parse_host_port
 from topologies import addressing as ap
-from topologies.p4switch import P4SwitchError, resolve_target
+from emulation.p4switch import P4SwitchError, resolve_target
 
 # Memory one more switch takes: a softswitch running the fabric program in a k=4 lab has
 # 63 MiB RSS (`aifabric demo` reports it), of which ~24 MiB are pages shared by all the

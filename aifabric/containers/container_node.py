@@ -40,8 +40,8 @@ from pathlib import Path
 from aifabric.containers.compose_project import LINK_POOL, P4RUNTIME_PORT, link_networks
 from aifabric.lab.description import load
 from topologies.fabric import Fabric, Host, Switch
-from topologies.mininet_topo import OFFLOADS
-from topologies.p4switch import (
+from emulation.mininet_topo import OFFLOADS
+from emulation.p4switch import (
     BMV2,
     SOFTSWITCH,
     prepare_switch_interface,

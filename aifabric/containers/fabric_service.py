@@ -2,7 +2,7 @@
 with its switch targets up, no controller and no pipeline, the telemetry network for INT, and
 the fabric description (`aifabric.lab.description`) written for a controller elsewhere (``aifabric
 controller --fabric FILE`` in the ``controller`` container). It runs until SIGTERM/SIGINT, then
-tears everything down (`topologies.mininet_topo.stop_net`, then `topologies.p4switch.cleanup`
+tears everything down (`emulation.mininet_topo.stop_net`, then `emulation.cleanup.cleanup`
 for this fabric's nodes) and removes the description, so no reader takes gone switches for live.
 
     python -m aifabric.containers.fabric_service --describe /run/aifabric/fabric.json \\
@@ -28,8 +28,9 @@ from aifabric.lab.lab import fabric_nodes
 from controller.fabric_controller import Pipeline
 from softswitch.cli import OneLineErrors
 from topologies.fabric import Fabric, fat_tree, leaf_spine
-from topologies.mininet_topo import make_net, stop_net
-from topologies.p4switch import RUN_DIR, TARGETS, P4Switch, P4SwitchError, cleanup
+from emulation.mininet_topo import make_net, stop_net
+from emulation.cleanup import cleanup
+from emulation.p4switch import RUN_DIR, TARGETS, P4Switch, P4SwitchError
 
 
 def build_parser() -> argparse.ArgumentParser:

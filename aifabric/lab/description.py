@@ -235,7 +235,7 @@ def _link_port(fabric: Fabric, node: str, peer: str) -> int:
 def from_lab(lab: Any) -> FabricDescription:
     """The description of a running `aifabric.lab.lab.Lab` (with process ids, the target, the
     pipeline files and what its controller owns)."""
-    from topologies.p4switch import P4Switch
+    from emulation.p4switch import P4Switch
 
     pipeline = None
     if lab.pipeline.p4info_path is not None and lab.pipeline.json_path is not None:

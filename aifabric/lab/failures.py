@@ -160,7 +160,7 @@ class Failures:
 
     def _readdress(self, host: str) -> None:
         """What the kernel dropped when the host's interface went down: its default routes and
-        its IPv6 address (IPv4 addresses survive; `topologies.mininet_topo.FabricHost` set them)."""
+        its IPv6 address (IPv4 addresses survive; `emulation.mininet_topo.FabricHost` set them)."""
         h = self.lab.fabric.host(host)
         intf = f"{host}-eth0"
         for cmd in (["ip", "-6", "addr", "replace", str(h.ip6), "dev", intf, "nodad"],

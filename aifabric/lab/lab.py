@@ -9,7 +9,7 @@ signal arriving meanwhile is held, the user told once to wait, and raised only a
 teardown, when nothing else is already propagating. Every step is tried whatever the one
 before did: the host agents, the INT collector, the controller (closed in a thread, as its sessions may hang on
 switches going away), all switch targets and node shells at once (`stop_net`), and finally the
-sweep (`topologies.p4switch.cleanup` for this lab's nodes) for whatever is left, which it checks
+sweep (`emulation.cleanup.cleanup` for this lab's nodes) for whatever is left, which it checks
 is nothing.
 
 With ``telemetry=TelemetryConfig(...)`` the lab also builds the telemetry network (every
@@ -21,7 +21,7 @@ handling once the fabric is programmed (``lab.failure_handler``, a `controller.f
 heartbeats on every fabric port, data-plane failover, reroute, repair, localisation); off by
 default. Its link heartbeats (``link_interval_ms``, on by default) need every switch to have a
 generator port from the start and the generator running (``lab.heartbeats``, a
-`topologies.heartbeat_generator.HeartbeatGenerator`); ``link_heartbeat_ms=`` asks for them
+`emulation.failover_heartbeat_generator.HeartbeatGenerator`); ``link_heartbeat_ms=`` asks for them
 without ``failover`` (a benchmark that starts failure handling itself later).
 
 With ``run_controller=False`` the switches come up with no pipeline and no controller: a user's
@@ -52,11 +52,12 @@ from hostagent.agent.config import AgentConfig
 from hostagent.agent.launch import AgentSet, start_agents
 from topologies.fabric import Fabric
 from topologies.addressing import TELEMETRY_BRIDGE
-from topologies.heartbeat_generator import NODE_NAME as HEARTBEATS_NODE
-from topologies.heartbeat_generator import HeartbeatGenerator
-from topologies.mininet_topo import make_net, stop_net
+from emulation.failover_heartbeat_generator import NODE_NAME as HEARTBEATS_NODE
+from emulation.failover_heartbeat_generator import HeartbeatGenerator
+from emulation.mininet_topo import make_net, stop_net
 from softswitch.fastpath import build_ahead
-from topologies.p4switch import RUN_DIR, THRIFT_PORT_BASE, Leftovers, cleanup, leftovers, resolve_target
+from emulation.cleanup import Leftovers, cleanup, leftovers
+from emulation.p4switch import RUN_DIR, THRIFT_PORT_BASE, resolve_target
 
 if TYPE_CHECKING:
     from aifabric.lab.description import FabricDescription

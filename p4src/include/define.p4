@@ -13,14 +13,14 @@ typedef bit<32>  next_id_t;
 // Ports. Start targets with `--cpu-port 255`; BMv2 drops packets sent to 511.
 const port_num_t CPU_PORT  = 255;
 const port_num_t DROP_PORT = 511;
-// The switch's link-heartbeat generator (topologies/heartbeat_generator.py,
+// The switch's link-heartbeat generator (emulation/failover_heartbeat_generator.py,
 // the emulated counterpart of an ASIC's packet generator) injects here: start
 // targets with `-i 254@<switch>-hbg` where data-plane heartbeats are wanted.
 const port_num_t HEARTBEAT_GEN_PORT = 254;
 
 // Egress priority of packet-outs (the controller's heartbeats among them): they
 // leave a congested port ahead of queued data, as BFD's packets do on a switch.
-// Start targets with `--priority-queues 8` (topologies/p4switch.py does): with
+// Start targets with `--priority-queues 8` (emulation/p4switch.py does): with
 // fewer queues than that, a target drops the packet (BMv2 and softswitch alike).
 const bit<3> PRIORITY_CONTROL = 7;
 // Egress priority of link heartbeats (include/control/liveness.p4): ahead of

@@ -16,7 +16,7 @@ import pytest
 from topologies.fabric import fat_tree
 from aifabric.cli.validate import prepare_output
 from teardown_check import assert_torn_down
-from topologies.p4switch import BMV2, port_accepts
+from emulation.p4switch import BMV2, port_accepts
 
 AIFABRIC = str(Path(sys.executable).parent / "aifabric")
 

@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from aifabric.lab.description import FabricDescription
 from tests.p4rt_support import running_switch
 from topologies.fabric import leaf_spine
-from topologies.testbed import free_tcp_port
+from emulation.testbed import free_tcp_port
 
 AIFABRIC = [sys.executable, "-m", "aifabric.cli"]
 

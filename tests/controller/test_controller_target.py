@@ -4,7 +4,7 @@ Parametrised over targets: ``bmv2`` (``simple_switch_grpc`` on PATH) and ``softs
 embedded target's console script). Each test skips with the reason when its target, root
 privileges or the compiled pipeline (p4src/build/fabric.json + fabric.p4info.txtpb) is missing.
 
-* one switch, two hosts in their own network namespaces (Mininet, `topologies.p4switch.P4Switch`):
+* one switch, two hosts in their own network namespaces (Mininet, `emulation.p4switch.P4Switch`):
   the controller installs the fabric's entries, scapy sends a UDP frame to the router MAC from
   one host and the other host must receive it with rewritten MACs and TTL 63; pings over IPv4
   and IPv6 go through the switch's ARP/NDP answers; egress counters count; after ``net.stop()``
@@ -114,8 +114,8 @@ for _ in range(120):
 @pytest.mark.parametrize("target", TARGETS)
 def test_one_switch_routes_between_two_namespaces(target: str, tmp_path: Path) -> None:
     pipeline = require(target)
-    from topologies.mininet_topo import make_net
-    from topologies.p4switch import port_accepts
+    from emulation.mininet_topo import make_net
+    from emulation.p4switch import port_accepts
 
     name = f"t{os.getpid() % 10000}"
     fab = one_switch_fabric(name)
@@ -165,7 +165,7 @@ def test_one_switch_routes_between_two_namespaces(target: str, tmp_path: Path) -
 @pytest.mark.parametrize("target", TARGETS)
 def test_controller_reinstalls_a_restarted_target(target: str, tmp_path: Path) -> None:
     pipeline = require(target)
-    from topologies.mininet_topo import make_net
+    from emulation.mininet_topo import make_net
 
     name = f"r{os.getpid() % 10000}"
     fab = one_switch_fabric(name)

@@ -40,8 +40,8 @@ from controller.routing import NextHop
 from controller.switch import SwitchConnection
 from controller.telemetry import entries as TE
 from scenarios.runner import load_p4info, program_files
-from topologies.bmv2_cli import run_cli
-from topologies.testbed import Testbed
+from emulation.bmv2_cli import run_cli
+from emulation.testbed import Testbed
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (veths, namespaces, raw sockets)")
 

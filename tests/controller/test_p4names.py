@@ -37,11 +37,13 @@ def test_identifiers_and_constants():
 
 
 def test_host_and_topology_wire_constants_agree_with_the_p4_program():
-    """Hosts and topologies define their wire constants once each, without the controller's
-    module (they do not import the controller); here they are held against the P4 program's."""
+    """Hosts, topologies and emulation define their wire constants once each, without the
+    controller's module (they do not import the controller); here they are held against the P4
+    program's."""
     from hostagent.collectives.aggregation import protocol
     from hostagent.traffic.flows import ROCEV2_PORT
-    from topologies import addressing, heartbeat_generator
+    from emulation import failover_heartbeat_generator as heartbeat_generator
+    from topologies import addressing
 
     assert (protocol.AGG_UDP_PORT, protocol.AGG_VALUES) == (p4names.AGG_UDP_PORT, p4names.AGG_VALUES)
     assert heartbeat_generator.ETHERTYPE_LINK_HEARTBEAT == p4names.ETHERTYPE_LINK_HEARTBEAT

@@ -12,7 +12,7 @@ from aifabric.lab import checks
 from aifabric.lab.lab import Lab
 from topologies import ai_fabrics as af
 from topologies.fabric import Fabric
-from topologies.p4switch import port_accepts
+from emulation.p4switch import port_accepts
 from teardown_check import assert_torn_down
 
 pytestmark = [pytest.mark.slow,

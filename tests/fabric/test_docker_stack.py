@@ -33,7 +33,7 @@ from aifabric.lab import traffic
 from aifabric.lab.description import FabricDescription, load
 from aifabric.containers.swarm import ContainerHost, build_env
 from tests.docker_support import compose_leftovers, run, skip_reason
-from topologies.testbed import free_tcp_port
+from emulation.testbed import free_tcp_port
 
 pytestmark = pytest.mark.slow
 

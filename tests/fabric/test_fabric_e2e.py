@@ -10,7 +10,7 @@ import pytest
 from aifabric.lab import checks
 from aifabric.lab.lab import Lab
 from topologies.fabric import fat_tree
-from topologies.p4switch import port_accepts
+from emulation.p4switch import port_accepts
 from teardown_check import assert_torn_down
 from targets import FABRIC_TARGETS
 

@@ -25,7 +25,7 @@ from aifabric.lab.failures import FailureError, Failures, blackholed, interface_
 from aifabric.lab.lab import Lab
 from controller.failover import HeartbeatConfig
 from topologies.fabric import leaf_spine
-from topologies.p4switch import port_accepts
+from emulation.p4switch import port_accepts
 from targets import FABRIC_TARGETS
 
 REPO = Path(__file__).resolve().parents[2]

@@ -17,7 +17,7 @@ from hostagent.traffic.flows import ROCEV2_PORT, FlowSpec
 from hostagent_support import bcc_missing
 from topologies.fabric import Role, fat_tree
 from teardown_check import assert_torn_down
-from topologies.p4switch import port_accepts
+from emulation.p4switch import port_accepts
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root (Mininet, namespaces)"),

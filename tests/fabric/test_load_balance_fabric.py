@@ -264,8 +264,8 @@ def test_no_control_port_reachable_from_other_machines(lb_lab):
     network namespace on a veth link (another machine's place) reaches none of them, while it
     does reach a listener of the test's own, on every address and closed by nothing."""
     from exposure import lab_pids, outside_namespace, probe_from, tcp_listeners, wildcard_listener
-    from topologies import control_ports
-    from topologies.p4switch import RUN_DIR
+    from emulation import control_ports
+    from emulation.p4switch import RUN_DIR
 
     lab = lb_lab[0]
     listeners = tcp_listeners(lab_pids(RUN_DIR))

@@ -3,7 +3,7 @@ row, leave no switch process, interface, host namespace or listening port behind
 command says "everything was torn down" only when that is true.
 
 What is left is counted here with the system's own views (``ip``, ``ss``, /proc), not with
-`topologies.p4switch.leftovers`, so a blind spot there cannot hide a leftover here.
+`emulation.cleanup.leftovers`, so a blind spot there cannot hide a leftover here.
 """
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ import pytest
 
 from aifabric.lab.interrupts import WAIT_NOTICE, SignalGate, Terminated, shielded
 from topologies.fabric import fat_tree, leaf_spine
-from topologies.p4switch import HOST_NAME, RUN_DIR, SWITCH_NAME, cleanup, leftovers
+from emulation.cleanup import HOST_NAME, SWITCH_NAME, cleanup, leftovers
+from emulation.p4switch import RUN_DIR
 
 AIFABRIC = str(Path(sys.executable).parent / "aifabric")
 TORN_DOWN = "everything was torn down"
@@ -293,7 +294,7 @@ def test_cleanup_kills_node_shells_and_everything_in_their_namespaces(tmp_path):
 
 
 def test_leftovers_finds_marked_processes_and_listening_ports(tmp_path):
-    from topologies.procs import marked_env
+    from emulation.procs import marked_env
 
     marked = subprocess.Popen(["sleep", "600"], env=marked_env(tmp_path, "p98e9"))
     try:
@@ -316,7 +317,7 @@ def test_leftovers_finds_marked_processes_and_listening_ports(tmp_path):
 
 def test_cleanup_of_some_nodes_spares_the_targets_of_the_others(tmp_path):
     """A lab's own sweep must not stop another lab's switches (the one whose ports it found busy)."""
-    from topologies.procs import marked_env
+    from emulation.procs import marked_env
 
     fake = tmp_path / "bin" / "softswitch"
     fake.parent.mkdir()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from aifabric.lab import description
-from topologies.p4switch import leftovers
+from emulation.cleanup import leftovers
 
 REPO = Path(__file__).resolve().parents[2]
 AIFABRIC = str(Path(sys.executable).parent / "aifabric")

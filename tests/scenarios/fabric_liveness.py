@@ -24,8 +24,8 @@ from scapy.packet import raw
 from controller.p4names import Action, Counter, Table
 from scenarios import fabric as F
 from scenarios.runner import CONTROL, Scenario, Send, Setup, Step
-from topologies.heartbeat_generator import GEN_PORT
-from topologies.heartbeat_generator import frame as generator_frame
+from emulation.failover_heartbeat_generator import GEN_PORT
+from emulation.failover_heartbeat_generator import frame as generator_frame
 
 DEAD = 3
 BACKUP = {2: 3, 3: 4, 4: 2}

@@ -24,8 +24,8 @@ from p4.v1 import p4runtime_pb2
 
 from controller.p4info import P4Info
 from controller.switch import SwitchConnection
-from topologies.bmv2_cli import Bmv2CliError, find_cli, run_cli
-from topologies.testbed import Testbed, free_tcp_port
+from emulation.bmv2_cli import Bmv2CliError, find_cli, run_cli
+from emulation.testbed import Testbed, free_tcp_port
 
 REPO = Path(__file__).resolve().parents[2]
 CPU_PORT = 255
@@ -70,7 +70,7 @@ class Setup:
         """simple_switch_CLI commands (set_queue_rate, set_queue_depth) on either target:
         BMv2 through simple_switch_CLI, softswitch through softswitch-ctl."""
         if self.target == "bmv2":
-            return run_cli(self.thrift_port, commands)     # with the project's Python (topologies.bmv2_cli)
+            return run_cli(self.thrift_port, commands)     # with the project's Python (emulation.bmv2_cli)
         ctl = str(Path(sys.executable).parent / "softswitch-ctl")
         out = []
         for c in commands:
@@ -88,7 +88,7 @@ class Setup:
         they print.
 
         The calls run in the interpreter and with the module path the project runs
-        simple_switch_CLI with (`topologies.bmv2_cli`: the venv's Python, BMv2's directory for
+        simple_switch_CLI with (`emulation.bmv2_cli`: the venv's Python, BMv2's directory for
         bm_runtime); the CLI itself cannot be used for value sets: its pvs_add sizes
         values as ``(bitwidth + 7) / 8`` bytes, a float under Python 3, sends a byte too many
         and makes BMv2 abort."""

@@ -31,7 +31,7 @@ from softswitch.pipeline.helpers import assign_header, zeros_source
 from softswitch.pipeline.unchecked_slots import without_index_checks, without_index_checks_in
 from softswitch.runtime.tables import Entry
 from softswitch.switch import Switch, SwitchConfig
-from topologies.testbed import free_tcp_port
+from emulation.testbed import free_tcp_port
 
 REPO = Path(__file__).resolve().parents[2]
 BASIC_JSON = REPO / "tests/p4/build/basic_router.json"

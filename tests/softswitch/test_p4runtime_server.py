@@ -24,7 +24,7 @@ from p4.config.v1 import p4info_pb2
 from p4.v1 import p4data_pb2
 from p4.v1 import p4runtime_pb2 as pb
 
-from topologies.testbed import Testbed
+from emulation.testbed import Testbed
 from p4rt_support import (DEL, INS, MOD, Client, Stream, action, exact, lpm, optional,
                           require_program, require_root, rng, running_switch, table_entry, ternary, update_errors)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from google.rpc import code_pb2
 
-from topologies.testbed import Testbed
+from emulation.testbed import Testbed
 from p4rt_support import free_tcp_port, require_program, require_root
 
 sh = pytest.importorskip("p4runtime_sh.shell")

@@ -16,7 +16,7 @@ from softswitch.port_io import BATCH, PortIO
 from softswitch.ports import Port, PortSpec
 from softswitch.runtime.tables import Entry
 from softswitch.switch import Switch, SwitchConfig
-from topologies.testbed import Testbed, free_tcp_port
+from emulation.testbed import Testbed, free_tcp_port
 
 MISSING = PathCompiler().missing()
 MTU = 1500

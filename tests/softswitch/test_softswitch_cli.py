@@ -14,7 +14,7 @@ from typing import Iterator
 
 import pytest
 
-from topologies.testbed import Testbed
+from emulation.testbed import Testbed
 
 SOFTSWITCH = str(Path(sys.executable).parent / "softswitch")
 CTL = str(Path(sys.executable).parent / "softswitch-ctl")

@@ -20,7 +20,7 @@ from controller import entries as E
 from controller.fabric_controller import Pipeline
 from controller.routing import NextHop
 from controller.switch import SwitchConnection
-from topologies.testbed import Testbed
+from emulation.testbed import Testbed
 
 REPO = Path(__file__).resolve().parents[2]
 CTL = str(Path(sys.executable).parent / "softswitch-ctl")

@@ -143,7 +143,7 @@ def test_bad_parameters_are_named(call, message: str) -> None:
 
 
 def test_built_by_kind_and_mirrored_in_mininet() -> None:
-    from topologies.mininet_topo import FabricTopo
+    from emulation.mininet_topo import FabricTopo
 
     assert build("rail-optimised", servers=2, gpus=2, spines=1).kind == "rail_optimised"
     assert build("dragonfly").describe() == "dragonfly(groups=4, routers=2, hosts_per_router=1, global_links=1)"
@@ -168,7 +168,7 @@ def test_a_dragonfly_description_file_gives_the_controller_the_same_routes(tmp_p
 @pytest.mark.parametrize("fabric", SHAPES, ids=IDS)
 def test_cleanup_knows_every_interface_and_node_of_the_shape(fabric: Fabric) -> None:
     """Teardown and `aifabric clean` find a lab's leftovers by name: every name must be theirs."""
-    from topologies.p4switch import _FABRIC_INTF, _is_fabric_host_shell
+    from emulation.cleanup import _FABRIC_INTF, _is_fabric_host_shell
 
     for ln in fabric.links:
         for node, port in ((ln.a, ln.a_port), (ln.b, ln.b_port)):

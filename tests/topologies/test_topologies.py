@@ -218,7 +218,7 @@ def test_build_by_kind_and_unknown_names() -> None:
 
 
 def test_mininet_topo_mirrors_the_fabric() -> None:
-    from topologies.mininet_topo import FabricTopo, FatTreeTopo
+    from emulation.mininet_topo import FabricTopo, FatTreeTopo
 
     fab = fat_tree(4)
     topo = FabricTopo(fab)
@@ -238,7 +238,7 @@ def test_mininet_topo_mirrors_the_fabric() -> None:
 
 
 def test_target_command_lines() -> None:
-    from topologies.p4switch import target_command
+    from emulation.p4switch import target_command
 
     log_dir = Path("/tmp/aifabric/logs")
     ports = [(1, "p0e0-eth1"), (3, "p0e0-eth3")]
@@ -261,7 +261,7 @@ def test_target_command_lines() -> None:
 def test_bmv2_started_at_another_log_level_serves_p4runtime() -> None:
     """The benchmarks run BMv2 with no logging: its level is given once, in place of the
     fabric's (simple_switch refuses an option given twice and exits)."""
-    from topologies.testbed import Testbed
+    from emulation.testbed import Testbed
 
     with Testbed(nports=1, prefix="lvl") as tb:
         target = tb.start_target("bmv2", bmv2_log_level="off")
@@ -290,18 +290,18 @@ def test_a_probe_connected_to_itself_is_not_a_server_answering() -> None:
         "print(s.getsockname() == s.getpeername())") == "True"
     # ... which the probe does not take for a server
     assert _in_netns_with_one_ephemeral_port(
-        "from topologies.p4switch import port_accepts; print(port_accepts(40000))") == "False"
+        "from emulation.p4switch import port_accepts; print(port_accepts(40000))") == "False"
 
 
 def test_unknown_target_is_named() -> None:
-    from topologies.p4switch import P4SwitchError, resolve_target
+    from emulation.p4switch import P4SwitchError, resolve_target
 
     with pytest.raises(P4SwitchError, match="'tofino'"):
         resolve_target("tofino")
 
 
 def test_cleanup_recognises_only_aifabric_processes_and_interfaces() -> None:
-    from topologies.p4switch import _FABRIC_INTF, _is_aifabric_target, _is_fabric_host_shell
+    from emulation.cleanup import _FABRIC_INTF, _is_aifabric_target, _is_fabric_host_shell
 
     run = Path("/tmp/aifabric")
     ours = ["/usr/local/bin/simple_switch_grpc", "--device-id", "1", "--log-file", "/tmp/aifabric/logs/p0e0"]
@@ -327,7 +327,7 @@ def test_cleanup_kills_leftover_targets_and_deletes_leftover_interfaces(tmp_path
     import subprocess
     import sys
 
-    from topologies.p4switch import cleanup
+    from emulation.cleanup import cleanup
 
     if os.geteuid() != 0:
         pytest.skip("needs root (creates a veth pair)")

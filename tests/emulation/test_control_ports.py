@@ -1,4 +1,4 @@
-"""The lab's nftables table (topologies.control_ports): a closed port refuses connections from
+"""The lab's nftables table (emulation.control_ports): a closed port refuses connections from
 another machine (a network namespace on a veth link, `exposure.outside_namespace`) over IPv4
 and IPv6 and still accepts them from this machine; reopened, it is reachable again; a closed
 port nothing listens on is found and reopened by `prune`, and `cleanup` does it."""
@@ -11,8 +11,8 @@ import socket
 import pytest
 
 from exposure import HERE4, outside_namespace, probe_from, wildcard_listener
-from topologies import control_ports
-from topologies.p4switch import cleanup, leftovers
+from emulation import control_ports
+from emulation.cleanup import cleanup, leftovers
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root (nftables, network namespaces)"),

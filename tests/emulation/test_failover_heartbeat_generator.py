@@ -1,4 +1,4 @@
-"""The link-heartbeat generator (topologies/heartbeat_generator.py): its frames, its command
+"""The link-heartbeat generator (emulation/failover_heartbeat_generator.py): its frames, its command
 line, and the real process writing into a real veth pair at its interval."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from topologies import heartbeat_generator as hbgen
+from emulation import failover_heartbeat_generator as hbgen
 
 SWITCH = "s97"      # a switch-like name: `aifabric clean` would find its generator link
 

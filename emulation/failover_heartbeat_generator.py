@@ -9,7 +9,7 @@ So a heartbeat crosses the link only if the sending switch's pipeline runs: a ki
 like a cut link, falls silent. One process serves every switch of a fabric (a few thousand
 small frames a second on a k=4 fat-tree at 10 ms).
 
-    python -m topologies.heartbeat_generator --interval-ms 10 p0e0=3,4 p0a0=1,2,3,4 ...
+    python -m emulation.failover_heartbeat_generator --interval-ms 10 p0e0=3,4 p0a0=1,2,3,4 ...
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from topologies.procs import marked_env
+from emulation.procs import marked_env, stop_process
 
 GEN_PORT = 254
 ETHERTYPE_LINK_HEARTBEAT = 0x88B6
@@ -77,7 +77,7 @@ class HeartbeatGenerator:
         self.process: subprocess.Popen | None = None
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "topologies.heartbeat_generator", "--interval-ms", f"{self.interval_ms:g}",
+        return [sys.executable, "-m", "emulation.failover_heartbeat_generator", "--interval-ms", f"{self.interval_ms:g}",
                 *(f"{sw}={','.join(map(str, ports))}" for sw, ports in sorted(self.ports.items()))]
 
     def start(self) -> None:
@@ -93,8 +93,6 @@ class HeartbeatGenerator:
         return self.process is not None and self.process.poll() is None
 
     def stop(self, timeout: float = 5.0) -> None:
-        from topologies.p4switch import stop_process     # p4switch imports this module
-
         proc, self.process = self.process, None
         if proc is not None and proc.poll() is None:
             stop_process(proc.pid, timeout, proc)
@@ -109,7 +107,7 @@ def _parse_plan(items: Sequence[str]) -> dict[str, list[int]]:
         except ValueError:
             numbers = []
         if not switch or not numbers or not all(0 < p < 512 and p != GEN_PORT for p in numbers):
-            raise SystemExit(f"heartbeat_generator: {item!r}: expected SWITCH=PORT[,PORT...] with ports 1..511 "
+            raise SystemExit(f"failover_heartbeat_generator: {item!r}: expected SWITCH=PORT[,PORT...] with ports 1..511 "
                              f"other than {GEN_PORT}")
         plan[switch] = numbers
     return plan
@@ -145,7 +143,7 @@ def run(plan: Mapping[str, Sequence[int]], interval_s: float, stop: list[bool]) 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m topologies.heartbeat_generator", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m emulation.failover_heartbeat_generator", description=__doc__.split("\n\n")[0])
     ap.add_argument("--interval-ms", type=float, required=True, help="one frame per port this often")
     ap.add_argument("plan", nargs="+", metavar="SWITCH=PORTS", help="a switch and its fabric ports, e.g. p0e0=3,4")
     args = ap.parse_args(argv)
@@ -162,9 +160,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         sent = run(plan, args.interval_ms / 1000.0, stop)
     except OSError as err:
-        print(f"heartbeat_generator: {err}", file=sys.stderr)
+        print(f"failover_heartbeat_generator: {err}", file=sys.stderr)
         return 1
-    print(f"heartbeat_generator: {sent} frames sent", file=sys.stderr)
+    print(f"failover_heartbeat_generator: {sent} frames sent", file=sys.stderr)
     return 0
 
 

@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Collection, Iterable, Iterator
 
-from topologies.procs import listening_tcp_ports
+from emulation.procs import listening_tcp_ports
 
 TABLE = "aifabric_control"
 SET = "tcp_ports"

@@ -25,8 +25,8 @@ def test_telemetry_addresses() -> None:
 
 
 def test_telemetry_links_exist_only_with_int() -> None:
-    from topologies.mininet_topo import FabricTopo
-    from topologies.telemetry_net import TelemetryBridge
+    from emulation.mininet_topo import FabricTopo
+    from emulation.telemetry_net import TelemetryBridge
 
     fab = fat_tree(4)
     plain = FabricTopo(fab)
@@ -42,7 +42,7 @@ def test_telemetry_links_exist_only_with_int() -> None:
 
 
 def test_softswitch_gets_its_runtime_address() -> None:
-    from topologies.p4switch import target_command
+    from emulation.p4switch import target_command
 
     soft = target_command("softswitch", "softswitch", name="p0e0", device_id=1, ports=[(1, "p0e0-eth1")],
                           grpc_port=50001, log_dir=Path("/tmp/aifabric/logs"), runtime_port=16001)
@@ -50,7 +50,7 @@ def test_softswitch_gets_its_runtime_address() -> None:
 
 
 def test_cleanup_knows_the_telemetry_bridge() -> None:
-    from topologies.p4switch import _FABRIC_INTF, _is_fabric_host_shell
+    from emulation.cleanup import _FABRIC_INTF, _is_fabric_host_shell
 
     assert _FABRIC_INTF.match("tnet-eth3") and _FABRIC_INTF.match("p0e0-eth250")
     assert _is_fabric_host_shell(["bash", "--norc", "-is", "mininet:tnet"])

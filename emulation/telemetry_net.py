@@ -1,6 +1,6 @@
 """The out-of-band telemetry network: one plain Linux bridge in the root namespace.
 
-When INT is on, `topologies.mininet_topo.FabricTopo(fabric, telemetry=True)` links every switch's
+When INT is on, `emulation.mininet_topo.FabricTopo(fabric, telemetry=True)` links every switch's
 ``TELEMETRY_PORT`` to `TelemetryBridge` (node ``tnet``). The bridge is made with ``ip link``
 (no bridge-utils), carries the collector's address (``TELEMETRY_COLLECTOR_IP``/16) and a fixed
 MAC (``TELEMETRY_COLLECTOR_MAC``: the reports' destination MAC, so the kernel delivers them

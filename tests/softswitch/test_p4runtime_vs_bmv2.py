@@ -21,7 +21,7 @@ from p4.v1 import p4runtime_pb2 as pb
 
 from p4rt_support import (DEL, INS, MOD, Client, action, exact, free_tcp_port, lpm, require_program, rng,
                           running_switch, table_entry, ternary)
-from topologies import control_ports
+from emulation import control_ports
 
 pytestmark = pytest.mark.bmv2
 

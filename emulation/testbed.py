@@ -28,16 +28,16 @@ from pathlib import Path
 
 from pyroute2 import IPRoute, NetNS, netns
 
-from topologies import control_ports
-from topologies.p4switch import (
+from emulation import control_ports
+from emulation.p4switch import (
     BMV2_LOG_LEVEL,
     P4SwitchError,
     port_accepts,
     resolve_target,
-    stop_process,
     tail,
     target_command,
 )
+from emulation.procs import stop_process
 
 ETH_P_ALL = 0x0003
 SOL_PACKET = 263
@@ -259,7 +259,7 @@ class Testbed:
                              thrift_port=thrift_port, extra_args=extra_args,
                              bmv2_log_level=bmv2_log_level)
         log_path = self.run_dir / (name if kind == "bmv2" else f"{name}.log")
-        if kind == "bmv2":          # its Thrift server binds every address (topologies.control_ports)
+        if kind == "bmv2":          # its Thrift server binds every address (emulation.control_ports)
             control_ports.close([thrift_port])
         out = open(self.run_dir / f"{name}.out", "w")
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)

@@ -1,18 +1,18 @@
 """Mininet topologies built from a `topologies.fabric.Fabric`, and the host class they use.
 
 `FabricTopo(fabric)` adds every switch (with its ``device_id`` and ``grpc_port`` for
-`topologies.p4switch.P4Switch`), every host (`FabricHost`, with the address plan's MAC, IPv4 and
+`emulation.p4switch.P4Switch`), every host (`FabricHost`, with the address plan's MAC, IPv4 and
 IPv6 addresses and default routes via the gateways; a host's further NICs get their addresses
 and the routes of their plane) and every link with the plan's port numbers, so interfaces are
 named ``<node>-eth<port>``. `FatTreeTopo(k)` and `LeafSpineTopo(...)` are
 shorthands. `make_net(fabric, target=...)` returns a ready-to-start ``Mininet`` using P4Switch.
 
 With ``telemetry=True`` every switch also gets ``TELEMETRY_PORT`` linked to the telemetry bridge
-(`topologies.telemetry_net.TelemetryBridge`, node ``tnet``, port n+1 for the n-th switch). These
+(`emulation.telemetry_net.TelemetryBridge`, node ``tnet``, port n+1 for the n-th switch). These
 links are Mininet's only: the `Fabric` (and so routing) never sees them.
 
 `stop_net(net)` stops such a net at once (all targets and all node shells together, one
-deadline); `topologies.p4switch.cleanup()` then removes what the nodes left (interfaces, strays
+deadline); `emulation.cleanup.cleanup()` then removes what the nodes left (interfaces, strays
 in the hosts' namespaces). Mininet's own ``net.stop()`` works too, one node after another.
 """
 
@@ -27,9 +27,9 @@ from mininet.topo import Topo
 
 from topologies import addressing as ap
 from topologies.fabric import Fabric, Nic, fat_tree, leaf_spine
-from topologies.p4switch import MarkedNode, P4Switch
-from topologies.procs import stop_processes
-from topologies.telemetry_net import TelemetryBridge
+from emulation.p4switch import MarkedNode, P4Switch
+from emulation.procs import stop_processes
+from emulation.telemetry_net import TelemetryBridge
 
 OFFLOADS = ("tx", "rx", "gso", "tso", "gro")
 
@@ -137,7 +137,7 @@ def stop_net(net: Mininet, timeout: float = 5.0) -> None:
     node shell (with its foreground job; an interactive shell ignores SIGTERM, and Mininet's
     ``stop()`` would wait for each node in turn), one deadline of ``timeout`` s for all, then
     Mininet's bookkeeping (ptys closed, shells reaped). Interfaces, and processes the hosts
-    started in their own sessions, are left to `topologies.p4switch.cleanup`."""
+    started in their own sessions, are left to `emulation.cleanup.cleanup`."""
     nodes = [*net.hosts, *net.switches, *net.controllers]
     targets = [sw for sw in net.switches if isinstance(sw, P4Switch)]
     stop_processes(
@@ -152,6 +152,6 @@ def stop_net(net: Mininet, timeout: float = 5.0) -> None:
             node.cleanup()      # closes the pty; the shell is dead, so its wait() returns at once
 
 
-# `mn --custom topologies/mininet_topo.py --topo fattree,4 --switch p4`
+# `mn --custom emulation/mininet_topo.py --topo fattree,4 --switch p4`
 topos = {"fattree": FatTreeTopo, "leafspine": LeafSpineTopo}
 switches = {"p4": P4Switch}

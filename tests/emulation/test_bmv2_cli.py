@@ -1,5 +1,5 @@
 """BMv2's Thrift CLI runs with the project's Python, whatever ``python3`` comes first on PATH
-(topologies.bmv2_cli).
+(emulation.bmv2_cli).
 
 BMv2 built from source installs ``simple_switch_CLI`` as ``#!/usr/bin/env python3``. Here the
 first ``python3`` on PATH is a venv of Debian's Python without system packages, so without
@@ -71,7 +71,7 @@ def test_queue_rate_takes_effect_whatever_python3_comes_first_on_path(bare_pytho
 
 @needs_cli
 def test_missing_thrift_in_the_projects_python_is_named_in_one_line(bare_python):
-    code = ("from topologies.bmv2_cli import Bmv2CliError, run_cli\n"
+    code = ("from emulation.bmv2_cli import Bmv2CliError, run_cli\n"
             "try:\n    run_cli(9, ['set_queue_rate 100 2'])\n"
             "except Bmv2CliError as err:\n    print(err)\n")
     res = subprocess.run([str(bare_python), "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60,

@@ -1,5 +1,5 @@
 """Processes, network namespaces and listening ports of this machine (read from /proc), and
-stopping many processes at once.
+stopping processes (`stop_process`, or many at once).
 
 Everything a lab starts (switch targets, Mininet node shells and whatever runs in them) carries
 two environment variables, `LAB_MARKER` (the lab's run directory) and `NODE_MARKER` (the node's
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,6 +146,22 @@ def stop_processes(terminate: Iterable[int] = (), kill: Iterable[int] = (), time
     for pid in pending:
         _signal(pid, signal.SIGKILL)
     return sorted(_wait_gone(pending, kill_wait))
+
+
+def stop_process(pid: int, timeout: float = 5.0, proc: subprocess.Popen | None = None) -> None:
+    """SIGTERM ``pid`` (its process group when it leads one), SIGKILL after ``timeout`` s; reap
+    ``proc`` when given (our child)."""
+    if stop_processes(terminate=[pid], timeout=timeout):
+        # Mininet's log, where a lab's other messages go; imported here so that this module
+        # stays importable without Mininet.
+        from mininet.log import warn
+
+        warn(f"process {pid} did not exit after SIGKILL\n")
+    if proc is not None:
+        try:
+            proc.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            pass
 
 
 def _wait_gone(pids: Collection[int], timeout: float) -> set[int]:
