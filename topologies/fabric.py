@@ -274,18 +274,3 @@ def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int) -> Fabric:
             )
     return fab
 
-
-def build(kind: str, **params: int) -> Fabric:
-    """``build("fat_tree", k=4)`` / ``build("leaf_spine", leaves=4, spines=2, hosts_per_leaf=2)`` /
-    ``build("rail", ...)``, ``build("dual_plane", ...)``, ``build("dragonfly", ...)``
-    (`topologies.ai_fabrics`)."""
-    from topologies import ai_fabrics
-
-    builders = {"fat_tree": fat_tree, "fattree": fat_tree, "leaf_spine": leaf_spine, "leafspine": leaf_spine,
-                **ai_fabrics.BUILDERS}
-    try:
-        builder = builders[kind.replace("-", "_")]
-    except KeyError:
-        known = ", ".join(["fat_tree", "leaf_spine", *ai_fabrics.BUILDERS])
-        raise ValueError(f"unknown topology kind {kind!r}; known: {known}") from None
-    return builder(**params)

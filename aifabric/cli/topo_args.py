@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import argparse
 
-from topologies.fabric import Fabric, build
+from topologies.fabric import Fabric
+from topologies.shapes import build
 
-# --topo name -> (topologies.fabric.build kind, its parameters: each is a --option of the same name)
+# --topo name -> (topologies.shapes.build kind, its parameters: each is a --option of the same name)
 TOPOLOGIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "fattree": ("fat_tree", ("k",)),
     "leafspine": ("leaf_spine", ("leaves", "spines", "hosts_per_leaf")),

@@ -12,7 +12,8 @@ import pytest
 from controller.routing import SwitchForwarding, compute_forwarding
 from controller.topology import TopologyModel
 from topologies import ai_fabrics as af
-from topologies.fabric import Fabric, Role, build
+from topologies.fabric import Fabric, Role
+from topologies.shapes import build
 
 SHAPES = [
     af.rail_optimised(servers=3, gpus=4, spines=2),

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from topologies import addressing as ap
-from topologies.fabric import HOST_PORT, Role, build, fat_tree, leaf_spine
+from topologies.fabric import HOST_PORT, Role, fat_tree, leaf_spine
+from topologies.shapes import build
 
 K_VALUES = [2, 4, 6, 8]
 
