@@ -1,6 +1,7 @@
 """``softswitch``: the command line, shaped after simple_switch_grpc's.
 
     softswitch [options] [program.json | --no-p4]
+    softswitch stf PROGRAM.json TEST.stf [--target softswitch|bmv2]   (stf/cli.py)
 
 Options simple_switch_grpc takes after its ``--`` separator (``--grpc-server-addr``,
 ``--cpu-port``, ``--drop-port``) are accepted before or after a ``--``, so the same command
@@ -150,6 +151,9 @@ def setup_logging(level: str, path: str | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["stf"]:
+        from .stf.cli import main as stf_main
+        return stf_main(argv[1:])
     # gRPC's core would print its own lines for a busy address; our error says it once.
     os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     try:
