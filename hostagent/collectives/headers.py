@@ -1,0 +1,74 @@
+"""Before a collective moves data, every rank learns every other rank's call header (operation,
+dtype, element count, root, reduce op, whether the buffer holds NaN/Inf) by a dissemination
+all-gather of a few bytes, and checks them against its own. All ranks see the same headers, so
+all of them refuse a mismatch together, naming the ranks and the field, instead of exchanging
+buffers that do not fit."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from hostagent.collectives.arrays import DTYPES
+from hostagent.collectives.links import Link, make_tag
+from hostagent.collectives.reliable import CollectiveError
+
+_ENTRY = struct.Struct("!HBBqiBB")  # rank, operation, dtype, count, root, reduce op, nonfinite
+STEP0 = (1 << 20) - 64  # header steps sit at the top of the call's step space
+
+
+class Mismatch(CollectiveError):
+    """The ranks called different things (sizes, dtypes, roots, operations)."""
+
+
+class NonFinite(CollectiveError):
+    """NaN or Inf in a buffer that in-network aggregation would have to quantise."""
+
+
+@dataclass(frozen=True)
+class CallHeader:
+    operation: int
+    dtype: int
+    count: int
+    root: int = -1
+    reduce_op: int = 0
+    nonfinite: bool = False
+
+
+FIELDS = ("operation", "dtype", "count", "root", "reduce_op")
+
+
+def agree(link: Link, mine: CallHeader, compare: tuple[str, ...] = FIELDS) -> list[CallHeader]:
+    """Every member's header, index by link index; raises Mismatch if a compared field differs."""
+    n, me = link.size, link.me
+    known = {me: mine}
+    k = 0
+    while (1 << k) < n:
+        blob = b"".join(_ENTRY.pack(r, h.operation, h.dtype, h.count, h.root, h.reduce_op, h.nonfinite) for r, h in known.items())
+        link.transport.send(link.members[(me + (1 << k)) % n], _tag(link, k), blob, link.deadline)
+        got = link.transport.recv(link.members[(me - (1 << k)) % n], _tag(link, k), link.deadline)
+        for off in range(0, len(got), _ENTRY.size):
+            r, *fields = _ENTRY.unpack_from(got, off)
+            known.setdefault(r, CallHeader(*fields[:5], nonfinite=bool(fields[5])))
+        k += 1
+    headers = [known[r] for r in range(n)]
+    for name in compare:
+        values = {getattr(h, name) for h in headers}
+        if len(values) > 1:
+            raise Mismatch(f"{_field_name(name)} differs between ranks: {_describe(name, headers, link)}")
+    return headers
+
+
+def _tag(link: Link, k: int) -> int:
+    return make_tag(link.call, link.space, STEP0 + k)
+
+
+def _field_name(name: str) -> str:
+    return {"count": "element count (size)", "dtype": "dtype", "root": "root", "operation": "operation",
+            "reduce_op": "reduce op"}[name]
+
+
+def _describe(name: str, headers: list[CallHeader], link: Link) -> str:
+    names = list(DTYPES)
+    show = (lambda v: names[v]) if name == "dtype" else str
+    return ", ".join(f"rank {link.members[i]}: {show(getattr(h, name))}" for i, h in enumerate(headers))

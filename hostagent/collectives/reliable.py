@@ -1,0 +1,240 @@
+"""Reliable messages between the ranks of a process group over UDP (the fabric carries UDP).
+
+Each message is cut into packets of at most PAYLOAD bytes; every packet carries a per-destination
+sequence number and is acknowledged one by one. The sender keeps at most `window` unacknowledged
+packets per peer and resends a packet whose acknowledgement is late (timeout doubling per resend,
+capped). The receiver drops copies of packets it already took (counted as duplicates, still
+acknowledged so the sender stops) and reassembles messages by (source, tag). A background thread
+receives, acknowledges and resends, so a rank blocked in recv still keeps its peers' windows moving.
+
+A rank that gives up on a call sends ABORT (a few unacknowledged copies) to everyone naming the
+cause, so the others raise at once instead of waiting out their own deadline.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+import threading
+import time
+from dataclasses import dataclass
+
+from hostagent.collectives.transport import Pending, TransferStats, UdpEndpoint
+
+MAGIC = b"CL"
+HEADER = struct.Struct("!2sBIHIQII")  # magic, kind, group, source rank, seq, tag, fragment, fragments
+PAYLOAD = 1400  # bytes of message per packet: header + payload + IP/UDP fit a 1500-byte MTU
+ABORT_COPIES = 3
+MAX_RTO_S = 0.5
+
+
+class Kind(enum.IntEnum):
+    DATA = 1
+    ACK = 2
+    ABORT = 3
+
+
+class CollectiveError(RuntimeError):
+    """A collective call that cannot finish right; the message names the cause."""
+
+
+class PeerSilent(CollectiveError):
+    """A peer neither sent nor acknowledged anything we needed before the call's deadline."""
+
+    def __init__(self, peer: int, what: str, waited_s: float) -> None:
+        super().__init__(f"rank {peer} is silent: no {what} within the deadline ({waited_s:.2f} s); dead or unreachable")
+        self.peer = peer
+
+
+class Aborted(CollectiveError):
+    """Another rank gave up on the call and said why."""
+
+    def __init__(self, by: int, reason: str) -> None:
+        super().__init__(f"rank {by} aborted the call: {reason}")
+        self.by = by
+        self.reason = reason
+
+
+@dataclass
+class _Inbox:
+    fragments: dict[int, bytes]
+    count: int
+
+
+class ReliableTransport:
+    """Messages to and from the other ranks of one group; `peers[r]` is rank r's (ip, port)."""
+
+    def __init__(
+        self,
+        rank: int,
+        peers: list[tuple[str, int]],
+        group: int = 0,
+        window: int = 64,
+        rto_s: float = 0.03,
+        drop_outgoing: float = 0.0,
+        drop_seed: int = 0,
+    ) -> None:
+        self.rank = rank
+        self.peers = [tuple(p) for p in peers]
+        self.group = group
+        self.window = window
+        self.rto_s = rto_s
+        self.endpoint = UdpEndpoint(self.peers[rank], drop_outgoing, drop_seed=drop_seed)
+        self.stats: TransferStats = self.endpoint.stats
+        self._by_address = {p: r for r, p in enumerate(self.peers)}
+        self._cond = threading.Condition()
+        self._send_lock = threading.Lock()
+        self._next_seq = [0] * len(peers)
+        self._pending: list[dict[int, Pending]] = [{} for _ in peers]
+        self._floor = [0] * len(peers)  # every seq below it was taken, per source
+        self._above: list[set[int]] = [set() for _ in peers]
+        self._partial: dict[tuple[int, int], _Inbox] = {}
+        self._mail: dict[tuple[int, int], bytes] = {}
+        self.aborts: dict[int, tuple[int, str]] = {}  # call number -> (rank, reason)
+        self._heard = [time.monotonic()] * len(peers)
+        self.send_errors = 0
+        self._closed = False
+        self._thread = threading.Thread(target=self._loop, name=f"reliable-rank{rank}", daemon=True)
+        self._thread.start()
+
+    # --- the caller's side --------------------------------------------------------------------
+
+    def send(self, dst: int, tag: int, payload: bytes, deadline: float) -> None:
+        """Queue `payload` for rank `dst`; returns once every packet is in flight (not yet acknowledged)."""
+        count = max(1, -(-len(payload) // PAYLOAD))
+        for frag in range(count):
+            body = payload[frag * PAYLOAD : (frag + 1) * PAYLOAD]
+            with self._cond:
+                while len(self._pending[dst]) >= self.window:
+                    self._check_abort(tag)
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise PeerSilent(dst, "acknowledgement", self._waited(dst))
+                    self._cond.wait(min(left, self.rto_s))
+                seq = self._next_seq[dst]
+                self._next_seq[dst] += 1
+                data = HEADER.pack(MAGIC, Kind.DATA, self.group, self.rank, seq, tag, frag, count) + body
+                self._pending[dst][seq] = Pending(data=data, sent_at=time.monotonic())
+            self._send(data, dst)
+
+    def recv(self, src: int, tag: int, deadline: float) -> bytes:
+        """The message `tag` from rank `src`, waiting until `deadline` (time.monotonic())."""
+        key = (src, tag)
+        with self._cond:
+            while key not in self._mail:
+                self._check_abort(tag)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise PeerSilent(src, f"message (tag {tag:#x})", self._waited(src))
+                self._cond.wait(min(left, 0.1))
+            return self._mail.pop(key)
+
+    def flush(self, deadline: float) -> None:
+        """Wait until every packet we sent was acknowledged."""
+        with self._cond:
+            while True:
+                waiting = [r for r, p in enumerate(self._pending) if p]
+                if not waiting:
+                    return
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise PeerSilent(waiting[0], "acknowledgement", self._waited(waiting[0]))
+                self._cond.wait(min(left, self.rto_s))
+
+    def abort(self, call: int, reason: str) -> None:
+        """Tell every peer that call number `call` failed here, and why (best effort)."""
+        body = reason.encode()[:PAYLOAD]
+        data = HEADER.pack(MAGIC, Kind.ABORT, self.group, self.rank, 0, call, 0, 1) + body
+        with self._cond:
+            self.aborts.setdefault(call, (self.rank, reason))
+        for _ in range(ABORT_COPIES):
+            for r in range(len(self.peers)):
+                if r != self.rank:
+                    self._send(data, r)
+
+    def close(self) -> None:
+        self._closed = True
+        self._thread.join(timeout=2.0)
+        self.endpoint.close()
+
+    def _check_abort(self, tag: int) -> None:
+        call = tag >> 32
+        for number, (by, reason) in self.aborts.items():
+            if number <= call and by != self.rank:
+                raise Aborted(by, reason)
+
+    def _waited(self, peer: int) -> float:
+        return time.monotonic() - self._heard[peer]
+
+    def _send(self, data: bytes, dst: int) -> None:
+        with self._send_lock:
+            try:
+                self.endpoint.send(data, self.peers[dst])
+            except OSError:
+                self.send_errors += 1  # unreachable right now: the resend timer tries again
+
+    # --- the background thread ----------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while not self._closed:
+            got = self.endpoint.recv(self.rto_s / 2)
+            while got is not None:
+                self._take(*got)
+                got = self.endpoint.recv(0)
+            self._resend_late()
+
+    def _take(self, data: bytes, addr: tuple[str, int]) -> None:
+        if len(data) < HEADER.size:
+            self.stats.stale += 1
+            return
+        magic, kind, group, src, seq, tag, frag, count = HEADER.unpack_from(data)
+        if magic != MAGIC or group != self.group or src >= len(self.peers) or src == self.rank:
+            self.stats.stale += 1
+            return
+        with self._cond:
+            self._heard[src] = time.monotonic()
+            if kind == Kind.ACK:
+                if self._pending[src].pop(seq, None) is None:
+                    self.stats.duplicates += 1
+                self._cond.notify_all()
+            elif kind == Kind.ABORT:
+                self.aborts.setdefault(tag, (src, data[HEADER.size :].decode(errors="replace")))
+                self._cond.notify_all()
+            elif kind == Kind.DATA:
+                self._take_data(src, seq, tag, frag, count, data[HEADER.size :])
+            else:
+                self.stats.stale += 1
+                return
+        if kind == Kind.DATA:
+            self._send(HEADER.pack(MAGIC, Kind.ACK, self.group, self.rank, seq, 0, 0, 0), src)
+
+    def _take_data(self, src: int, seq: int, tag: int, frag: int, count: int, body: bytes) -> None:
+        if seq < self._floor[src] or seq in self._above[src]:
+            self.stats.duplicates += 1
+            return
+        above = self._above[src]
+        above.add(seq)
+        while self._floor[src] in above:
+            above.discard(self._floor[src])
+            self._floor[src] += 1
+        inbox = self._partial.setdefault((src, tag), _Inbox({}, count))
+        inbox.fragments[frag] = body
+        if len(inbox.fragments) == inbox.count:
+            del self._partial[(src, tag)]
+            self._mail[(src, tag)] = b"".join(inbox.fragments[i] for i in range(inbox.count))
+            self._cond.notify_all()
+
+    def _resend_late(self) -> None:
+        now = time.monotonic()
+        late: list[tuple[int, bytes]] = []
+        with self._cond:
+            for dst, pending in enumerate(self._pending):
+                for p in pending.values():
+                    if now - p.sent_at > min(self.rto_s * (1 << p.retries), MAX_RTO_S):
+                        p.retries += 1
+                        p.sent_at = now
+                        late.append((dst, p.data))
+        for dst, data in late:
+            self.stats.retransmissions += 1
+            self._send(data, dst)
+
