@@ -21,6 +21,7 @@ Features, each a package that plugs into the `FabricController` (the core names 
 * `telemetry` - ECN and INT entities (`Telemetry`), the INT report decoder and collector
 * `failover`  - heartbeats, data-plane failover, reroute, localisation (`FailureHandler`)
 * `aggregation` - in-network aggregation jobs (`JobManager`)
-* `lb`        - load-balancing modes and TE pins; `te` - traffic engineering
+* `load_balance` - load-balancing modes (`LbModes`); its `te`: Hedera's traffic engineering and
+  the pins it writes (`TeOverrides`)
 * `loss`      - emulated packet loss per port
 """

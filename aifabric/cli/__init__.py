@@ -18,7 +18,8 @@
     aifabric demo [--k 4] [--target ...] [--json PATH]                  the fat-tree demo
     aifabric demo int [--k 4] [--target ...] [--json PATH] [--png PATH]  ECN + INT under congestion
     aifabric demo allreduce [--workers 8] [--size N] [--json PATH]      in-network AllReduce vs ring vs PS
-    aifabric bench lb [--modes ...] [--patterns ...] [--seeds ...]       load-balancing modes compared
+    aifabric bench load-balance [--modes ...] [--patterns ...]           load-balancing modes compared
+                                [--seeds ...]      (`bench lb` is the same command)
     aifabric clean                                                      remove leftovers
     aifabric fail link A B | fail switch S                              inject a failure into the fabric
     aifabric restore link A B | restore switch S                        of a running `aifabric up`
@@ -104,10 +105,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--dtype", choices=("float32", "int32"), default="float32", help="demo allreduce: tensor type")
     demo.add_argument("--rate", type=int, default=100, help="demo allreduce: link rate, packets/s per direction")
 
-    bench = sub.add_parser("bench", help="run a comparison on a fabric (lb: load-balancing modes)")
+    bench = sub.add_parser("bench", help="run a comparison on a fabric (load-balance, or lb: load-balancing modes)")
     bench_sub = bench.add_subparsers(dest="which", required=True)
-    from aifabric.cli.lb_cli import add_arguments as lb_arguments
-    lb = bench_sub.add_parser("lb", help="ECMP, spraying, flowlets and TE on the same flows (k=4)")
+    from aifabric.cli.load_balance_cli import add_arguments as lb_arguments
+    lb = bench_sub.add_parser("load-balance", aliases=["lb"],
+                              help="ECMP, spraying, flowlets and TE on the same flows (k=4)")
     lb_arguments(lb)
     lb.add_argument("--p4-build", metavar="DIR", help="where fabric.json and fabric.p4info.txtpb are (default: the committed build)")
 
@@ -259,8 +261,8 @@ def main(argv: list[str] | None = None) -> int:
                 return demo_int.run(k=args.k, target=args.target, json_path=args.json, png_path=args.png,
                                     pipeline=pipeline, seconds=args.seconds)
             if args.command == "bench":
-                from aifabric.cli import lb_cli
-                return lb_cli.run(args, pipeline)
+                from aifabric.cli import load_balance_cli
+                return load_balance_cli.run(args, pipeline)
             if args.which == "allreduce":
                 from aifabric.experiments import demo_allreduce
                 return demo_allreduce.run(k=args.k, target=args.target, workers=args.workers, size=args.size,

@@ -1,7 +1,7 @@
 """One host's agent: the TC programs on its interface, and every tick, per flow it sends, PLB
 (per round) and DCQCN's reaction point (per CNP, timer and byte counter).
 
-Signals per round, for PLB (`hostagent.agent.plb`):
+Signals per round, for PLB (`hostagent.agent.load_balance_plb`):
 
 * TCP: ACKs and ECN-Echo ACKs the ingress program counted (ha_ack): the round's ratio is
   ECE ACKs / ACKs. Linux TCP without DCTCP echoes RFC 3168 style (ECE on every ACK from a CE
@@ -38,7 +38,7 @@ from hostagent.agent.bpf.loader import AckCounters, FeedbackCounters, TcProgram,
 from hostagent.agent.config import AgentConfig
 from hostagent.agent.dcqcn import ReactionPoint
 from hostagent.agent.flowkey import FlowKey
-from hostagent.agent.plb import PlbState, cong_ratio
+from hostagent.agent.load_balance_plb import PlbState, cong_ratio
 from hostagent.agent.stats import AgentStats, ReceivedFlowStats, SentFlowStats, Totals
 from hostagent.agent.tcpdiag import RtoWatch
 from hostagent.traffic.ratecontrol import RateClient

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hostagent.agent.dcqcn import DcqcnParams
-from hostagent.agent.plb import PlbParams
+from hostagent.agent.load_balance_plb import PlbParams
 from hostagent.traffic.ratecontrol import RATE_CONTROL_PORT
 
 MODES = ("plb", "dcqcn", "plb+dcqcn")

@@ -26,7 +26,7 @@ from aifabric.lab import checks, report, traffic
 
 from aifabric.experiments import demo_fabric, demo_int
 from aifabric.experiments.allreduce_lab import CELLS, RunResult, collect_workers
-from aifabric.experiments.lb_bench import LbPlan, ModeRun, summarise
+from aifabric.experiments.load_balance_bench import LbPlan, ModeRun, summarise
 from aifabric.lab.report import Failed
 from controller.telemetry.int_collector import IntCollector
 from controller.telemetry.int_report import FlowKey, HopRecord, group_header, individual_report, int_md_stack

@@ -11,7 +11,7 @@ import pytest
 
 from aifabric.lab.lab import Lab
 from hostagent.agent.config import AgentConfig
-from hostagent.agent.plb import PlbParams
+from hostagent.agent.load_balance_plb import PlbParams
 from hostagent.traffic.drive import run_traffic
 from hostagent.traffic.flows import ROCEV2_PORT, FlowSpec
 from hostagent_support import bcc_missing

@@ -34,9 +34,9 @@ SAMPLE_ONE_IN = 8
 @pytest.fixture(scope="module", params=FABRIC_TARGETS)
 def lb_lab(request):
     from aifabric.lab.lab import Lab
-    from controller.lb import LbModes, TeOverrides
-    from controller.te.engine import TeConfig
-    from controller.te.loop import TeLoop
+    from controller.load_balance import LbModes, TeOverrides
+    from controller.load_balance.te.engine import TeConfig
+    from controller.load_balance.te.loop import TeLoop
     from topologies.fabric import fat_tree
 
     with Lab(fat_tree(4), target=request.param) as lab:
@@ -140,7 +140,7 @@ def test_flowlets_move_only_after_long_pauses(lb_lab, modes):
 
 
 def test_a_te_pin_wins_over_spraying_and_is_removed(lb_lab, modes):
-    from controller.lb import Pin
+    from controller.load_balance import Pin
     lab, _, overrides, _ = lb_lab
     modes.set("spray", [EDGE])
     src, dst = lab.fabric.host(SRC), lab.fabric.host(DST)
@@ -182,7 +182,7 @@ def test_changing_modes_under_traffic_loses_nothing(lb_lab, modes):
 
 def test_the_edge_switch_samples_one_packet_in_n_to_the_controller(lb_lab, modes):
     """Random sampling: the flow's samples ~ Binomial(n, 1/N), each counted as N frames."""
-    from controller.te.flows import Flow
+    from controller.load_balance.te.flows import Flow
     lab, sampler = lb_lab[0], lb_lab[3].sampler
     src, dst = lab.fabric.host(SRC), lab.fabric.host(DST)
     flow = Flow.between(src, dst, 50006, 4791)
@@ -209,7 +209,7 @@ def test_the_edge_switch_samples_one_packet_in_n_to_the_controller(lb_lab, modes
 
 
 def test_the_te_loop_pins_the_elephants_it_sampled(lb_lab, modes):
-    from controller.te.flows import Flow
+    from controller.load_balance.te.flows import Flow
     lab, te = lb_lab[0], lb_lab[3]
     src, dst = lab.fabric.host(SRC), lab.fabric.host(DST)
     # 12 s of traffic: room for six watch windows after the first round that pins both

@@ -17,7 +17,7 @@ from scapy.layers.l2 import Ether
 
 from hostagent.agent.config import AgentConfig
 from hostagent.agent.dcqcn import DcqcnParams
-from hostagent.agent.plb import PlbParams
+from hostagent.agent.load_balance_plb import PlbParams
 from hostagent.traffic.drive import FlowResult, run_traffic
 from hostagent.traffic.flows import ROCEV2_PORT, FlowSpec
 from hostagent_support import MARKER_PRIO, CeMarker, NsPair, needs_bcc, tcp_selector

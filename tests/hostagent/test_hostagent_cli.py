@@ -15,7 +15,7 @@ from hostagent.agent.config import AgentConfig, from_args, parse_rate
 from hostagent.agent.dcqcn import DcqcnParams
 from hostagent.agent.flowkey import FlowKey
 from hostagent.agent.metrics import AgentCollector
-from hostagent.agent.plb import PlbParams
+from hostagent.agent.load_balance_plb import PlbParams
 from hostagent.agent.stats import AgentStats, SentFlowStats, Totals
 from hostagent.traffic.ratecontrol import RateClient, RateListener, pack_rate, unpack_rate
 

@@ -102,7 +102,7 @@ control TeOverride(inout headers_t hdr,
     //   key:     the 5-tuple as received (lkp: IP src/dst, IPv4 zero-extended
     //            to 128 bits; IP protocol; L4 ports), exact
     //   actions: pin(port, smac, dmac); default nop (the group's choice stands)
-    //   filled by the TE engine (controller/te/); applies only to packets
+    //   filled by the TE engine (controller/load_balance/te/); applies only to packets
     //   that routing sent to a next id, and wins over every lb_mode.
     table te_override {
         key = {

@@ -13,18 +13,20 @@
 * `engine`: `TrafficEngineer`, one round = detect, estimate, place, diff the override entries;
 * `sampling`: `FlowSampler`, the measurement source on a live fabric (edge switches sample
   packets to the controller);
+* `overrides`: `TeOverrides`, the ``te_override`` table's writer (flows pinned to next hops), a
+  state source of the `FabricController`;
 * `loop`: `TeLoop`, sampler + engineer + the ``te_override`` writer, a round every period.
 
-Only `sampling` and `loop` speak P4Runtime (through the `FabricController`); the rest works on
+Only `sampling`, `overrides` and `loop` speak P4Runtime (through the `FabricController`); the rest works on
 the topology model alone, and the engine's rounds return plain `OverrideEntry` records.
 """
-from controller.te.demand import estimate_demands
-from controller.te.elephants import DEFAULT_ELEPHANT_FRACTION, FlowCounts, FlowSource, detect_elephants
-from controller.te.engine import OverrideEntry, TeConfig, TeRound, TrafficEngineer
-from controller.te.flows import Flow, FlowRate, HostDirectory
-from controller.te.index import FabricIndex
-from controller.te.nexthops import PathSpace
-from controller.te.placement import Placement, PlacementResult, global_first_fit
+from controller.load_balance.te.demand import estimate_demands
+from controller.load_balance.te.elephants import DEFAULT_ELEPHANT_FRACTION, FlowCounts, FlowSource, detect_elephants
+from controller.load_balance.te.engine import OverrideEntry, TeConfig, TeRound, TrafficEngineer
+from controller.load_balance.te.flows import Flow, FlowRate, HostDirectory
+from controller.load_balance.te.index import FabricIndex
+from controller.load_balance.te.nexthops import PathSpace
+from controller.load_balance.te.placement import Placement, PlacementResult, global_first_fit
 
 __all__ = [
     "DEFAULT_ELEPHANT_FRACTION", "FabricIndex", "Flow", "FlowCounts", "FlowRate", "FlowSource",

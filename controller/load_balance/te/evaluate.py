@@ -14,8 +14,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from controller.te.flows import Flow
-from controller.te.placement import LINK_CAPACITY
+from controller.load_balance.te.flows import Flow
+from controller.load_balance.te.placement import LINK_CAPACITY
 
 _EPS = 1e-9
 

@@ -1,4 +1,4 @@
-"""The kernel's PLB as the benchmark's `kernel-plb` peer (hostagent/kernel_plb.py): what a kernel
+"""The kernel's PLB as the benchmark's `kernel-plb` peer (hostagent/load_balance_kernel_plb.py): what a kernel
 lacks is named, the settings land in a real network namespace (and nowhere else), the kernel's
 repath counter is read, and the benchmark skips the mode, saying why, where DCTCP is missing."""
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from pyroute2 import netns
 
-from aifabric.cli.lb_cli import unavailable_modes
-from hostagent import kernel_plb
-from hostagent.agent.plb import PlbParams
+from aifabric.cli.load_balance_cli import unavailable_modes
+from hostagent import load_balance_kernel_plb as kernel_plb
+from hostagent.agent.load_balance_plb import PlbParams
 from hostagent.traffic.flows import FlowSpec
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from controller.paths import PathHop
-from controller.te.flows import Flow
-from controller.te.nexthops import PathSpace
+from controller.load_balance.te.flows import Flow
+from controller.load_balance.te.nexthops import PathSpace
 
 LINK_CAPACITY = 1.0
 RESTARTS = 64            # at most this many shuffled orders are tried while some flow is stranded

@@ -22,7 +22,7 @@ from abc import ABC, abstractmethod
 from collections import deque
 from typing import Iterator, Sequence
 
-from controller.te.index import FabricIndex
+from controller.load_balance.te.index import FabricIndex
 from controller.topology import TopologyModel
 from topologies.fabric import Role
 

@@ -3,7 +3,7 @@
 Linux repaths a TCP flow itself - a new txhash, so a new IPv6 flow label, which the fabric's ECMP
 hashes - after N congested rounds, counted by DCTCP from the ECN echoes; ``net.ipv4.
 tcp_plb_enabled=1`` turns it on, per network namespace, with the N, M, K and RTO hold the agents
-take too (`hostagent.agent.plb.PlbParams`). It runs under DCTCP only and moves IPv6 flows only
+take too (`hostagent.agent.load_balance_plb.PlbParams`). It runs under DCTCP only and moves IPv6 flows only
 (the label is all it changes), so a run needs TCP over IPv6 with DCTCP and ECN in every sending
 host: `unavailable()` says why a kernel cannot, `enable()` sets a host up, `rehashes()` reads
 how many times the kernel repathed (TcpExt TCPPLBRehash).
@@ -14,7 +14,7 @@ import dataclasses
 from pathlib import Path
 from typing import Protocol
 
-from hostagent.agent.plb import PlbParams
+from hostagent.agent.load_balance_plb import PlbParams
 from hostagent.traffic.flows import FlowSpec
 
 SYSCTL_DIR = Path("/proc/sys/net/ipv4")

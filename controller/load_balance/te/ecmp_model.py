@@ -13,8 +13,8 @@ import ipaddress
 import struct
 from typing import Iterable
 
-from controller.te.flows import Flow
-from controller.te.nexthops import PathSpace
+from controller.load_balance.te.flows import Flow
+from controller.load_balance.te.nexthops import PathSpace
 
 
 def flow_bytes(flow: Flow) -> bytes:

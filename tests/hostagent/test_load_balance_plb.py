@@ -1,9 +1,9 @@
-"""PLB's state machine (hostagent.agent.plb) against the kernel's semantics (net/ipv4/tcp_plb.c)."""
+"""PLB's state machine (hostagent.agent.load_balance_plb) against the kernel's semantics (net/ipv4/tcp_plb.c)."""
 from __future__ import annotations
 
 import pytest
 
-from hostagent.agent.plb import PlbParams, PlbState, cong_ratio
+from hostagent.agent.load_balance_plb import PlbParams, PlbState, cong_ratio
 
 CONGESTED = cong_ratio(60, 100)        # 60% CE: at or above K = 50%
 CLEAR = cong_ratio(40, 100)            # 40%: below K

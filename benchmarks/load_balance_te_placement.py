@@ -22,8 +22,8 @@ against the ECMP model's for every flow: the largest link load (sum of demands, 
 rate), links loaded above 1.0, and the fraction of the demanded bandwidth delivered when flows
 share links max-min fairly (for the permutation: the fraction of bisection bandwidth).
 
-    .venv/bin/python -m benchmarks.te_placement [--k 4,8,16,32] [--runs 5] [--seed 1] [--per-host 4]
-        [--json out/te_placement.json]
+    .venv/bin/python -m benchmarks.load_balance_te_placement [--k 4,8,16,32] [--runs 5] [--seed 1] [--per-host 4]
+        [--json out/load_balance_te_placement.json]
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ from typing import Callable, TypeVar
 REPO = Path(__file__).resolve().parent.parent
 
 from aifabric.lab import report  # noqa: E402
-from controller.te import (  # noqa: E402
+from controller.load_balance.te import (  # noqa: E402
     FabricIndex,
     Flow,
     FlowCounts,
@@ -52,8 +52,8 @@ from controller.te import (  # noqa: E402
     estimate_demands,
     global_first_fit,
 )
-from controller.te.ecmp_model import ecmp_paths  # noqa: E402
-from controller.te.evaluate import summarize  # noqa: E402
+from controller.load_balance.te.ecmp_model import ecmp_paths  # noqa: E402
+from controller.load_balance.te.evaluate import summarize  # noqa: E402
 from controller.topology import TopologyModel  # noqa: E402
 from topologies import addressing  # noqa: E402
 from topologies.fabric import Fabric, fat_tree  # noqa: E402
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=5, help="timed runs after the cold one")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--per-host", type=int, default=4, help="elephants per host in random-M")
-    ap.add_argument("--json", default=str(REPO / "out" / "te_placement.json"))
+    ap.add_argument("--json", default=str(REPO / "out" / "load_balance_te_placement.json"))
     args = ap.parse_args(argv)
     try:
         sizes = [int(x) for x in args.k.split(",") if x]

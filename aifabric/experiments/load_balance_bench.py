@@ -1,5 +1,5 @@
 """Load-balancing modes compared on one k=4 fat-tree with the same flows: the measurement behind
-`benchmarks/load_balance.py` and `aifabric bench lb`.
+`benchmarks/load_balance.py` and `aifabric bench load-balance` (`bench lb` for short).
 
 Every switch port's queue (and every host's uplink, with TBF) is limited to ``rate_pps``, so the
 links are the bottleneck; every flow is offered at that rate, so a flow alone on its path gets
@@ -18,13 +18,13 @@ same source ports); the figures per run:
 * CPU busy share of the machine during the run.
 
 Modes: ``ecmp``, ``spray`` (random member per packet), ``flowlet`` (gap ``flowlet_gap_us``) and
-``te`` (ECMP plus Hedera's loop, `controller.te.loop.TeLoop`: the edge switches sample one
+``te`` (ECMP plus Hedera's loop, `controller.load_balance.te.loop.TeLoop`: the edge switches sample one
 packet in ``te_one_in`` to the controller, and every ``te_period_s`` the controller detects the
 elephants, places them with Global First Fit and installs the pins); ``plb`` (ECMP, with the
 eBPF host agents of hostagent/agent moving a flow to another source port after ``N`` congested
 PLB rounds of ``plb_round_s``) and ``plb+dcqcn`` (the same, and DCQCN setting the senders'
 rates from CNPs); ``kernel-plb`` (ECMP, the same flows as TCP over IPv6 with DCTCP, and the
-kernel's own PLB repathing them by flow label, `hostagent.kernel_plb`: where the kernel has
+kernel's own PLB repathing them by flow label, `hostagent.load_balance_kernel_plb`: where the kernel has
 DCTCP). ECN marks every ECN-capable packet above ``ecn_threshold`` packets of queue (step
 marking, as DCTCP's K); only the agents and DCTCP make packets ECN-capable, so the other modes
 are never marked. Per run also: CE marks (the switches' ``ecn_marked`` counters), PLB repaths
@@ -45,14 +45,14 @@ from aifabric.lab.lab import Lab
 from aifabric.lab.report import Failed
 from controller.telemetry.entries import ECN_MARKED
 from controller.telemetry.int_collector import CollectorSnapshot
-from controller.lb import LbModes
-from controller.te.engine import TeConfig
-from controller.te.loop import TeLoop
+from controller.load_balance import LbModes
+from controller.load_balance.te.engine import TeConfig
+from controller.load_balance.te.loop import TeLoop
 from controller.telemetry.entries import EcnThresholds, TelemetryConfig, WatchRule
-from hostagent import kernel_plb
+from hostagent import load_balance_kernel_plb as kernel_plb
 from hostagent.agent.config import AgentConfig
 from hostagent.agent.launch import AgentSet, start_agents
-from hostagent.agent.plb import PlbParams
+from hostagent.agent.load_balance_plb import PlbParams
 from hostagent.traffic import patterns
 from hostagent.traffic.drive import run_traffic
 from hostagent.traffic.flows import ROCEV2_PORT, FlowSpec

@@ -11,7 +11,7 @@ import pytest
 from controller.telemetry.int_report import FlowKey
 from controller.paths import installed_paths
 from controller.routing import compute_forwarding
-from controller.te import (
+from controller.load_balance.te import (
     FabricIndex,
     Flow,
     FlowCounts,
@@ -23,9 +23,9 @@ from controller.te import (
     estimate_demands,
     global_first_fit,
 )
-from controller.te.ecmp_model import ecmp_path, ecmp_paths
-from controller.te.evaluate import link_loads, max_min_rates, summarize
-from controller.te.nexthops import FatTreePaths, ShortestPaths
+from controller.load_balance.te.ecmp_model import ecmp_path, ecmp_paths
+from controller.load_balance.te.evaluate import link_loads, max_min_rates, summarize
+from controller.load_balance.te.nexthops import FatTreePaths, ShortestPaths
 from controller.topology import TopologyModel
 from topologies.fabric import Fabric, Role, fat_tree, leaf_spine
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from aifabric.experiments.lb_bench import LbPlan, hot_port
+from aifabric.experiments.load_balance_bench import LbPlan, hot_port
 from controller.telemetry.int_collector import CollectorCounters, CollectorSnapshot, FlowSummary, HopStats
 from controller.telemetry.int_report import FlowKey
 
@@ -45,7 +45,7 @@ def test_the_plan_gives_the_agents_its_plb_n_and_names_a_bad_one():
 
 
 def test_the_imbalance_floor_is_the_fullest_direction_of_flows_on_one_path_each():
-    from aifabric.experiments.lb_bench import imbalance_floor
+    from aifabric.experiments.load_balance_bench import imbalance_floor
 
     def flows(*pairs):
         return [{"src": s, "dst": d} for s, d in pairs]

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from controller.te.flows import Flow, FlowRate
+from controller.load_balance.te.flows import Flow, FlowRate
 
 DEFAULT_ELEPHANT_FRACTION = 0.1  # Hedera: a flow above 10% of its NIC's rate
 

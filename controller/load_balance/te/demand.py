@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from controller.te.flows import Flow
+from controller.load_balance.te.flows import Flow
 
 _CHANGE = 1e-12   # demands closer than this are the same (floating-point noise is not a change)
 

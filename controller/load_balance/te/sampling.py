@@ -5,7 +5,7 @@ Every switch with hosts copies each IP packet its hosts send to the controller w
 packet-in per sample); `FlowSampler` installs those entries, reads the packet-ins, and counts
 each sample as ``one_in`` times its frame's bytes for its 5-tuple. Called as a `FlowSource`, it returns the
 flows seen since its previous call and the time that covered, which is what
-`TrafficEngineer` rounds on (see controller/te/elephants.py for why sampling).
+`TrafficEngineer` rounds on (see controller/load_balance/te/elephants.py for why sampling).
 
     sampler = FlowSampler(controller, one_in=8)
     sampler.start()
@@ -29,8 +29,8 @@ from p4.v1 import p4runtime_pb2
 from controller.entries import entity
 from controller.p4names import Action, Counter, PacketIn, Table
 from controller.telemetry.int_report import FlowKey, flow_key_of_frame
-from controller.te.elephants import FlowCounts
-from controller.te.flows import Flow, HostDirectory
+from controller.load_balance.te.elephants import FlowCounts
+from controller.load_balance.te.flows import Flow, HostDirectory
 
 log = logging.getLogger(__name__)
 

@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from controller.telemetry.int_report import FlowKey
-from controller.te.demand import estimate_demands
-from controller.te.elephants import DEFAULT_ELEPHANT_FRACTION, FlowSource, detect_elephants
-from controller.te.flows import Flow, FlowRate, key_order
-from controller.te.index import FabricIndex
-from controller.te.nexthops import PathSpace
-from controller.te.placement import PlacementResult, global_first_fit
+from controller.load_balance.te.demand import estimate_demands
+from controller.load_balance.te.elephants import DEFAULT_ELEPHANT_FRACTION, FlowSource, detect_elephants
+from controller.load_balance.te.flows import Flow, FlowRate, key_order
+from controller.load_balance.te.index import FabricIndex
+from controller.load_balance.te.nexthops import PathSpace
+from controller.load_balance.te.placement import PlacementResult, global_first_fit
 from controller.topology import TopologyModel
 
 log = logging.getLogger(__name__)

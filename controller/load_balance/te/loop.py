@@ -18,9 +18,9 @@ import logging
 import threading
 import time
 
-from controller.lb.overrides import Pin, TeOverrides
-from controller.te.engine import TeConfig, TeRound, TrafficEngineer
-from controller.te.sampling import DEFAULT_ONE_IN, FlowSampler
+from controller.load_balance.te.engine import TeConfig, TeRound, TrafficEngineer
+from controller.load_balance.te.overrides import Pin, TeOverrides
+from controller.load_balance.te.sampling import DEFAULT_ONE_IN, FlowSampler
 
 log = logging.getLogger(__name__)
 

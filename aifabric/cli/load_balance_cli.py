@@ -1,11 +1,11 @@
-"""The load-balancing comparison as a command: `aifabric bench lb ...` and benchmarks/load_balance.py."""
+"""The load-balancing comparison as a command: `aifabric bench load-balance ...` (or its short form `aifabric bench lb`) and benchmarks/load_balance.py."""
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
 from aifabric.lab import report
-from aifabric.experiments.lb_bench import (
+from aifabric.experiments.load_balance_bench import (
     AGENT_MODES,
     KERNEL_PLB,
     MODES,
@@ -17,7 +17,7 @@ from aifabric.experiments.lb_bench import (
     setup,
     summarise,
 )
-from hostagent import kernel_plb
+from hostagent import load_balance_kernel_plb as kernel_plb
 from hostagent.agent.requirements import bcc_missing
 
 
