@@ -9,7 +9,7 @@ reconciled), plus the reroute's own duration. The link is then brought up again 
 the port alive again and the routes restored is reported too. Also the controller process's CPU
 share while only heartbeats run. Measures, asserts nothing.
 
-    .venv/bin/python -m benchmarks.heartbeat_detection [--target softswitch] [--rounds 5]
+    .venv/bin/python -m benchmarks.failover_detection [--target softswitch] [--rounds 5]
         [--interval-ms 10] [--multiplier 3]
 
 Goals (issue): data-plane failover < 50 ms at the default heartbeat settings; reroute < 500 ms.

@@ -1,4 +1,4 @@
-"""fabric.p4's port liveness (include/control/liveness.p4) and heartbeat punting (packetio.p4).
+"""fabric.p4's failover: port liveness (include/control/liveness.p4) and heartbeat punting (packetio.p4).
 
 On top of fabric.py's control plane (ECMP group of ports 2, 3, 4 behind next id 2): a
 heartbeat frame (ether type 0x88b5) arriving on a port goes to the CPU as it came, whatever its
@@ -154,4 +154,4 @@ def _expect(outputs) -> None:
     assert {DEAD, 4} <= ports, f"flows hash to ports {sorted(ports)} only: failover from 3 and 4 is not exercised"
 
 
-SCENARIOS = [Scenario("fabric_liveness", "fabric", PACKETS, setup=F._setup, expect=_expect, extra_ports=(GEN_PORT,))]
+SCENARIOS = [Scenario("fabric_failover", "fabric", PACKETS, setup=F._setup, expect=_expect, extra_ports=(GEN_PORT,))]
