@@ -105,16 +105,17 @@ class _RankProgram:
             return None
         return self._add(kind, stream, name, deps, size=size, group=group, key=key, layers=layers)
 
-    def _tp_all_reduce(self, where: str, m: int, layer: int, dep: int) -> int:
-        name = f"{where} mb{m} L{layer}"
-        key = f"tp/pp{self.stage}/dp{self.c.dp}/mb{m}/L{layer}/{where}"
-        op = self._collective(Kind.ALL_REDUCE, Stream.TP, f"tp all_reduce {name}", self.p.tp_group(self.rank),
+    def _tp_all_reduce(self, direction: str, block: str, m: int, layer: int, dep: int) -> int:
+        where = f"{direction} mb{m} L{layer} {block}"
+        key = f"tp/pp{self.stage}/dp{self.c.dp}/{where.replace(' ', '/')}"
+        op = self._collective(Kind.ALL_REDUCE, Stream.TP, f"tp all_reduce {where}", self.p.tp_group(self.rank),
                               self.sizes.activation_bytes, key, dep)
         return dep if op is None else op
 
-    def _all_to_all(self, where: str, m: int, layer: int, dep: int) -> int:
-        key = f"ep/pp{self.stage}/tp{self.c.tp}/dp{self.c.dp - self.c.ep}/mb{m}/L{layer}/{where}"
-        op = self._collective(Kind.ALL_TO_ALL, Stream.EP, f"ep all_to_all {where} mb{m} L{layer}",
+    def _all_to_all(self, direction: str, block: str, m: int, layer: int, dep: int) -> int:
+        where = f"{direction} mb{m} L{layer} {block}"
+        key = f"ep/pp{self.stage}/tp{self.c.tp}/dp{self.c.dp - self.c.ep}/{where.replace(' ', '/')}"
+        op = self._collective(Kind.ALL_TO_ALL, Stream.EP, f"ep all_to_all {where}",
                               self.p.ep_group(self.rank), self.sizes.all_to_all_bytes, key, dep)
         return dep if op is None else op
 
@@ -147,15 +148,15 @@ class _RankProgram:
         for layer in self.layers:
             gathered = self._zero3_gather("fwd", m, layer)
             attn = self._compute(f"fwd mb{m} L{layer} attention", s.attention_fwd_flops, prev, *gathered)
-            prev = self._tp_all_reduce("fwd attention", m, layer, attn)
+            prev = self._tp_all_reduce("fwd", "attention", m, layer, attn)
             if self.job.shape.is_moe:
-                prev = self._all_to_all("fwd dispatch", m, layer, prev)
+                prev = self._all_to_all("fwd", "dispatch", m, layer, prev)
             mlp = self._compute(f"fwd mb{m} L{layer} {'experts' if self.job.shape.is_moe else 'mlp'}",
                                 s.mlp_fwd_flops, prev)
             prev = mlp
             if self.job.shape.is_moe:
-                prev = self._all_to_all("fwd combine", m, layer, prev)
-            prev = self._tp_all_reduce("fwd mlp", m, layer, prev)
+                prev = self._all_to_all("fwd", "combine", m, layer, prev)
+            prev = self._tp_all_reduce("fwd", "mlp", m, layer, prev)
         if self.last_stage:
             self._compute(f"fwd mb{m} logits", s.logits_fwd_flops, prev)
         else:
@@ -173,15 +174,15 @@ class _RankProgram:
         for layer in reversed(self.layers):
             gathered = self._zero3_gather("bwd", m, layer)
             if self.job.shape.is_moe:
-                prev = self._all_to_all("bwd combine", m, layer, prev)
+                prev = self._all_to_all("bwd", "combine", m, layer, prev)
             mlp = self._compute(f"bwd mb{m} L{layer} {'experts' if self.job.shape.is_moe else 'mlp'}",
                                 k * s.mlp_fwd_flops, prev, *gathered)
             prev = mlp
             if self.job.shape.is_moe:
-                prev = self._all_to_all("bwd dispatch", m, layer, prev)
-            prev = self._tp_all_reduce("bwd mlp", m, layer, prev)
+                prev = self._all_to_all("bwd", "dispatch", m, layer, prev)
+            prev = self._tp_all_reduce("bwd", "mlp", m, layer, prev)
             attn = self._compute(f"bwd mb{m} L{layer} attention", k * s.attention_fwd_flops, prev)
-            prev = self._tp_all_reduce("bwd attention", m, layer, attn)
+            prev = self._tp_all_reduce("bwd", "attention", m, layer, attn)
             if final:
                 self._grads_ready(f"L{layer}", [mlp, attn])
         if final and "embedding" in self.bucket_of:
