@@ -9,8 +9,9 @@ handles let the caller compute meanwhile); every rank must make the same calls i
 as with MPI or NCCL. Each call first agrees on a small header with every rank (headers.agree), then
 runs its algorithm over the reliable UDP transport. A call returns the right result or raises
 CollectiveError on every rank within its deadline, naming the cause: Mismatch (sizes, dtypes or
-roots differ), NonFinite (NaN/Inf for in-network float), PeerSilent (a rank that stopped
-answering), Aborted (another rank's failure). After a failure the group is broken: later calls
+roots differ), NonFinite (NaN/Inf for in-network float), PeerSilent (a rank that stopped: no
+packet, heartbeats included, for silent_after_s), CallTimeout (a live rank that did not make the
+call in time), Aborted (another rank's failure). After a failure the group is broken: later calls
 raise at once.
 """
 
@@ -28,7 +29,7 @@ import numpy as np
 from hostagent.collectives import choice, in_network
 from hostagent.collectives.algorithms import halving_doubling, hierarchical, pairwise, ring, tree
 from hostagent.collectives.arrays import CODES, DTYPES, ReduceOp, dtype_name
-from hostagent.collectives.headers import CallHeader, NonFinite, agree
+from hostagent.collectives.headers import CallHeader, NonFinite, Refused, agree
 from hostagent.collectives.links import Link, make_tag
 from hostagent.collectives.reliable import Aborted, CollectiveError, ReliableTransport
 
@@ -109,11 +110,12 @@ class ProcessGroup:
         rto_s: float = 0.03,
         drop_outgoing: float = 0.0,
         drop_seed: int = 0,
+        silent_after_s: float = 2.0,
     ) -> None:
         self.rank, self.world = rank, len(peers)
         self.timeout_s = timeout_s
         self.groups = groups if groups is not None else choice.groups_by_subnet(peers)
-        self.transport = ReliableTransport(rank, peers, group_id, window, rto_s, drop_outgoing, drop_seed)
+        self.transport = ReliableTransport(rank, peers, group_id, window, rto_s, drop_outgoing, drop_seed, silent_after_s)
         self.in_network = in_network.Backend(aggregation) if aggregation is not None else None
         self.choices: list[tuple[str, str, int]] = []  # (operation, algorithm, bytes) auto chose
         self._calls = 0
@@ -250,7 +252,7 @@ class ProcessGroup:
                 work._error = exc
                 if not self._broken:
                     self._broken = f"{work.operation.name.lower()} #{call.number}: {exc}"
-                    if not isinstance(exc, Aborted):
+                    if not isinstance(exc, (Aborted, Refused)):
                         self.transport.abort(call.number, f"{work.operation.name.lower()}: {exc}")
             finally:
                 work._done.set()

@@ -17,11 +17,16 @@ _ENTRY = struct.Struct("!HBBqiBB")  # rank, operation, dtype, count, root, reduc
 STEP0 = (1 << 20) - 64  # header steps sit at the top of the call's step space
 
 
-class Mismatch(CollectiveError):
+class Refused(CollectiveError):
+    """A refusal every rank reaches by itself from the same headers: no abort message needed
+    (one could overtake a slower rank's own, clearer verdict)."""
+
+
+class Mismatch(Refused):
     """The ranks called different things (sizes, dtypes, roots, operations)."""
 
 
-class NonFinite(CollectiveError):
+class NonFinite(Refused):
     """NaN or Inf in a buffer that in-network aggregation would have to quantise."""
 
 
@@ -45,8 +50,8 @@ def agree(link: Link, mine: CallHeader, compare: tuple[str, ...] = FIELDS) -> li
     k = 0
     while (1 << k) < n:
         blob = b"".join(_ENTRY.pack(r, h.operation, h.dtype, h.count, h.root, h.reduce_op, h.nonfinite) for r, h in known.items())
-        link.transport.send(link.members[(me + (1 << k)) % n], _tag(link, k), blob, link.deadline)
-        got = link.transport.recv(link.members[(me - (1 << k)) % n], _tag(link, k), link.deadline)
+        link.transport.send(link.members[(me + (1 << k)) % n], _tag(link, k), blob, link.deadline, link.watch)
+        got = link.transport.recv(link.members[(me - (1 << k)) % n], _tag(link, k), link.deadline, link.watch)
         for off in range(0, len(got), _ENTRY.size):
             r, *fields = _ENTRY.unpack_from(got, off)
             known.setdefault(r, CallHeader(*fields[:5], nonfinite=bool(fields[5])))

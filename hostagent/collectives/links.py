@@ -43,13 +43,14 @@ class Link:
         self.deadline = deadline
         self.dtype = dtype
         self.space = space
+        self.watch = self.members  # every member must stay alive for a collective to finish
         self._subs = 0
 
     def send(self, peer: int, step: int, array: np.ndarray) -> None:
-        self.transport.send(self.members[peer], make_tag(self.call, self.space, step), to_bytes(array), self.deadline)
+        self.transport.send(self.members[peer], make_tag(self.call, self.space, step), to_bytes(array), self.deadline, self.watch)
 
     def recv(self, peer: int, step: int, count: int | None = None) -> np.ndarray:
-        data = self.transport.recv(self.members[peer], make_tag(self.call, self.space, step), self.deadline)
+        data = self.transport.recv(self.members[peer], make_tag(self.call, self.space, step), self.deadline, self.watch)
         array = from_bytes(data, self.dtype)
         if count is not None and array.size != count:
             raise CollectiveError(
@@ -62,7 +63,9 @@ class Link:
         must create its sub-links in the same order so the spaces agree."""
         self._subs += 1
         space = self.space * 16 + self._subs
-        return Link(self.transport, [self.members[i] for i in members], self.call, self.deadline, self.dtype, space)
+        link = Link(self.transport, [self.members[i] for i in members], self.call, self.deadline, self.dtype, space)
+        link.watch = self.watch  # a stopped rank anywhere in the group ends the call
+        return link
 
 
 def split_bounds(length: int, parts: int) -> list[int]:

@@ -7,6 +7,11 @@ capped). The receiver drops copies of packets it already took (counted as duplic
 acknowledged so the sender stops) and reassembles messages by (source, tag). A background thread
 receives, acknowledges and resends, so a rank blocked in recv still keeps its peers' windows moving.
 
+Every rank sends a HEARTBEAT to every peer each HEARTBEAT_S, so a rank that stops (process
+killed, host gone) is noticed by all the others after `silent_after_s`, each naming it, rather
+than each blaming the neighbour it happened to wait on. A peer never heard from may still be
+starting and is only given up at the call's deadline.
+
 A rank that gives up on a call sends ABORT (a few unacknowledged copies) to everyone naming the
 cause, so the others raise at once instead of waiting out their own deadline.
 """
@@ -18,6 +23,7 @@ import struct
 import threading
 import time
 from dataclasses import dataclass
+from typing import Sequence
 
 from hostagent.collectives.transport import Pending, TransferStats, UdpEndpoint
 
@@ -26,12 +32,14 @@ HEADER = struct.Struct("!2sBIHIQII")  # magic, kind, group, source rank, seq, ta
 PAYLOAD = 1400  # bytes of message per packet: header + payload + IP/UDP fit a 1500-byte MTU
 ABORT_COPIES = 3
 MAX_RTO_S = 0.5
+HEARTBEAT_S = 0.25
 
 
 class Kind(enum.IntEnum):
     DATA = 1
     ACK = 2
     ABORT = 3
+    HEARTBEAT = 4
 
 
 class CollectiveError(RuntimeError):
@@ -39,10 +47,20 @@ class CollectiveError(RuntimeError):
 
 
 class PeerSilent(CollectiveError):
-    """A peer neither sent nor acknowledged anything we needed before the call's deadline."""
+    """A peer stopped sending anything at all (heartbeats included): dead or unreachable."""
 
     def __init__(self, peer: int, what: str, waited_s: float) -> None:
-        super().__init__(f"rank {peer} is silent: no {what} within the deadline ({waited_s:.2f} s); dead or unreachable")
+        since = "never heard from" if waited_s == float("inf") else f"nothing heard for {waited_s:.2f} s"
+        super().__init__(f"rank {peer} is silent: no {what} ({since}); dead or unreachable")
+        self.peer = peer
+
+
+class CallTimeout(CollectiveError):
+    """The deadline passed waiting on a peer that is alive (it did not make the call, or waits itself)."""
+
+    def __init__(self, peer: int, what: str) -> None:
+        super().__init__(f"no {what} from rank {peer} within the deadline; rank {peer} is alive "
+                         "(it has not made this call, or waits on another rank)")
         self.peer = peer
 
 
@@ -73,8 +91,10 @@ class ReliableTransport:
         rto_s: float = 0.03,
         drop_outgoing: float = 0.0,
         drop_seed: int = 0,
+        silent_after_s: float = 2.0,
     ) -> None:
         self.rank = rank
+        self.silent_after_s = silent_after_s
         self.peers = [tuple(p) for p in peers]
         self.group = group
         self.window = window
@@ -91,7 +111,7 @@ class ReliableTransport:
         self._partial: dict[tuple[int, int], _Inbox] = {}
         self._mail: dict[tuple[int, int], bytes] = {}
         self.aborts: dict[int, tuple[int, str]] = {}  # call number -> (rank, reason)
-        self._heard = [time.monotonic()] * len(peers)
+        self._heard: list[float | None] = [None] * len(peers)  # when each peer was last heard from
         self.send_errors = 0
         self._closed = False
         self._thread = threading.Thread(target=self._loop, name=f"reliable-rank{rank}", daemon=True)
@@ -99,17 +119,18 @@ class ReliableTransport:
 
     # --- the caller's side --------------------------------------------------------------------
 
-    def send(self, dst: int, tag: int, payload: bytes, deadline: float) -> None:
-        """Queue `payload` for rank `dst`; returns once every packet is in flight (not yet acknowledged)."""
+    def send(self, dst: int, tag: int, payload: bytes, deadline: float, watch: Sequence[int] = ()) -> None:
+        """Queue `payload` for rank `dst`; returns once every packet is in flight (not yet
+        acknowledged). Raises PeerSilent early if a rank in `watch` (or dst) stopped."""
         count = max(1, -(-len(payload) // PAYLOAD))
         for frag in range(count):
             body = payload[frag * PAYLOAD : (frag + 1) * PAYLOAD]
             with self._cond:
                 while len(self._pending[dst]) >= self.window:
-                    self._check_abort(tag)
+                    self._check(tag, dst, watch)
                     left = deadline - time.monotonic()
                     if left <= 0:
-                        raise PeerSilent(dst, "acknowledgement", self._waited(dst))
+                        raise self._late(dst, "acknowledgement")
                     self._cond.wait(min(left, self.rto_s))
                 seq = self._next_seq[dst]
                 self._next_seq[dst] += 1
@@ -117,15 +138,15 @@ class ReliableTransport:
                 self._pending[dst][seq] = Pending(data=data, sent_at=time.monotonic())
             self._send(data, dst)
 
-    def recv(self, src: int, tag: int, deadline: float) -> bytes:
+    def recv(self, src: int, tag: int, deadline: float, watch: Sequence[int] = ()) -> bytes:
         """The message `tag` from rank `src`, waiting until `deadline` (time.monotonic())."""
         key = (src, tag)
         with self._cond:
             while key not in self._mail:
-                self._check_abort(tag)
+                self._check(tag, src, watch)
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise PeerSilent(src, f"message (tag {tag:#x})", self._waited(src))
+                    raise self._late(src, f"message (tag {tag:#x})")
                 self._cond.wait(min(left, 0.1))
             return self._mail.pop(key)
 
@@ -138,7 +159,7 @@ class ReliableTransport:
                     return
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise PeerSilent(waiting[0], "acknowledgement", self._waited(waiting[0]))
+                    raise self._late(waiting[0], "acknowledgement")
                 self._cond.wait(min(left, self.rto_s))
 
     def abort(self, call: int, reason: str) -> None:
@@ -157,14 +178,25 @@ class ReliableTransport:
         self._thread.join(timeout=2.0)
         self.endpoint.close()
 
-    def _check_abort(self, tag: int) -> None:
+    def _check(self, tag: int, peer: int, watch: Sequence[int]) -> None:
+        """Raise if another rank aborted this call (or an earlier one) or a watched rank stopped."""
         call = tag >> 32
         for number, (by, reason) in self.aborts.items():
             if number <= call and by != self.rank:
                 raise Aborted(by, reason)
+        now = time.monotonic()
+        for r in (peer, *watch):
+            heard = self._heard[r]
+            if r != self.rank and heard is not None and now - heard > self.silent_after_s:
+                raise PeerSilent(r, "packet", now - heard)
 
-    def _waited(self, peer: int) -> float:
-        return time.monotonic() - self._heard[peer]
+    def _late(self, peer: int, what: str) -> CollectiveError:
+        """The error for a deadline passed waiting on `peer`: silent, or alive and not answering."""
+        heard = self._heard[peer]
+        now = time.monotonic()
+        if heard is None or now - heard > self.silent_after_s:
+            return PeerSilent(peer, what, float("inf") if heard is None else now - heard)
+        return CallTimeout(peer, what)
 
     def _send(self, data: bytes, dst: int) -> None:
         with self._send_lock:
@@ -176,12 +208,19 @@ class ReliableTransport:
     # --- the background thread ----------------------------------------------------------------
 
     def _loop(self) -> None:
+        beat = 0.0
         while not self._closed:
             got = self.endpoint.recv(self.rto_s / 2)
             while got is not None:
                 self._take(*got)
                 got = self.endpoint.recv(0)
             self._resend_late()
+            if time.monotonic() - beat > HEARTBEAT_S:
+                beat = time.monotonic()
+                data = HEADER.pack(MAGIC, Kind.HEARTBEAT, self.group, self.rank, 0, 0, 0, 0)
+                for r in range(len(self.peers)):
+                    if r != self.rank:
+                        self._send(data, r)
 
     def _take(self, data: bytes, addr: tuple[str, int]) -> None:
         if len(data) < HEADER.size:
@@ -200,6 +239,8 @@ class ReliableTransport:
             elif kind == Kind.ABORT:
                 self.aborts.setdefault(tag, (src, data[HEADER.size :].decode(errors="replace")))
                 self._cond.notify_all()
+            elif kind == Kind.HEARTBEAT:
+                pass  # being heard is all it is for
             elif kind == Kind.DATA:
                 self._take_data(src, seq, tag, frag, count, data[HEADER.size :])
             else:
