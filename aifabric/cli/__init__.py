@@ -27,6 +27,9 @@
                                                                         for a fabric description
     aifabric compose --topo fattree --k 4 --out DIR [--target ...]      every switch and host a container,
                                                                         every link a network (compose, Swarm)
+    aifabric workload show --preset NAME [--dp N --tp N --pp N --ep N] [--place --topo ...] [--json PATH]
+                                                                        a training job's ops per rank, bytes
+                                                                        per collective, analytic step time
 """
 from __future__ import annotations
 
@@ -134,6 +137,10 @@ def build_parser() -> argparse.ArgumentParser:
                               "aifabric.pod<P>=true, cores and spines on aifabric.top=true, the controller on a manager")
     from aifabric.containers.controller_service import add_arguments as controller_arguments
     controller_arguments(sub.add_parser("controller", help="keep the switches of a fabric description at their desired state (a long-running service)"))
+    workload = sub.add_parser("workload", help="a training job's operations from a model's shape (aifabric.workloads)")
+    from aifabric.cli.workload_cli import add_arguments as workload_arguments
+    workload_arguments(workload.add_subparsers(dest="which", required=True).add_parser(
+        "show", help="ops per rank, bytes per collective kind and the analytic step time, real and emulated"))
     return p
 
 
@@ -194,6 +201,9 @@ def main(argv: list[str] | None = None) -> int:
         return controller_service.main(args)
     if args.command == "compose":     # files only: no root, nothing brought up
         return _write_compose(args)
+    if args.command == "workload":    # descriptions only: no root, no fabric
+        from aifabric.cli import workload_cli
+        return workload_cli.run(args)
     if args.command in ("fail", "restore"):     # a request to the fabric's control socket
         from aifabric.lab import control_socket
         return control_socket.main(args)
