@@ -23,7 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     model = p.add_mutually_exclusive_group(required=True)
     model.add_argument("--preset", choices=tuple(PRESETS), help="a published model shape (aifabric/workloads/presets.py)")
     model.add_argument("--file", metavar="PATH", help="a job file, YAML or JSON (aifabric/workloads/spec_file.py), "
-                                                      "which holds the parallelism: --dp ... --tflops are then unused")
+                                                      "holding the parallelism and TFLOP/s too")
     defaults = Parallelism()
     for name in ("dp", "tp", "pp", "ep", "micro_batch", "micro_batches"):
         p.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(defaults, name))
@@ -40,10 +40,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--place", action="store_true", help="place the ranks on the hosts of the --topo fabric")
     topo_args.add_arguments(p)
     p.add_argument("--json", metavar="PATH", help="also write everything as JSON there ('-': standard output only)")
+    p.add_argument("--ops", metavar="PATH", help="write every rank's operations there as JSON (aifabric.workloads.ops)")
 
 
-def job_of(args: argparse.Namespace) -> Job:
+PARALLELISM_OPTIONS = ("dp", "tp", "pp", "ep", "micro_batch", "micro_batches", "bucket_mb", "zero", "schedule", "tflops")
+
+
+def job_of(args: argparse.Namespace, defaults: argparse.Namespace) -> Job:
     if args.file:
+        for name in PARALLELISM_OPTIONS:       # not dropped silently: the file says otherwise
+            if getattr(args, name) != getattr(defaults, name):
+                raise WorkloadError(f"--{name.replace('_', '-')}: {args.file} holds the parallelism and the "
+                                    "TFLOP/s; set them there")
         return load_job(args.file)
     par = Parallelism(dp=args.dp, tp=args.tp, pp=args.pp, ep=args.ep, micro_batch=args.micro_batch,
                       micro_batches=args.micro_batches, bucket_mb=args.bucket_mb, zero_stage=args.zero,
@@ -52,28 +60,30 @@ def job_of(args: argparse.Namespace) -> Job:
 
 
 def run(args: argparse.Namespace) -> int:
+    defaults = argparse.ArgumentParser()
+    add_arguments(defaults)
     try:
-        job = job_of(args)
+        job = job_of(args, defaults.parse_args(["--preset", next(iter(PRESETS))]))
         placement = place(topo_args.fabric_of(args), job.parallelism) if args.place else None
         if args.scale is not None:
             scale = Scale(args.scale, args.real_gbps, args.emulated_mbps)
         else:
             real = estimate(generate(job, Scale(1.0, args.real_gbps, args.emulated_mbps))).step_s
             scale = fit(real, args.fit_seconds, args.real_gbps, args.emulated_mbps)
-        summary = summarise(generate(job, scale, placement))
+        workload = generate(job, scale, placement)
+        summary = summarise(workload)
+        if args.json == "-":
+            print(json.dumps(summary.to_dict(), indent=1))
+        else:
+            print(render(summary))
+        for path, data in ((args.json, summary.to_dict), (args.ops, workload.to_dict)):
+            if path and path != "-":
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+                Path(path).write_text(json.dumps(data()))
+                print(f"JSON written to {path}", file=sys.stderr)
     except (WorkloadError, ValueError, OSError) as e:
         print(f"aifabric: error: {e}", file=sys.stderr)
         return 2
-    if args.json != "-":
-        print(render(summary))
-    if args.json:
-        text = json.dumps(summary.to_dict(), indent=1)
-        if args.json == "-":
-            print(text)
-        else:
-            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.json).write_text(text)
-            print(f"JSON written to {args.json}")
     return 0
 
 

@@ -17,10 +17,13 @@ sustained_tflops: 1
 
 def test_counts_bytes_and_step_of_a_job_file(tmp_path, capsys):
     (tmp_path / "job.yaml").write_text(JOB)
-    out = tmp_path / "w.json"
-    assert main(["workload", "show", "--file", str(tmp_path / "job.yaml"), "--scale", "10", "--json", str(out)]) == 0
+    out, ops = tmp_path / "w.json", tmp_path / "ops.json"
+    assert main(["workload", "show", "--file", str(tmp_path / "job.yaml"), "--scale", "10", "--json", str(out),
+                 "--ops", str(ops)]) == 0
     text = capsys.readouterr().out
     data = json.loads(out.read_text())
+    ranks = json.loads(ops.read_text())["ranks"]
+    assert [len(r) for r in ranks] == [3 * 18 + 1] * 2 and ranks[1][-1]["kind"] == "all_reduce"
     # per micro-batch: 4 layers x (attention, mlp) forward and backward, logits forward and backward
     assert data["op_counts"] == [{"compute": 3 * 18, "all_reduce": 1}] * 2
     grads = (4 * (12 * 64 * 64 + 2 * 64) + 100 * 64) * 2        # parameters x bf16: 407040 bytes
@@ -50,6 +53,7 @@ def test_placed_on_a_rail_fabric_tp_inside_servers(capsys):
     (["--preset", "tiny", "--pp", "3"], "parallelism.pp=3 must divide model.layers=8"),
     (["--preset", "tiny", "--dp", "32", "--place"], "DP*TP*PP = 32 ranks, but fat_tree(k=4) holds 16"),
     (["--file", "/nonexistent/job.yaml"], "/nonexistent/job.yaml: No such file"),
+    (["--file", "job.yaml", "--tp", "2"], "--tp: job.yaml holds the parallelism"),
 ])
 def test_bad_input_is_one_line_naming_it(capsys, argv, message):
     assert main(["workload", "show", *argv]) == 2
