@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from aifabric.cli import topo_args
+from aifabric.lab import report
 from aifabric.workloads import Job, Parallelism, Scale, WorkloadError, estimate, fit, generate, load_job, place, \
     preset
 from aifabric.workloads.job import DEFAULT_TFLOPS
@@ -78,9 +78,8 @@ def run(args: argparse.Namespace) -> int:
             print(render(summary))
         for path, data in ((args.json, summary.to_dict), (args.ops, workload.to_dict)):
             if path and path != "-":
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
-                Path(path).write_text(json.dumps(data()))
-                print(f"JSON written to {path}", file=sys.stderr)
+                report.write_json(path, data())
+                report.progress(f"JSON written to {path}")
     except (WorkloadError, ValueError, OSError) as e:
         print(f"aifabric: error: {e}", file=sys.stderr)
         return 2
@@ -102,19 +101,19 @@ def render(s: Summary) -> str:
         hosts = [f"{w.placement.host(first)}" + (f"..{w.placement.host(last)}" if last > first else "")] \
             if w.placement else []
         rows.append([f"{first}" if first == last else f"{first}-{last}", *hosts,
-                     *(str(s.op_counts[first].get(k, 0)) for k in kinds)])
-    lines += _table(header, rows)
+                     *(s.op_counts[first].get(k, 0) for k in kinds)])
+    lines += report.table(header, rows).splitlines()
     lines += ["", "bytes per collective kind (the busiest rank; real, emulated):"]
-    lines += _table(["kind", "ops", "real", "emulated"],
-                    [[k, str(t.ops), _bytes(t.bytes_max_rank), _bytes(t.emulated_bytes_max_rank)]
-                     for k, t in s.kinds.items()])
+    lines += report.table(["kind", "ops", "real", "emulated"],
+                    [[k, t.ops, _bytes(t.bytes_max_rank), _bytes(t.emulated_bytes_max_rank)]
+                          for k, t in s.kinds.items()]).splitlines()
     lines += ["", "analytic link-bound step (the slowest rank):"]
     rows = []
     for label, est in (("real", s.real), ("emulated", s.emulated)):
         r = est.slowest
         rows.append([label, _s(r.step_s), _s(r.compute_s), _s(r.exposed_comm_s),
                      f"{100 * r.exposed_comm_s / r.step_s:.1f}%" if r.step_s else "-"])
-    lines += _table(["", "step", "compute", "exposed comm", "exposed"], rows)
+    lines += report.table(["", "step", "compute", "exposed comm", "exposed"], rows).splitlines()
     if w.placement and w.placement.notes:
         lines += ["", *(f"note: {n}" for n in w.placement.notes)]
     lines += ["", "scaling cannot preserve:", *(f"  - {item}" for item in CANNOT_PRESERVE)]
@@ -130,12 +129,6 @@ def _runs(s: Summary) -> list[tuple[int, int]]:
         else:
             runs.append((r, r))
     return runs
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
-    fmt = "  ".join(f"{{:>{w}}}" for w in widths)
-    return [fmt.format(*header), *(fmt.format(*row) for row in rows)]
 
 
 def _bytes(n: int) -> str:
