@@ -37,6 +37,7 @@ bench: setup
 	$(PY) -m benchmarks.scale
 	$(PY) -m benchmarks.failover
 	$(PY) -m benchmarks.failover_load
+	$(PY) -m benchmarks.workload_estimates
 
 clean:
 	-$(VENV)/bin/aifabric clean 2>/dev/null
