@@ -63,3 +63,13 @@ def test_scaled_sizes_round_up_and_the_limits_are_stated():
     assert any(item.startswith("latency") for item in CANNOT_PRESERVE)
     assert any(item.startswith("per-packet overheads") for item in CANNOT_PRESERVE)
     assert s.to_dict()["cannot_preserve"] == list(CANNOT_PRESERVE)
+
+
+@pytest.mark.parametrize("schedule", ["1f1b", "gpipe"])
+def test_a_pipeline_with_free_links_takes_m_plus_p_minus_1_slots(schedule: str):
+    # vocabulary 1: the logits are negligible, so the stages are even; links at 10^9 Gb/s: free
+    shape = ModelShape(name="p", layers=8, hidden=64, ffn=256, heads=4, seq_len=16, vocab=1)
+    w = generate(Job(shape, Parallelism(pp=4, micro_batch=2, micro_batches=6, schedule=schedule), sustained_tflops=1),
+                 Scale(real_link_gbps=1e9))
+    forward = 2 * LAYER_FWD_FLOPS / 1e12       # a stage's 2 layers, one micro-batch
+    assert estimate(w).step_s == pytest.approx((6 + 4 - 1) * 3 * forward, rel=2e-3)
