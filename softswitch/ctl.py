@@ -118,6 +118,21 @@ def send_command(addr: str, command: str, timeout: float = 5.0) -> str:
     return buf.decode(errors="replace").strip()
 
 
+def packet_errors(addr: str, timeout: float = 5.0) -> dict[str, int]:
+    """The packets that made the program fail on the switch at ``addr`` (its --runtime-addr),
+    by the name of what was raised; empty when none did. OSError when the switch cannot be
+    reached, ValueError when it answers with an error."""
+    answer = send_command(addr, "stats", timeout)
+    if not answer.startswith("{"):
+        raise ValueError(f"stats from {addr}: {answer or 'no answer'}")
+    counters = json.loads(answer)["counters"]
+    kinds = dict(counters.get("error_kinds", {}))
+    unnamed = counters["errors"] - sum(kinds.values())
+    if unnamed:                 # a switch that counts errors without their names (older)
+        kinds["unnamed"] = unnamed
+    return kinds
+
+
 def main(argv: list[str] | None = None) -> int:
     p = OneLineErrors(prog="softswitch-ctl", description=__doc__.split("\n\n")[0])
     p.add_argument("--addr", type=host_port_arg, default="127.0.0.1:9090",

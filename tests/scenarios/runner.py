@@ -204,9 +204,20 @@ def run(target: str, sc: Scenario) -> Outputs:
                     tb.ports[port].send(frame)
                 got = _collect(tb, conn, info, 0.3 if pkt.expect_nothing else sc.timeout)
                 outputs.append(sorted(got))
+            if runtime_addr:
+                _check_no_packet_errors(target, sc, runtime_addr, t.log_path)
             return outputs
         finally:
             conn.close()
+
+
+def _check_no_packet_errors(target: str, sc: Scenario, runtime_addr: str, log_path: Path) -> None:
+    """A packet that made the program fail is dropped: an "expect nothing" scenario would pass
+    on it. softswitch counts such packets by what was raised; none may have moved."""
+    from softswitch.ctl import packet_errors
+    errors = packet_errors(runtime_addr)
+    assert not errors, (f"{sc.name} on {target}: packets made the program fail ({errors}); "
+                        f"see {log_path}")
 
 
 def _collect(tb: Testbed, conn: SwitchConnection, info: P4Info, timeout: float,
