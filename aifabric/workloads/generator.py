@@ -44,7 +44,7 @@ class Workload:
         return [op for ops in self.ranks for op in ops]
 
     def to_dict(self) -> dict:
-        return {"scale": self.scale.to_dict(),
+        return {**self.job.to_dict(), "scale": self.scale.to_dict(),
                 "placement": self.placement.to_dict() if self.placement else None,
                 "ranks": [[op.to_dict() for op in ops] for ops in self.ranks]}
 

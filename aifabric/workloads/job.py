@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from aifabric.workloads.errors import WorkloadError, require_divides, require_positive
+from aifabric.workloads.flops import iteration_flops, model_params
 from aifabric.workloads.parallelism import Parallelism
 from aifabric.workloads.shape import ModelShape
 
@@ -39,3 +40,9 @@ class Job:
         """Sequences per iteration over all data-parallel ranks."""
         p = self.parallelism
         return p.dp * p.micro_batch * p.micro_batches
+
+    def to_dict(self) -> dict:
+        return {"model": {**vars(self.shape), "parameters": model_params(self.shape),
+                          "iteration_flops": iteration_flops(self.shape, self.global_batch)},
+                "parallelism": {**vars(self.parallelism), "world": self.parallelism.world},
+                "sustained_tflops": self.sustained_tflops}

@@ -6,7 +6,6 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 from aifabric.workloads.estimate import Estimate, estimate
-from aifabric.workloads.flops import iteration_flops, model_params
 from aifabric.workloads.generator import Workload
 
 
@@ -27,12 +26,8 @@ class Summary:
     emulated: Estimate
 
     def to_dict(self) -> dict:
-        job = self.workload.job
         return {
-            "model": {**vars(job.shape), "parameters": model_params(job.shape),
-                      "iteration_flops": iteration_flops(job.shape, job.global_batch)},
-            "parallelism": {**vars(job.parallelism), "world": job.parallelism.world},
-            "sustained_tflops": job.sustained_tflops,
+            **self.workload.job.to_dict(),
             "scale": self.workload.scale.to_dict(),
             "placement": self.workload.placement.to_dict() if self.workload.placement else None,
             "op_counts": list(self.op_counts),
