@@ -105,19 +105,24 @@ class _RankProgram:
             return None
         return self._add(kind, stream, name, deps, size=size, group=group, key=key, layers=layers)
 
-    def _tp_all_reduce(self, direction: str, block: str, m: int, layer: int, dep: int) -> int:
-        where = f"{direction} mb{m} L{layer} {block}"
-        key = f"tp/pp{self.stage}/dp{self.c.dp}/{where.replace(' ', '/')}"
-        op = self._collective(Kind.ALL_REDUCE, Stream.TP, f"tp all_reduce {where}", self.p.tp_group(self.rank),
-                              self.sizes.activation_bytes, key, dep)
+    def _layer_collective(self, kind: Kind, stream: Stream, scope: str, group: tuple[int, ...], size: int,
+                          where: str, dep: int) -> int:
+        """A layer's TP all-reduce or MoE all-to-all; returns what the next op waits for (``dep``
+        itself when the group is this rank alone)."""
+        op = self._collective(kind, stream, f"{stream.value} {kind.value} {where}", group, size,
+                              f"{scope}/{where.replace(' ', '/')}", dep)
         return dep if op is None else op
 
+    def _tp_all_reduce(self, direction: str, block: str, m: int, layer: int, dep: int) -> int:
+        return self._layer_collective(Kind.ALL_REDUCE, Stream.TP, f"tp/pp{self.stage}/dp{self.c.dp}",
+                                      self.p.tp_group(self.rank), self.sizes.activation_bytes,
+                                      f"{direction} mb{m} L{layer} {block}", dep)
+
     def _all_to_all(self, direction: str, block: str, m: int, layer: int, dep: int) -> int:
-        where = f"{direction} mb{m} L{layer} {block}"
-        key = f"ep/pp{self.stage}/tp{self.c.tp}/dp{self.c.dp - self.c.ep}/{where.replace(' ', '/')}"
-        op = self._collective(Kind.ALL_TO_ALL, Stream.EP, f"ep all_to_all {where}",
-                              self.p.ep_group(self.rank), self.sizes.all_to_all_bytes, key, dep)
-        return dep if op is None else op
+        return self._layer_collective(Kind.ALL_TO_ALL, Stream.EP,
+                                      f"ep/pp{self.stage}/tp{self.c.tp}/dp{self.c.dp - self.c.ep}",
+                                      self.p.ep_group(self.rank), self.sizes.all_to_all_bytes,
+                                      f"{direction} mb{m} L{layer} {block}", dep)
 
     def _zero3_gather(self, where: str, m: int, layer: int) -> list[int | None]:
         if self.p.zero_stage < 3:
