@@ -1,7 +1,9 @@
 """Reliable messages between the ranks of a process group over UDP (the fabric carries UDP).
 
 Each message is cut into packets of at most PAYLOAD bytes; every packet carries a per-destination
-sequence number and is acknowledged one by one. The sender keeps at most `window` unacknowledged
+sequence number. Acknowledgements are cumulative and selective (every seq below a floor, plus a
+list of those above it) and delayed: one per ACK_EVERY packets or after `ack_delay_s`, so on links
+limited in packets per second they cost a fraction of the data's packets. The sender keeps at most `window` unacknowledged
 packets per peer and resends a packet whose acknowledgement is late (timeout doubling per resend,
 capped). The receiver drops copies of packets it already took (counted as duplicates, still
 acknowledged so the sender stops) and reassembles messages by (source, tag). A background thread
@@ -33,6 +35,9 @@ PAYLOAD = 1400  # bytes of message per packet: header + payload + IP/UDP fit a 1
 ABORT_COPIES = 3
 MAX_RTO_S = 0.5
 HEARTBEAT_S = 0.25
+ACK_EVERY = 8  # packets taken from one source before an acknowledgement goes out at once
+SACK = struct.Struct("!I")
+MAX_SACKS = (PAYLOAD - 4) // SACK.size
 
 
 class Kind(enum.IntEnum):
@@ -108,6 +113,9 @@ class ReliableTransport:
         self._pending: list[dict[int, Pending]] = [{} for _ in peers]
         self._floor = [0] * len(peers)  # every seq below it was taken, per source
         self._above: list[set[int]] = [set() for _ in peers]
+        self.ack_delay_s = rto_s / 3  # well inside the sender's timeout
+        self._owed = [0] * len(peers)  # packets taken since our last acknowledgement, per source
+        self._owed_since = [0.0] * len(peers)
         self._partial: dict[tuple[int, int], _Inbox] = {}
         self._mail: dict[tuple[int, int], bytes] = {}
         self.aborts: dict[int, tuple[int, str]] = {}  # call number -> (rank, reason)
@@ -210,10 +218,14 @@ class ReliableTransport:
     def _loop(self) -> None:
         beat = 0.0
         while not self._closed:
-            got = self.endpoint.recv(self.rto_s / 2)
+            got = self.endpoint.recv(self.ack_delay_s if any(self._owed) else self.rto_s / 2)
             while got is not None:
                 self._take(*got)
                 got = self.endpoint.recv(0)
+            now = time.monotonic()
+            for src, owed in enumerate(self._owed):
+                if owed and now - self._owed_since[src] >= self.ack_delay_s:
+                    self._ack(src)
             self._resend_late()
             if time.monotonic() - beat > HEARTBEAT_S:
                 beat = time.monotonic()
@@ -233,8 +245,7 @@ class ReliableTransport:
         with self._cond:
             self._heard[src] = time.monotonic()
             if kind == Kind.ACK:
-                if self._pending[src].pop(seq, None) is None:
-                    self.stats.duplicates += 1
+                self._take_ack(src, seq, data[HEADER.size :])
                 self._cond.notify_all()
             elif kind == Kind.ABORT:
                 self.aborts.setdefault(tag, (src, data[HEADER.size :].decode(errors="replace")))
@@ -242,17 +253,37 @@ class ReliableTransport:
             elif kind == Kind.HEARTBEAT:
                 pass  # being heard is all it is for
             elif kind == Kind.DATA:
-                self._take_data(src, seq, tag, frag, count, data[HEADER.size :])
+                fresh = self._take_data(src, seq, tag, frag, count, data[HEADER.size :])
+                if not self._owed[src]:
+                    self._owed_since[src] = time.monotonic()
+                self._owed[src] += 1
+                ack_now = not fresh or self._owed[src] >= ACK_EVERY  # a copy: the sender is resending
             else:
                 self.stats.stale += 1
                 return
-        if kind == Kind.DATA:
-            self._send(HEADER.pack(MAGIC, Kind.ACK, self.group, self.rank, seq, 0, 0, 0), src)
+        if kind == Kind.DATA and ack_now:
+            self._ack(src)
 
-    def _take_data(self, src: int, seq: int, tag: int, frag: int, count: int, body: bytes) -> None:
+    def _ack(self, src: int) -> None:
+        with self._cond:
+            self._owed[src] = 0
+            floor = self._floor[src]
+            above = sorted(self._above[src])[:MAX_SACKS]
+        body = b"".join(SACK.pack(s) for s in above)
+        self._send(HEADER.pack(MAGIC, Kind.ACK, self.group, self.rank, floor, 0, 0, 0) + body, src)
+
+    def _take_ack(self, src: int, floor: int, body: bytes) -> None:
+        pending = self._pending[src]
+        for s in [s for s in pending if s < floor]:
+            del pending[s]
+        for off in range(0, len(body) - SACK.size + 1, SACK.size):
+            pending.pop(SACK.unpack_from(body, off)[0], None)
+
+    def _take_data(self, src: int, seq: int, tag: int, frag: int, count: int, body: bytes) -> bool:
+        """False for a copy of a packet already taken."""
         if seq < self._floor[src] or seq in self._above[src]:
             self.stats.duplicates += 1
-            return
+            return False
         above = self._above[src]
         above.add(seq)
         while self._floor[src] in above:
@@ -264,6 +295,7 @@ class ReliableTransport:
             del self._partial[(src, tag)]
             self._mail[(src, tag)] = b"".join(inbox.fragments[i] for i in range(inbox.count))
             self._cond.notify_all()
+        return True
 
     def _resend_late(self) -> None:
         now = time.monotonic()
