@@ -110,7 +110,7 @@ class ProcessGroup:
         rto_s: float = 0.03,
         drop_outgoing: float = 0.0,
         drop_seed: int = 0,
-        silent_after_s: float = 2.0,
+        silent_after_s: float = 10.0,
     ) -> None:
         self.rank, self.world = rank, len(peers)
         self.timeout_s = timeout_s

@@ -5,7 +5,9 @@ sequence number. Acknowledgements are cumulative and selective (every seq below 
 list of those above it) and delayed: one per ACK_EVERY packets or after `ack_delay_s`, so on links
 limited in packets per second they cost a fraction of the data's packets. The sender keeps at most `window` unacknowledged
 packets per peer and resends a packet whose acknowledgement is late (timeout doubling per resend,
-capped). The receiver drops copies of packets it already took (counted as duplicates, still
+capped); the timeout follows each peer's measured round trip (RFC 6298's smoothed RTT + 4
+deviations, from packets sent once), never below `rto_s`, so queues in slow switches do not
+cause spurious resends that would deepen them. The receiver drops copies of packets it already took (counted as duplicates, still
 acknowledged so the sender stops) and reassembles messages by (source, tag). A background thread
 receives, acknowledges and resends, so a rank blocked in recv still keeps its peers' windows moving.
 
@@ -33,7 +35,7 @@ MAGIC = b"CL"
 HEADER = struct.Struct("!2sBIHIQII")  # magic, kind, group, source rank, seq, tag, fragment, fragments
 PAYLOAD = 1400  # bytes of message per packet: header + payload + IP/UDP fit a 1500-byte MTU
 ABORT_COPIES = 3
-MAX_RTO_S = 0.5
+MAX_RTO_S = 2.0
 HEARTBEAT_S = 0.25
 ACK_EVERY = 8  # packets taken from one source before an acknowledgement goes out at once
 SACK = struct.Struct("!I")
@@ -96,7 +98,7 @@ class ReliableTransport:
         rto_s: float = 0.03,
         drop_outgoing: float = 0.0,
         drop_seed: int = 0,
-        silent_after_s: float = 2.0,
+        silent_after_s: float = 10.0,
     ) -> None:
         self.rank = rank
         self.silent_after_s = silent_after_s
@@ -114,6 +116,9 @@ class ReliableTransport:
         self._floor = [0] * len(peers)  # every seq below it was taken, per source
         self._above: list[set[int]] = [set() for _ in peers]
         self.ack_delay_s = rto_s / 3  # well inside the sender's timeout
+        self._srtt: list[float | None] = [None] * len(peers)
+        self._rttvar = [0.0] * len(peers)
+        self._rto = [rto_s] * len(peers)
         self._owed = [0] * len(peers)  # packets taken since our last acknowledgement, per source
         self._owed_since = [0.0] * len(peers)
         self._partial: dict[tuple[int, int], _Inbox] = {}
@@ -274,10 +279,23 @@ class ReliableTransport:
 
     def _take_ack(self, src: int, floor: int, body: bytes) -> None:
         pending = self._pending[src]
-        for s in [s for s in pending if s < floor]:
-            del pending[s]
+        acked = [pending.pop(s) for s in [s for s in pending if s < floor]]
         for off in range(0, len(body) - SACK.size + 1, SACK.size):
-            pending.pop(SACK.unpack_from(body, off)[0], None)
+            p = pending.pop(SACK.unpack_from(body, off)[0], None)
+            if p is not None:
+                acked.append(p)
+        once = [p for p in acked if p.retries == 0]  # Karn: a resent packet's ack times nothing
+        if once:
+            self._sample_rtt(src, time.monotonic() - max(p.sent_at for p in once))
+
+    def _sample_rtt(self, src: int, rtt: float) -> None:
+        srtt = self._srtt[src]
+        if srtt is None:
+            self._srtt[src], self._rttvar[src] = rtt, rtt / 2
+        else:
+            self._rttvar[src] = 0.75 * self._rttvar[src] + 0.25 * abs(srtt - rtt)
+            self._srtt[src] = 0.875 * srtt + 0.125 * rtt
+        self._rto[src] = min(max(self.rto_s, self._srtt[src] + 4 * self._rttvar[src]), MAX_RTO_S)
 
     def _take_data(self, src: int, seq: int, tag: int, frag: int, count: int, body: bytes) -> bool:
         """False for a copy of a packet already taken."""
@@ -303,7 +321,7 @@ class ReliableTransport:
         with self._cond:
             for dst, pending in enumerate(self._pending):
                 for p in pending.values():
-                    if now - p.sent_at > min(self.rto_s * (1 << p.retries), MAX_RTO_S):
+                    if now - p.sent_at > min(self._rto[dst] * (1 << p.retries), MAX_RTO_S):
                         p.retries += 1
                         p.sent_at = now
                         late.append((dst, p.data))

@@ -39,12 +39,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeat", type=int, default=1, help="timed runs of each call (a barrier before each)")
     p.add_argument("--timeout", type=float, default=60.0, help="each call's deadline, seconds")
     p.add_argument("--groups", help="topology groups of ranks, e.g. '0,1;2,3' (default: by /24)")
+    p.add_argument("--silent-after", type=float, default=10.0,
+                   help="seconds without a packet (heartbeats included) before a rank is declared dead")
     p.add_argument("--window", type=int, default=64, help="unacknowledged packets per peer")
     p.add_argument("--rto", type=float, default=0.05, help="first retransmission timeout, seconds")
     p.add_argument("--aggregator", help="in-network job: the fallback aggregator's IP")
     p.add_argument("--job", type=int, help="in-network job id")
     p.add_argument("--worker-id", type=int, help="in-network: this rank's worker_id on the wire")
     p.add_argument("--slots", type=int, default=32)
+    p.add_argument("--even-splits", action="store_true",
+                   help="all_to_all: ELEMENTS/n to each rank (default: a few, uneven, some empty)")
     return p
 
 
@@ -66,9 +70,10 @@ def _call(pg: ProcessGroup, op: str, algo: str, x, root: int):
     raise ValueError(f"unknown operation {op!r}")
 
 
-def _inputs(op: str, seed: int, n: int, length: int, dtype: str) -> list:
+def _inputs(op: str, seed: int, n: int, length: int, dtype: str, even: bool) -> list:
     if op == "all_to_all":
-        return [[make_input(seed, 1000 * s + r, all_to_all_split(s, r, length), dtype) for r in range(n)] for s in range(n)]
+        split = (lambda s, r: length // n) if even else (lambda s, r: all_to_all_split(s, r, length))
+        return [[make_input(seed, 1000 * s + r, split(s, r), dtype) for r in range(n)] for s in range(n)]
     return [make_input(seed, r, length, dtype) for r in range(n)]
 
 
@@ -84,11 +89,12 @@ def run(args: argparse.Namespace) -> dict:
     calls = [c.split(":") for c in args.calls.split(",")]
     report: dict = {"rank": args.rank, "world": n, "dtype": args.dtype, "calls": []}
     with ProcessGroup(args.rank, [(ip, args.port) for ip in ips], timeout_s=args.timeout, groups=groups,
-                      aggregation=aggregation, window=args.window, rto_s=args.rto) as pg:
+                      aggregation=aggregation, window=args.window, rto_s=args.rto,
+                      silent_after_s=args.silent_after) as pg:
         for length in args.elements:
             for op, algo in calls:
                 entry = {"op": op, "algo": algo, "elements": length, "bytes": length * DTYPES[args.dtype].itemsize}
-                inputs = _inputs(op, args.seed, n, length, args.dtype)
+                inputs = _inputs(op, args.seed, n, length, args.dtype, args.even_splits)
                 times = []
                 try:
                     for _ in range(args.repeat):
