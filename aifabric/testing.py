@@ -21,6 +21,11 @@ routes; "none": switches with no pipeline, yours owns them) and ``targets``. ``p
 `running_fabric` in a session-scoped fixture of your own.
 
 Only one fabric can run on a machine at a time (switch names and gRPC ports are the machine's).
+
+Every test of a run in which a lab runs (this fixture's or any `aifabric.lab.lab.Lab`) fails
+when a softswitch's program failed on a packet during it (or since the test before): such a
+packet is dropped, and a test that expects nothing would pass on it
+(`aifabric.lab.packet_errors`).
 """
 from __future__ import annotations
 
@@ -28,6 +33,7 @@ import os
 import shlex
 import shutil
 import signal
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -350,3 +356,25 @@ def fabric(request: Any, fabric_target: str, tmp_path_factory: Any) -> Iterator[
     log_dir = tmp_path_factory.mktemp(f"fabric-{fabric_target}")
     with running_fabric(options, fabric_target, log_dir) as running:
         yield running
+
+
+_PACKET_ERRORS: Any = None     # an aifabric.lab.packet_errors.PacketErrorWatch, once a lab ran
+
+
+@pytest.fixture(autouse=True)
+def switches_failed_on_no_packet() -> Iterator[None]:
+    """Fails the test when a lab's softswitch failed to process a packet meanwhile (see the
+    module docstring). Costs nothing where no lab was ever imported, a ``stats`` query per
+    switch where one runs."""
+    yield
+    global _PACKET_ERRORS
+    lab_module = sys.modules.get("aifabric.lab.lab")
+    if lab_module is None:
+        return
+    from aifabric.lab import packet_errors
+    if _PACKET_ERRORS is None:
+        _PACKET_ERRORS = packet_errors.PacketErrorWatch()
+    moved = _PACKET_ERRORS.moved(lab_module.started_labs())
+    if moved:
+        pytest.fail(f"packets the switches failed to process (dropped, see the switch logs): "
+                    f"{packet_errors.describe(moved)}", pytrace=False)

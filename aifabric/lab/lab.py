@@ -10,7 +10,8 @@ teardown, when nothing else is already propagating. Every step is tried whatever
 before did: the host agents, the INT collector, the controller (closed in a thread, as its sessions may hang on
 switches going away), all switch targets and node shells at once (`stop_net`), and finally the
 sweep (`emulation.cleanup.cleanup` for this lab's nodes) for whatever is left, which it checks
-is nothing.
+is nothing. Before the switches stop, teardown reads how many packets each softswitch failed to
+process (`aifabric.lab.packet_errors`): ``lab.packet_errors()`` keeps answering with them.
 
 With ``telemetry=TelemetryConfig(...)`` the lab also builds the telemetry network (every
 switch's telemetry port on one bridge in the root namespace), installs ECN and INT through
@@ -37,12 +38,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from mininet.log import setLogLevel
 
+from aifabric.lab import packet_errors
 from aifabric.lab.interrupts import Terminated, exception_for, shielded
 from controller.failover import FailureHandler, HeartbeatConfig, start_failure_handling
 from controller.fabric_controller import FabricController, FabricError, Pipeline
@@ -66,6 +69,12 @@ log = logging.getLogger("aifabric.lab")
 Progress = Callable[[str], None]
 CONTROLLER_CLOSE_S = 10.0    # how long teardown waits for the controller's sessions to close
 CONTROLLER_HEAD_START_S = 1.0   # ... before stopping the switches under them (it takes ~10 ms)
+_started: "weakref.WeakSet[Lab]" = weakref.WeakSet()
+
+
+def started_labs() -> list["Lab"]:
+    """The labs this process started that still exist (running or stopped)."""
+    return list(_started)
 
 
 @dataclass
@@ -88,6 +97,7 @@ class Teardown:
     seconds: float = 0.0
     failed: list[str] = field(default_factory=list)
     left: Leftovers | None = None       # None: the final check itself failed
+    packet_errors: packet_errors.Counts = field(default_factory=dict)   # read before the switches stopped
 
 
 class Lab:
@@ -140,6 +150,7 @@ class Lab:
 
     def start(self) -> None:
         setLogLevel("warning")
+        _started.add(self)
         nsw = len(self.fabric.switches)
         self.progress(f"starting {nsw} switch targets and {len(self.fabric.hosts)} hosts "
                       f"({self.fabric.describe()}, target {self.target})")
@@ -224,6 +235,7 @@ class Lab:
                                ("heartbeat generator", self._stop_heartbeats),
                                ("INT collector", self._stop_collector),
                                ("controller", lambda: closing.extend(self._close_controller())),
+                               ("packet errors", lambda: self._read_packet_errors(report)),
                                ("switches and hosts", self._stop_net),
                                ("controller", lambda: self._join(closing)),
                                ("sweep", lambda: self._sweep(report)),
@@ -239,6 +251,18 @@ class Lab:
                 what = report.left.describe() if report.left is not None else "an unknown state (the check failed)"
                 self._say(f"teardown left {what}; `aifabric clean` removes it")
         return held
+
+    def packet_errors(self) -> packet_errors.Counts:
+        """softswitch -> what was raised -> packets its program failed on (dropped), since the
+        lab started; after teardown, as teardown read them."""
+        if self.net is not None:
+            return packet_errors.read(self.net)
+        return self.teardown.packet_errors if self.teardown is not None else {}
+
+    def _read_packet_errors(self, report: Teardown) -> None:
+        report.packet_errors = self.packet_errors()
+        if report.packet_errors:
+            self._say(f"packets the switches failed to process: {packet_errors.describe(report.packet_errors)}")
 
     def _say(self, message: str) -> None:
         """Progress during teardown: a terminal that is gone (SIGHUP) must not stop it."""
