@@ -59,6 +59,17 @@ def test_in_network_sum_is_right_and_made_by_the_switches(fabric_lab, workers, e
     assert r.agg_ops["refused"] == 0
     for w in r.per_worker:                                       # one packet out and one in per chunk
         assert w["packets_sent"] >= chunks and w["packets_received"] >= chunks
+    _assert_nothing_was_lost(r)
+
+
+def _assert_nothing_was_lost(r):
+    """A loss-free fabric answers every chunk's first contribution once: a worker retransmits
+    (up to `retries` times a chunk) only when a result did not come, so a result the switches
+    lost would still give a right sum; the retransmissions and the copies they cause tell."""
+    per_worker = {w["host"]: (w["retransmissions"], w["duplicates"]) for w in r.per_worker}
+    assert all(v == (0, 0) for v in per_worker.values()), f"(retransmissions, duplicates) per worker: {per_worker}"
+    dups = {k: r.agg_ops[k] for k in ("dup_answered", "dup_dropped", "dup_resent_up")}
+    assert not any(dups.values()), f"the switches saw contributions twice: {dups}"
 
 
 @pytest.mark.parametrize("loss", [0.01, 0.05])
@@ -94,6 +105,8 @@ def test_two_jobs_at_once_stay_apart(fabric_lab):
     assert results["a"].ok, results["a"].errors
     assert results["b"].ok, results["b"].errors
     assert results["a"].in_network and results["b"].in_network
+    _assert_nothing_was_lost(results["a"])
+    _assert_nothing_was_lost(results["b"])
 
 
 def test_a_job_without_slots_falls_back_to_the_parameter_server(fabric_lab):
