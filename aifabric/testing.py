@@ -374,7 +374,7 @@ def switches_failed_on_no_packet() -> Iterator[None]:
     from aifabric.lab import packet_errors
     if _PACKET_ERRORS is None:
         _PACKET_ERRORS = packet_errors.PacketErrorWatch()
-    moved = _PACKET_ERRORS.moved(lab_module.started_labs())
+    moved = _PACKET_ERRORS.moved(lab_module.started_labs(), lab_module.forget_lab)
     if moved:
         pytest.fail(f"packets the switches failed to process (dropped, see the switch logs): "
                     f"{packet_errors.describe(moved)}", pytrace=False)

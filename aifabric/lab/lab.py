@@ -38,7 +38,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -69,12 +68,20 @@ log = logging.getLogger("aifabric.lab")
 Progress = Callable[[str], None]
 CONTROLLER_CLOSE_S = 10.0    # how long teardown waits for the controller's sessions to close
 CONTROLLER_HEAD_START_S = 1.0   # ... before stopping the switches under them (it takes ~10 ms)
-_started: "weakref.WeakSet[Lab]" = weakref.WeakSet()
+# labs running, and stopped ones whose teardown found packet errors no one took yet: a lab made
+# and stopped inside one test is gone by the time the test's end looks for it
+_started: list["Lab"] = []
 
 
 def started_labs() -> list["Lab"]:
-    """The labs this process started that still exist (running or stopped)."""
+    """The labs this process started that run, or stopped with packet errors not yet taken."""
     return list(_started)
+
+
+def forget_lab(lab: "Lab") -> None:
+    """``lab``'s packet errors were taken (or it had none): no longer listed."""
+    if any(x is lab for x in _started):
+        _started[:] = [x for x in _started if x is not lab]
 
 
 @dataclass
@@ -150,7 +157,8 @@ class Lab:
 
     def start(self) -> None:
         setLogLevel("warning")
-        _started.add(self)
+        forget_lab(self)
+        _started.append(self)
         nsw = len(self.fabric.switches)
         self.progress(f"starting {nsw} switch targets and {len(self.fabric.hosts)} hosts "
                       f"({self.fabric.describe()}, target {self.target})")
@@ -261,7 +269,9 @@ class Lab:
 
     def _read_packet_errors(self, report: Teardown) -> None:
         report.packet_errors = self.packet_errors()
-        if report.packet_errors:
+        if not report.packet_errors:
+            forget_lab(self)
+        else:
             self._say(f"packets the switches failed to process: {packet_errors.describe(report.packet_errors)}")
 
     def _say(self, message: str) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 log = logging.getLogger("aifabric.lab")
 
@@ -58,13 +58,15 @@ class PacketErrorWatch:
     def __init__(self) -> None:
         self._seen: weakref.WeakKeyDictionary[Any, Counts] = weakref.WeakKeyDictionary()
 
-    def moved(self, labs: Iterable[Any]) -> Counts:
+    def moved(self, labs: Iterable[Any], forget: Callable[[Any], None]) -> Counts:
         """Counts that moved since the last call, over ``labs`` (running, or stopped: then
-        what their teardown read)."""
+        what their teardown read, after which ``forget(lab)`` is called: nothing more moves)."""
         out: Counts = {}
         for lab in labs:
             now = lab.packet_errors()
             for sw, kinds in moved(self._seen.get(lab, {}), now).items():
                 out[sw] = kinds
             self._seen[lab] = now
+            if lab.net is None and lab.teardown is not None:
+                forget(lab)
         return out
