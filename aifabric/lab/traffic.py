@@ -5,7 +5,7 @@ import json
 import re
 import shlex
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from aifabric.lab.report import Failed, Measured
@@ -39,6 +39,9 @@ class Reachability:
     family: str
     results: dict[tuple[str, str], bool]
     retried: int = 0            # pairs lost while all hosts pinged, pinged again alone
+    # pairs whose first echo request went unanswered (answered by a later one, or never): on a
+    # loss-free fabric each is a lost packet, which the retries would otherwise hide
+    needed_retry: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def pairs(self) -> int:
@@ -67,19 +70,22 @@ def all_pairs_ping(hosts: Sequence, addr_of: Callable[[object], str], family: st
         targets = " ".join(shlex.quote(addr_of(d)) for d in hosts if d is not src)
         script = (f"for d in {targets}; do r=fail; for i in $(seq {attempts}); do "
                   f"if ping {flag} -n -q -c 1 -W 2 $d >/dev/null 2>&1; then r=ok; break; fi; done; "
-                  f"echo $r $d; done")
+                  f"echo $r $i $d; done")
         procs.append((src, src.popen(["bash", "-c", script])))
     by_addr = {addr_of(h): h.name for h in hosts}
     results: dict[tuple[str, str], bool] = {}
+    needed_retry: list[tuple[str, str]] = []
     for i, (src, proc) in enumerate(procs, 1):
         out, _ = proc.communicate()
         text = out.decode() if isinstance(out, bytes) else out
         ok = 0
         for line in text.splitlines():
-            status, _, addr = line.partition(" ")
+            status, tries, addr = (line.split(" ", 2) + ["", ""])[:3]
             if addr in by_addr:
                 results[(src.name, by_addr[addr])] = status == "ok"
                 ok += status == "ok"
+                if status != "ok" or tries != "1":
+                    needed_retry.append((src.name, by_addr[addr]))
         if progress:
             progress(f"{family} [{i}/{len(procs)}] {src.name}: {ok}/{len(hosts) - 1} reached")
     for src in hosts:          # a host whose shell printed nothing for a target: unreached
@@ -96,7 +102,8 @@ def all_pairs_ping(hosts: Sequence, addr_of: Callable[[object], str], family: st
     if retried and progress:
         progress(f"{family}: {len(retried)} pair(s) lost in the burst, tried again one by one: "
                  f"{sum(results[p] for p in retried)} reached")
-    return Reachability(family, results, retried=len(retried))
+    # a pair the shell printed nothing for was tried again too
+    return Reachability(family, results, retried=len(retried), needed_retry=sorted(set(needed_retry) | set(retried)))
 
 
 def udp_flows(src, dst_addr: str, flows: int = 64, count: int = 20, base_port: int = 49152,

@@ -38,4 +38,5 @@ def test_all_pairs(fabric: Fabric, target: str, tmp_path) -> None:
                 reach = checks.all_pairs(lab, family, nic=nic)
                 assert reach.pairs == n * (n - 1)
                 assert reach.reached == reach.pairs, f"NIC {nic} {family}: unreached {reach.failures()}"
+                assert not reach.needed_retry, f"NIC {nic} {family}: first echo request lost: {reach.needed_retry}"
     assert_torn_down(fabric)

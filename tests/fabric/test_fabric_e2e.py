@@ -29,8 +29,8 @@ def test_fat_tree_k4_all_pairs_and_ecmp(target, tmp_path):
             reach = checks.all_pairs(lab, family)
             assert reach.pairs == 240
             assert reach.reached == 240, f"{family}: unreached {reach.failures()}"
-            # a pair may be lost in the 720-ping burst on a slow target, not systematically
-            assert reach.retried <= 24, f"{family}: {reach.retried} pairs needed a second try"
+            # one echo request in flight per host: a loss-free fabric answers every first one
+            assert not reach.needed_retry, f"{family}: pairs whose first echo request was lost: {reach.needed_retry}"
         per_core, sent = checks.ecmp_over_cores(lab, flows=64, count=10)
         total = sum(per_core.values())
         # a slow target may lose part of the bursts; what matters is where the rest went
