@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import shlex
 import threading
 import time
 
@@ -123,20 +124,64 @@ def _burst(lab, sport: int, packets: int) -> None:
     lab.host(SRC).cmd(f"python3 -c \"{script}\" {lab.fabric.host(DST).ip4.ip}")
 
 
-def test_flowlets_move_only_after_long_pauses(lb_lab, modes):
+FLOWLET_GAP_US = 50_000
+UNDER_GAP, OVER_GAP = 0.5, 1.5       # pauses as a fraction of the gap: just under, just over
+
+
+def _paced(lab, sport: int, pauses_s: list[float]) -> list[float]:
+    """One packet, then one after each pause; the pauses as the sender kept them (seconds)."""
+    script = ("import socket,sys,time;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);"
+              f"s.bind(('',{sport}));d=(sys.argv[1],4791);t=[];"
+              f"[(time.sleep(p),t.append(time.monotonic()),s.sendto(b'x'*64,d)) for p in {[0.0, *pauses_s]!r}];"
+              "print(' '.join(str(b-a) for a,b in zip(t,t[1:])))")
+    out = lab.host(SRC).cmd(f"python3 -c {shlex.quote(script)} {lab.fabric.host(DST).ip4.ip}")
+    return [float(x) for x in out.split()]
+
+
+def test_flowlets_stay_on_one_uplink_through_pauses_just_under_the_gap(lb_lab, modes):
+    """Packets half a gap apart, for three gaps: one flowlet (a flowlet that ends by age, or a
+    gap taken ten times too short, would move it). A pause the sender itself stretched past 90%
+    of the gap (a busy machine) proves nothing: that round is not counted."""
     lab = lb_lab[0]
-    gap_us = 50_000
-    modes.set("flowlet", [EDGE], gap_us=gap_us)
-    used = []
-    for _ in range(16):                       # bursts of back-to-back packets, 150 ms apart
+    modes.set("flowlet", [EDGE], gap_us=FLOWLET_GAP_US)
+    gap_s = FLOWLET_GAP_US / 1e6
+    counted = 0
+    for _ in range(4):
+        time.sleep(3 * gap_s)                 # the flowlet before is over
         before = _uplinks(lab)
-        _burst(lab, 50003, 5)
+        kept = _paced(lab, 50004, [UNDER_GAP * gap_s] * 6)
+        d = _settled(lab, before, 7)
+        if max(kept) >= 0.9 * gap_s:
+            continue
+        counted += 1
+        assert sorted(d.values()) == [0, 7], f"a flowlet moved within pauses of {kept} s (gap {gap_s} s): {d}"
+    assert counted >= 2, "the sender kept too few pauses under the gap to tell"
+
+
+def test_flowlets_move_after_pauses_just_over_the_gap(lb_lab, modes):
+    """16 packets a gap and a half apart: each starts a flowlet of its own, on an uplink drawn
+    anew, so both uplinks carry some (all 16 on one: probability 2^-15; a gap taken twice too
+    long would keep them all on the first)."""
+    lab = lb_lab[0]
+    modes.set("flowlet", [EDGE], gap_us=FLOWLET_GAP_US)
+    gap_s = FLOWLET_GAP_US / 1e6
+    time.sleep(3 * gap_s)
+    before = _uplinks(lab)
+    kept = _paced(lab, 50003, [OVER_GAP * gap_s] * 15)
+    d = _settled(lab, before, 16)
+    assert sum(d.values()) == 16, d
+    assert all(d.values()), f"pauses of {min(kept):.3f}..{max(kept):.3f} s (gap {gap_s} s) never moved the flow: {d}"
+
+
+def test_flowlets_keep_a_burst_on_one_uplink(lb_lab, modes):
+    lab = lb_lab[0]
+    modes.set("flowlet", [EDGE], gap_us=FLOWLET_GAP_US)
+    for _ in range(4):                        # bursts of back-to-back packets
+        before = _uplinks(lab)
+        _burst(lab, 50005, 5)
         d = _settled(lab, before, 5)
         assert sorted(d.values()) == [0, 5], f"a burst was split: {d}"   # one flowlet, one uplink
-        used.append(max(d, key=d.get))
-        time.sleep(gap_us * 3 / 1e6)
-    # a new flowlet after every pause: both uplinks seen (all 16 alike: probability 2^-15)
-    assert set(used) == set(UPLINKS), used
+        time.sleep(3 * FLOWLET_GAP_US / 1e6)
 
 
 def test_a_te_pin_wins_over_spraying_and_is_removed(lb_lab, modes):
