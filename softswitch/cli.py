@@ -17,6 +17,7 @@ import sys
 import threading
 
 from .addr import host_port_arg
+from .args import OneLineErrors
 from .fastpath import MODES
 from .pipeline.compiled import CompileError
 from .pipeline.errors import ProgramError
@@ -39,13 +40,6 @@ def _per_port(text: str) -> tuple[int, int | None]:
         return int(value), (int(port) if sep else None)
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{text}' is not N or N@PORT") from None
-
-
-class OneLineErrors(argparse.ArgumentParser):
-    """Bad arguments: one line naming the problem (and where to look), exit status 2."""
-
-    def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:

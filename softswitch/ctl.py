@@ -26,7 +26,7 @@ import sys
 import threading
 
 from .addr import host_port_arg, parse_host_port
-from .cli import OneLineErrors
+from .args import OneLineErrors
 
 MAX_LINE = 4096    # bytes of one command line; the longest real command is a few dozen
 

@@ -16,18 +16,41 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Protocol
 
 # absolute imports: this module is also compiled on its own (pipeline/compiled.py)
 from softswitch.pipeline.program import INTRINSICS, Program
+from softswitch.runtime.pre import ReplicationEngine
 from softswitch.queues import EgressQueue
-
-if TYPE_CHECKING:
-    from softswitch.dataplane import Dataplane
 
 NORMAL, INGRESS_CLONE, EGRESS_CLONE, COALESCED, RECIRC, REPLICATION, RESUBMIT = range(7)
 MIRROR_SESSION_ID_MASK = 0x7FFF
 NO_TRUNCATION = 1 << 62
+
+
+class PathOwner(Protocol):
+    """What a packet path uses of the data plane that owns it (softswitch.dataplane.Dataplane,
+    which imports this module): its state, and the methods that take copies, resubmission,
+    recirculation and sends off the straight path."""
+    counters: object                    # .packets_in ... as the data plane counts them
+    drop_port: int
+    start_ns: int
+    pre: ReplicationEngine
+    priority_queues: int
+    queues: dict[tuple[int, int], EgressQueue]
+    queued: int                         # packets in the egress queues
+    _internal: object                   # resubmitted/recirculated packets waiting (a deque)
+
+    def transmit(self, port: int, frame: bytes) -> None: ...
+    def queue(self, port: int, priority: int = 0) -> EgressQueue: ...
+    def bad_priority(self, priority: int) -> None: ...
+    def clone_ingress(self, prog: Program, F: list, frame: bytes, session: int, ingress_port: int) -> None: ...
+    def clone_egress(self, prog: Program, F: list, session: int) -> None: ...
+    def copy_field_list(self, prog: Program, field_list_id: int, src: list, dst: list) -> None: ...
+    def replicate(self, F: list, targets: list[tuple[int, int]], truncate: int) -> None: ...
+    def push_internal(self, F: list, frame: bytes) -> None: ...
+    def _drain_queues(self) -> None: ...
+    def _packet_failed(self, e: Exception) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -40,7 +63,7 @@ class PacketPath:
     egress: Callable[[EgressQueue, list], None]    # a packet whose departure time has come
 
 
-def build_packet_path(dp: "Dataplane", prog: Program) -> PacketPath:
+def build_packet_path(dp: "PathOwner", prog: Program) -> PacketPath:
     s, h = prog.intrinsics, prog.layout.hidden
     ingress_port, egress_spec, egress_port = s["ingress_port"], s["egress_spec"], s["egress_port"]
     instance_type, packet_length = s["instance_type"], s["packet_length"]

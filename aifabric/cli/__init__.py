@@ -43,7 +43,7 @@ from aifabric.cli.validate import failover_config, validate
 from controller.failover.config import HeartbeatConfig as HeartbeatDefaults
 from hostagent.agent.config import MODES as AGENT_MODES
 from softswitch.addr import parse_host_port
-from softswitch.cli import OneLineErrors
+from softswitch.args import OneLineErrors
 from emulation.p4switch import TARGETS
 
 CONTROLLERS = ("aifabric", "none")

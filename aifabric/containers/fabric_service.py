@@ -26,7 +26,7 @@ from mininet.log import setLogLevel
 from aifabric.lab.description import FabricDescription, PipelineFiles
 from aifabric.lab.lab import fabric_nodes
 from controller.fabric_controller import Pipeline
-from softswitch.cli import OneLineErrors
+from softswitch.args import OneLineErrors
 from topologies.fabric import Fabric, fat_tree, leaf_spine
 from emulation.mininet_topo import make_net, stop_net
 from emulation.cleanup import cleanup
