@@ -18,6 +18,8 @@
     aifabric demo [--k 4] [--target ...] [--json PATH]                  the fat-tree demo
     aifabric demo int [--k 4] [--target ...] [--json PATH] [--png PATH]  ECN + INT under congestion
     aifabric demo allreduce [--workers 8] [--size N] [--json PATH]      in-network AllReduce vs ring vs PS
+    aifabric demo train [--workers 8] [--steps 100] [--rate PPS]        a model trained data-parallel, gradients
+                                                                        summed in the switches, by ring, in one process
     aifabric bench load-balance [--modes ...] [--patterns ...]           load-balancing modes compared
                                 [--seeds ...]      (`bench lb` is the same command)
     aifabric clean                                                      remove leftovers
@@ -92,21 +94,25 @@ def build_parser() -> argparse.ArgumentParser:
                          "are never recomputed), to see it apart from the controller's reroute")
 
     demo = sub.add_parser("demo", help="run a demo (default: the fat-tree forwarding demo)")
-    demo.add_argument("which", nargs="?", choices=("fabric", "int", "allreduce"), default="fabric",
+    demo.add_argument("which", nargs="?", choices=("fabric", "int", "allreduce", "train"), default="fabric",
                       help="fabric: forwarding and ECMP; int: a congested link seen through INT and ECN; "
-                           "allreduce: in-network aggregation against ring and parameter server")
+                           "allreduce: in-network aggregation against ring and parameter server; "
+                           "train: a model learning the digits data-parallel, in the switches, by ring, in one process")
     demo.add_argument("--k", type=int, default=4)
     demo.add_argument("--target", choices=TARGETS, default="softswitch",
                       help="P4 target (default: the embedded softswitch)")
     demo.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     demo.add_argument("--p4-build", metavar="DIR", help="where fabric.json and fabric.p4info.txtpb are (default: the committed build)")
     demo.add_argument("--png", metavar="PATH",
-                      help="demo int/allreduce: where to save the picture (default out/int_demo.png, out/allreduce_demo.png)")
+                      help="demo int/allreduce/train: where to save the picture (default out/int_demo.png, "
+                           "out/allreduce_demo.png, out/train_demo.png)")
     demo.add_argument("--seconds", type=float, default=3.0, help="demo int: how long each run sends")
-    demo.add_argument("--workers", type=int, default=8, help="demo allreduce: workers, spread over racks and pods")
+    demo.add_argument("--workers", type=int, default=8, help="demo allreduce/train: workers, spread over racks and pods")
     demo.add_argument("--size", type=int, default=16384, help="demo allreduce: tensor elements")
     demo.add_argument("--dtype", choices=("float32", "int32"), default="float32", help="demo allreduce: tensor type")
-    demo.add_argument("--rate", type=int, default=100, help="demo allreduce: link rate, packets/s per direction")
+    demo.add_argument("--rate", type=int, help="demo allreduce/train: link rate, packets/s per direction "
+                      "(default: 100 for allreduce, not limited for train)")
+    demo.add_argument("--steps", type=int, default=100, help="demo train: SGD steps")
 
     bench = sub.add_parser("bench", help="run a comparison on a fabric (load-balance, or lb: load-balancing modes)")
     bench_sub = bench.add_subparsers(dest="which", required=True)
@@ -277,7 +283,11 @@ def main(argv: list[str] | None = None) -> int:
                 from aifabric.experiments import demo_allreduce
                 return demo_allreduce.run(k=args.k, target=args.target, workers=args.workers, size=args.size,
                                           dtype=args.dtype, json_path=args.json, png_path=args.png,
-                                          pipeline=pipeline, rate_pps=args.rate)
+                                          pipeline=pipeline, rate_pps=args.rate or 100)
+            if args.which == "train":
+                from aifabric.experiments import demo_train
+                return demo_train.run(k=args.k, target=args.target, workers=args.workers, steps=args.steps,
+                                      rate_pps=args.rate, json_path=args.json, png_path=args.png, pipeline=pipeline)
             from aifabric.experiments import demo_fabric
             return demo_fabric.run(k=args.k, target=args.target, json_path=args.json, pipeline=pipeline)
     except (KeyboardInterrupt, Terminated) as stop:

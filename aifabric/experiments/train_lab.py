@@ -1,0 +1,157 @@
+"""Data-parallel training on a running fabric: one `python -m hostagent.training.dp_rank` per host.
+
+`digits_split` writes scikit-learn's digits (features scaled to [0, 1], a seeded test split of
+360 images) to the .npz every rank reads its shard from. `train_on_fabric` starts a rank on each
+host, with an in-network aggregation job on the switches when the algorithm is in_network, and
+collects every rank's report; a rank that reports nothing or an error fails the run by name
+(`TrainRun.errors`). ``kill_rank_after`` kills one rank's process that many seconds after the
+start, to show how a run ends when a host dies. `reference` trains the same ranks in this process.
+"""
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from aifabric.experiments.allreduce_lab import (_communicate, _last_json, _python_cmd, _read_agg_ops,
+                                                _wait_listening, cpu_times)
+from aifabric.lab.lab import Lab
+from controller.aggregation import JobManager
+from hostagent.training import reference
+from hostagent.training.data import Split
+from hostagent.training.step import Config
+
+RANK = "hostagent.training.dp_rank"
+ALGORITHMS = ("in_network", "ring")
+TEST_EXAMPLES = 360
+
+
+class TrainingFailed(RuntimeError):
+    """A run on the fabric in which some rank did not finish; the message names each."""
+
+
+def digits_split(path: str | Path, seed: int = 0) -> Split:
+    from sklearn.datasets import load_digits   # only here: the hosts read the .npz
+
+    d = load_digits()
+    order = np.random.default_rng(seed).permutation(len(d.target))
+    x, y = (d.data / 16.0).astype(np.float32), d.target.astype(np.int64)
+    test, train = order[:TEST_EXAMPLES], order[TEST_EXAMPLES:]
+    split = Split(x[train], y[train], x[test], y[test])
+    split.save(path)
+    return split
+
+
+@dataclass
+class TrainRun:
+    algorithm: str
+    hosts: list[str]
+    reports: list[dict] = field(default_factory=list)   # per rank that reported, in rank order
+    errors: list[str] = field(default_factory=list)
+    agg_ops: dict[str, int] = field(default_factory=dict)
+    server: dict = field(default_factory=dict)
+    in_network: bool = False
+    cpu_busy: float = 0.0
+    wall_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors and len(self.reports) == len(self.hosts)
+
+    def steps(self, rank: int = 0) -> list[dict]:
+        return self.reports[rank]["steps"]
+
+    def step_times(self) -> list[float]:
+        """Each step's time on the slowest rank."""
+        return [max(r["steps"][t]["step_s"] for r in self.reports) for t in range(len(self.steps()))]
+
+    def summary(self) -> dict:
+        return {"algorithm": self.algorithm, "hosts": self.hosts, "ok": self.ok, "errors": self.errors,
+                "in_network": self.in_network, "agg_ops": self.agg_ops, "server": self.server,
+                "cpu_busy": round(self.cpu_busy, 3), "wall_s": round(self.wall_s, 2),
+                "steps": self.steps() if self.ok else [],
+                "stats": [r.get("stats", {}) for r in self.reports]}
+
+
+def train_on_fabric(lab: Lab, hosts: Sequence[str], algorithm: str, data: str | Path, steps: int, *,
+                    cfg: Config = Config(), manager: JobManager | None = None, server: str | None = None,
+                    slots: int = 8, timeout: float = 30.0, silent_after: float = 5.0,
+                    kill_rank_after: tuple[int, float] | None = None, deadline_s: float = 600.0) -> TrainRun:
+    """``steps`` steps of data-parallel SGD, one rank per host (rank order = ``hosts``' order),
+    the gradients all-reduced with ``algorithm``; in_network needs ``manager`` and ``server`` (the
+    host of the job's fallback aggregator)."""
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm {algorithm!r}: one of {', '.join(ALGORITHMS)}")
+    run = TrainRun(algorithm, list(hosts))
+    ips = ",".join(str(lab.fabric.host(h).ip4.ip) for h in hosts)
+    common = ["--peers", ips, "--data", Path(data).resolve(), "--steps", steps, "--algo", algorithm,
+              "--hidden", cfg.hidden, "--batch", cfg.batch, "--lr", cfg.lr, "--seed", cfg.seed,
+              "--timeout", timeout, "--silent-after", silent_after]
+    switches = [sw.name for sw in lab.fabric.switches]
+    job = ps_proc = None
+    try:
+        extra: dict[str, list] = {h: [] for h in hosts}
+        if algorithm == "in_network":
+            if manager is None or server is None:
+                raise ValueError("in_network training needs the job manager and a host for the fallback aggregator")
+            job = manager.start(list(hosts), server, slots=slots, in_network=True)
+            run.in_network = job.in_network
+            ps_proc = lab.host(server).popen(_python_cmd("ps", "--job", f"{job.job_id}:{len(hosts)}:{slots}"))
+            _wait_listening(lab.host(server), ps_proc)
+            for h in hosts:
+                c = job.worker_config(h)
+                extra[h] = ["--aggregator", c["aggregator"], "--job", c["job_id"], "--worker-id", c["worker_id"],
+                            "--slots", slots]
+        before = _read_agg_ops(lab, switches) if job else {}
+        cpu0, t0 = cpu_times(), time.monotonic()
+        procs = {h: lab.host(h).popen([sys.executable, "-m", RANK, "--rank", str(r), *map(str, common),
+                                       *map(str, extra[h])]) for r, h in enumerate(hosts)}
+        killed = None
+        if kill_rank_after is not None:
+            rank, after = kill_rank_after
+            time.sleep(after)
+            killed = hosts[rank]
+            procs[killed].send_signal(signal.SIGKILL)
+        for r, (h, proc) in enumerate(procs.items()):
+            out, err = _communicate(proc, deadline_s)
+            report = _last_json(out)
+            if report is None:
+                said = err.strip().splitlines()
+                why = "killed" if h == killed else (said[-1] if said else f"no output (exit status {proc.returncode})")
+                run.errors.append(f"rank {r} ({h}): {why}")
+                continue
+            run.reports.append(report)
+            if not report["ok"]:
+                run.errors.append(f"rank {r} ({h}): {report['error']}")
+        run.wall_s = time.monotonic() - t0
+        cpu1 = cpu_times()
+        total = cpu1[0] - cpu0[0]
+        run.cpu_busy = 1 - (cpu1[1] - cpu0[1]) / total if total else 0.0
+        if job:
+            after_ops = _read_agg_ops(lab, switches)
+            run.agg_ops = {k: after_ops[k] - before[k] for k in after_ops}
+    finally:
+        if ps_proc is not None:
+            ps_proc.terminate()
+            out, _ = _communicate(ps_proc, 10)
+            run.server = _last_json(out) or {}
+        if job is not None:
+            manager.end(job)
+    return run
+
+
+def require_ok(run: TrainRun) -> TrainRun:
+    """``run``, or TrainingFailed naming every rank that did not finish."""
+    if not run.ok:
+        raise TrainingFailed(f"{run.algorithm} training failed: " + "; ".join(run.errors))
+    return run
+
+
+def references(split: Split, cfg: Config, ranks: int, steps: int) -> dict[str, list[dict]]:
+    """The single-process runs: exact sums, and the switches' quantised sums replayed."""
+    return {c: reference.train(split, cfg, ranks, steps, c) for c in reference.COMBINERS}
