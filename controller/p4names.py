@@ -23,9 +23,9 @@ class Table:
     AGGREGATION_AGG_JOBS = 'FabricIngress.aggregation.agg_jobs'
     LOAD_BALANCE_LB_MODE = 'FabricIngress.load_balance.lb_mode'
     TE_OVERRIDE_TE_OVERRIDE = 'FabricIngress.te_override.te_override'
-    PORT_LIVENESS_HEARTBEAT_WATCH = 'FabricIngress.port_liveness.heartbeat_watch'
-    PORT_LIVENESS_PORT_STATUS = 'FabricIngress.port_liveness.port_status'
-    PORT_LIVENESS_FAILOVER = 'FabricIngress.port_liveness.failover'
+    PORT_FAILOVER_HEARTBEAT_WATCH = 'FabricIngress.port_failover.heartbeat_watch'
+    PORT_FAILOVER_PORT_STATUS = 'FabricIngress.port_failover.port_status'
+    PORT_FAILOVER_FAILOVER = 'FabricIngress.port_failover.failover'
     FLOW_SAMPLING_FLOW_SAMPLING = 'FabricIngress.flow_sampling.flow_sampling'
     ECN_ECN_CONFIG = 'FabricEgress.ecn.ecn_config'
     INT_EGRESS_INT_CONFIG = 'FabricEgress.int_egress.int_config'
@@ -59,9 +59,9 @@ class Action:
     LOAD_BALANCE_SPRAY = 'FabricIngress.load_balance.spray'
     LOAD_BALANCE_FLOWLET = 'FabricIngress.load_balance.flowlet'
     TE_OVERRIDE_PIN = 'FabricIngress.te_override.pin'
-    PORT_LIVENESS_PORT_DOWN = 'FabricIngress.port_liveness.port_down'
-    PORT_LIVENESS_WATCH = 'FabricIngress.port_liveness.watch'
-    PORT_LIVENESS_REROUTE = 'FabricIngress.port_liveness.reroute'
+    PORT_FAILOVER_PORT_DOWN = 'FabricIngress.port_failover.port_down'
+    PORT_FAILOVER_WATCH = 'FabricIngress.port_failover.watch'
+    PORT_FAILOVER_REROUTE = 'FabricIngress.port_failover.reroute'
     FLOW_SAMPLING_SAMPLE = 'FabricIngress.flow_sampling.sample'
     ECN_SET_THRESHOLDS = 'FabricEgress.ecn.set_thresholds'
     INT_EGRESS_CONFIGURE = 'FabricEgress.int_egress.configure'
@@ -76,7 +76,7 @@ class Counter:
 
     FILTERING_INGRESS_PORT_COUNTER = 'FabricIngress.filtering.ingress_port_counter'
     AGGREGATION_AGG_OPS = 'FabricIngress.aggregation.agg_ops'
-    PORT_LIVENESS_FAILED_OVER = 'FabricIngress.port_liveness.failed_over'
+    PORT_FAILOVER_FAILED_OVER = 'FabricIngress.port_failover.failed_over'
     FLOW_SAMPLING_FLOW_SAMPLES = 'FabricIngress.flow_sampling.flow_samples'
     ECN_ECN_MARKED = 'FabricEgress.ecn.ecn_marked'
     LOSS_LOSS_DROPPED = 'FabricEgress.loss.loss_dropped'
@@ -141,9 +141,9 @@ MATCH_FIELDS: dict[str, tuple[str, ...]] = {
     Table.AGGREGATION_AGG_JOBS: ('job_id',),
     Table.LOAD_BALANCE_LB_MODE: (),
     Table.TE_OVERRIDE_TE_OVERRIDE: ('ip_src', 'ip_dst', 'ip_proto', 'l4_sport', 'l4_dport'),
-    Table.PORT_LIVENESS_HEARTBEAT_WATCH: ('port',),
-    Table.PORT_LIVENESS_PORT_STATUS: ('port',),
-    Table.PORT_LIVENESS_FAILOVER: ('next_id', 'port'),
+    Table.PORT_FAILOVER_HEARTBEAT_WATCH: ('port',),
+    Table.PORT_FAILOVER_PORT_STATUS: ('port',),
+    Table.PORT_FAILOVER_FAILOVER: ('next_id', 'port'),
     Table.FLOW_SAMPLING_FLOW_SAMPLING: ('ig_port',),
     Table.ECN_ECN_CONFIG: ('egress_port',),
     Table.INT_EGRESS_INT_CONFIG: (),
@@ -176,9 +176,9 @@ ACTION_PARAMS: dict[str, tuple[str, ...]] = {
     Action.LOAD_BALANCE_SPRAY: (),
     Action.LOAD_BALANCE_FLOWLET: ('gap_us',),
     Action.TE_OVERRIDE_PIN: ('port', 'smac', 'dmac'),
-    Action.PORT_LIVENESS_PORT_DOWN: (),
-    Action.PORT_LIVENESS_WATCH: ('timeout_us',),
-    Action.PORT_LIVENESS_REROUTE: ('port', 'smac', 'dmac'),
+    Action.PORT_FAILOVER_PORT_DOWN: (),
+    Action.PORT_FAILOVER_WATCH: ('timeout_us',),
+    Action.PORT_FAILOVER_REROUTE: ('port', 'smac', 'dmac'),
     Action.FLOW_SAMPLING_SAMPLE: ('probability',),
     Action.ECN_SET_THRESHOLDS: ('kmin', 'kmax', 'pmax'),
     Action.INT_EGRESS_CONFIGURE: ('switch_id', 'mtu'),
@@ -297,7 +297,7 @@ TE_OVERRIDE_TABLE_SIZE = 4096
 PORT_STATUS_TABLE_SIZE = 512  # one entry per dead port
 FAILOVER_TABLE_SIZE = 4096  # one entry per (next id, member port)
 HEARTBEAT_WATCH_TABLE_SIZE = 512  # one entry per watched fabric port
-PORT_LIVENESS_SIZE = 512  # indexed by 9-bit port numbers
+PORT_FAILOVER_SIZE = 512  # indexed by 9-bit port numbers
 PORT_COUNTER_SIZE = 512  # indexed by 9-bit port numbers
 MY_STATION_TABLE_SIZE = 64
 ARP_REPLY_TABLE_SIZE = 1024

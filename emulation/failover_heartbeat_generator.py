@@ -1,6 +1,6 @@
 """Link-heartbeat generator: the emulated counterpart of a switch ASIC's packet generator.
 
-A switch that runs data-plane heartbeats (``p4src/include/control/liveness.p4``) has one more
+A switch that runs data-plane heartbeats (``p4src/include/control/failover.p4``) has one more
 port, ``GEN_PORT`` (254), on a veth pair of its own: ``<switch>-eth254`` is the switch's end,
 ``<switch>-hbgen`` the generator's. Every interval the generator writes into the switch's
 pipeline one frame per fabric port, each naming the port it is for; the pipeline sends it out

@@ -20,7 +20,7 @@
 #include "include/control/aggregation.p4"
 #include "include/control/loss.p4"
 #include "include/control/load_balance.p4"
-#include "include/control/liveness.p4"
+#include "include/control/failover.p4"
 #include "include/control/sampling.p4"
 
 control FabricIngress(inout headers_t hdr,
@@ -38,7 +38,7 @@ control FabricIngress(inout headers_t hdr,
     LoadBalance() load_balance;
     TeOverride() te_override;
     LinkHeartbeat() link_heartbeat;
-    PortLiveness() port_liveness;
+    PortFailover() port_failover;
     FlowSampling() flow_sampling;
 
     apply {
@@ -57,7 +57,7 @@ control FabricIngress(inout headers_t hdr,
                 load_balance.apply(hdr, meta, standard_metadata);
                 next.apply(hdr, meta, standard_metadata);
                 te_override.apply(hdr, meta, standard_metadata);
-                port_liveness.apply(hdr, meta, standard_metadata);   // a dead port's backup member
+                port_failover.apply(hdr, meta, standard_metadata);   // a dead port's backup member
             }
         }
         if (!meta.agg.handled) {

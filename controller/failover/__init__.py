@@ -12,7 +12,7 @@ Use::
     handler.events, handler.reroutes     # what happened, with times (time.monotonic())
     handler.stop()                       # or controller.close()
 
-How it works: `controller.failover.handler`; the P4 side: ``p4src/include/control/liveness.p4``
+How it works: `controller.failover.handler`; the P4 side: ``p4src/include/control/failover.p4``
 and ``packetio.p4`` (p4src/README.md, "Failures"). Modules: `config` (HeartbeatConfig),
 `heartbeat` (frames), `monitor` (per-port state machine), `localise` (which link or switch
 failed), `entries` (P4Runtime entities), `metrics` (Prometheus), `handler` (the threads).

@@ -16,7 +16,7 @@ multiplier (`aifabric up --failover --heartbeat-ms 20 --heartbeat-multiplier 3`)
 
 Link heartbeats (``link_interval_ms``, ``link_multiplier``) are the fast tier, BFD's defaults
 of 10 ms x 3: they never pass through Python beyond one generator loop (each switch's pipeline
-sends them and its neighbour's pipeline hears them, ``p4src/include/control/liveness.p4``,
+sends them and its neighbour's pipeline hears them, ``p4src/include/control/failover.p4``,
 `emulation.failover_heartbeat_generator`), so the data plane stops using a silent port 30 ms after it
 fell silent. The controller's heartbeats above stay the slower tier that names the failure and
 reroutes. A link heartbeat frame is handled twice by a pipeline and by nothing else: on a k=4

@@ -1,4 +1,4 @@
-"""P4Runtime entities of ``p4src/include/control/liveness.p4``.
+"""P4Runtime entities of ``p4src/include/control/failover.p4``.
 
 * ``port_status``: one entry ``port -> port_down()`` per dead port of the switch;
 * ``failover``: for every group of two or more members, ``(next_id, member port) ->
@@ -16,13 +16,13 @@ from controller.p4info import P4Info
 from controller.p4names import Action, Counter, Table
 from controller.routing import NextHop, SwitchForwarding
 
-PORT_STATUS = Table.PORT_LIVENESS_PORT_STATUS
-PORT_DOWN = Action.PORT_LIVENESS_PORT_DOWN
-FAILOVER = Table.PORT_LIVENESS_FAILOVER
-REROUTE = Action.PORT_LIVENESS_REROUTE
-HEARTBEAT_WATCH = Table.PORT_LIVENESS_HEARTBEAT_WATCH
-FAILED_OVER = Counter.PORT_LIVENESS_FAILED_OVER     # packets moved off each dead port
-WATCH = Action.PORT_LIVENESS_WATCH
+PORT_STATUS = Table.PORT_FAILOVER_PORT_STATUS
+PORT_DOWN = Action.PORT_FAILOVER_PORT_DOWN
+FAILOVER = Table.PORT_FAILOVER_FAILOVER
+REROUTE = Action.PORT_FAILOVER_REROUTE
+HEARTBEAT_WATCH = Table.PORT_FAILOVER_HEARTBEAT_WATCH
+FAILED_OVER = Counter.PORT_FAILOVER_FAILED_OVER     # packets moved off each dead port
+WATCH = Action.PORT_FAILOVER_WATCH
 
 
 def owned_tables(p4info: P4Info) -> set[tuple]:

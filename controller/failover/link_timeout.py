@@ -1,7 +1,7 @@
 """The data plane's link-heartbeat timeout, raised when the machine makes heartbeats late.
 
 A switch skips a port whose link heartbeats have been silent for the timeout (``heartbeat_watch``,
-``liveness.p4``), 30 ms by default on softswitch. On a loaded machine a switch process can wait
+``failover.p4``), 30 ms by default on softswitch. On a loaded machine a switch process can wait
 that long for the CPU, and then its heartbeats reach its neighbours late: they skip a healthy
 port, and the ``failed_over`` counter counts packets moved off it (reordered, not lost, while
 the backup is alive). The controller can tell such a spurious silence from a cut: its own

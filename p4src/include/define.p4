@@ -23,7 +23,7 @@ const port_num_t HEARTBEAT_GEN_PORT = 254;
 // Start targets with `--priority-queues 8` (emulation/p4switch.py does): with
 // fewer queues than that, a target drops the packet (BMv2 and softswitch alike).
 const bit<3> PRIORITY_CONTROL = 7;
-// Egress priority of link heartbeats (include/control/liveness.p4): ahead of
+// Egress priority of link heartbeats (include/control/failover.p4): ahead of
 // data too, but in a queue of their own, so that on a link slower than they
 // come (an emulated link of a few dozen packets a second) it is theirs that
 // overflow, not the controller's packet-outs.
@@ -40,9 +40,9 @@ const bit<16> ETHERTYPE_IPV4 = 0x0800;
 const bit<16> ETHERTYPE_ARP  = 0x0806;
 const bit<16> ETHERTYPE_IPV6 = 0x86dd;
 // Heartbeats between neighbouring switches (IEEE local experimental ether type);
-// see include/control/liveness.p4 and controller/failover/.
+// see include/control/failover.p4 and controller/failover/.
 const bit<16> ETHERTYPE_HEARTBEAT = 0x88b5;
-// Link heartbeats kept in the data plane (include/control/liveness.p4): sent
+// Link heartbeats kept in the data plane (include/control/failover.p4): sent
 // through HEARTBEAT_GEN_PORT, heard by the neighbour's pipeline, never punted.
 const bit<16> ETHERTYPE_LINK_HEARTBEAT = 0x88b6;
 
@@ -168,11 +168,11 @@ const bit<32> FLOWLET_SLOTS   = 4096;          // flowlet state entries (a hash 
 const bit<32> FLOWLET_ID_SCRAMBLE = 0x85EBCA6B; // odd: consecutive flowlet ids -> far-apart entropies
 #define TE_OVERRIDE_TABLE_SIZE     4096
 
-// Port liveness and failover (include/control/liveness.p4).
+// Port liveness and failover (include/control/failover.p4).
 #define PORT_STATUS_TABLE_SIZE     512    // one entry per dead port
 #define FAILOVER_TABLE_SIZE        4096   // one entry per (next id, member port)
 #define HEARTBEAT_WATCH_TABLE_SIZE 512    // one entry per watched fabric port
-const bit<32> PORT_LIVENESS_SIZE = 512;   // indexed by 9-bit port numbers
+const bit<32> PORT_FAILOVER_SIZE = 512;   // indexed by 9-bit port numbers
 
 // Table and counter sizes.
 const bit<32> PORT_COUNTER_SIZE  = 512;   // indexed by 9-bit port numbers

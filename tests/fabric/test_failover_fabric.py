@@ -1,4 +1,4 @@
-"""Failure handling on a real k=4 fat-tree, per target (controller/failover/, liveness.p4).
+"""Failure handling on a real k=4 fat-tree, per target (controller/failover/, failover.p4).
 
 With heartbeats at the default settings: traffic through the fabric never gets a healthy port
 marked dead, nor does a saturated link (heartbeats leave at priority 7); a core link taken down (both veth ends) is found dead at both ends, named, avoided
@@ -185,7 +185,7 @@ def test_a_switch_starved_of_cpu_raises_the_link_timeout_instead_of_failing_its_
 
     def written() -> set[int]:
         watch = lab.controller.connection(up.agg).read_table(
-            lab.controller.pipeline.p4info.table_id(Table.PORT_LIVENESS_HEARTBEAT_WATCH))
+            lab.controller.pipeline.p4info.table_id(Table.PORT_FAILOVER_HEARTBEAT_WATCH))
         return {int.from_bytes(e.action.action.params[0].value, "big") for e in watch}
 
     # a raise that has just been decided is being written to the switches: give it the time to land
@@ -224,7 +224,7 @@ def test_core_link_down_then_restored(lab):
     assert handler.failures() == []
     assert controller.forwarding == healthy
     entries = controller.connection(a).read_table(controller.pipeline.p4info.table_id(
-        Table.PORT_LIVENESS_PORT_STATUS))
+        Table.PORT_FAILOVER_PORT_STATUS))
     assert entries == [], "a port_status entry outlived the repair"
 
 

@@ -1,4 +1,4 @@
-"""fabric.p4's failover: port liveness (include/control/liveness.p4) and heartbeat punting (packetio.p4).
+"""fabric.p4's failover: port liveness (include/control/failover.p4) and heartbeat punting (packetio.p4).
 
 On top of fabric.py's control plane (ECMP group of ports 2, 3, 4 behind next id 2): a
 heartbeat frame (ether type 0x88b5) arriving on a port goes to the CPU as it came, whatever its
@@ -36,11 +36,11 @@ PIN_FLOW = F.udp4("10.0.1.1", "10.0.2.5", 4242)
 
 def _failover(s: Setup) -> bytes:
     p = s.p4info
-    s.insert(*[p.table_entry(Table.PORT_LIVENESS_FAILOVER, {"next_id": 2, "port": port}, action=Action.PORT_LIVENESS_REROUTE,
+    s.insert(*[p.table_entry(Table.PORT_FAILOVER_FAILOVER, {"next_id": 2, "port": port}, action=Action.PORT_FAILOVER_REROUTE,
                              params={"port": backup, "smac": F.ROUTER, "dmac": MEMBER_MAC[backup]})
                for port, backup in BACKUP.items()],
-             p.table_entry(Table.PORT_LIVENESS_PORT_STATUS, {"port": DEAD}, action=Action.PORT_LIVENESS_PORT_DOWN),
-             p.table_entry(Table.PORT_LIVENESS_PORT_STATUS, {"port": F.SINGLE[1]}, action=Action.PORT_LIVENESS_PORT_DOWN))
+             p.table_entry(Table.PORT_FAILOVER_PORT_STATUS, {"port": DEAD}, action=Action.PORT_FAILOVER_PORT_DOWN),
+             p.table_entry(Table.PORT_FAILOVER_PORT_STATUS, {"port": F.SINGLE[1]}, action=Action.PORT_FAILOVER_PORT_DOWN))
     return b"port 3 dead"
 
 
@@ -54,7 +54,7 @@ def _pin(s: Setup) -> bytes:
 
 
 def _alive(s: Setup) -> bytes:
-    s.delete(*[s.p4info.table_entry(Table.PORT_LIVENESS_PORT_STATUS, {"port": port}, action=Action.PORT_LIVENESS_PORT_DOWN)
+    s.delete(*[s.p4info.table_entry(Table.PORT_FAILOVER_PORT_STATUS, {"port": port}, action=Action.PORT_FAILOVER_PORT_DOWN)
                for port in (DEAD, F.SINGLE[1])])
     return b"port 3 alive"
 
@@ -86,7 +86,7 @@ def pinned(frame: bytes, port: int) -> tuple[int, bytes]:
 def _watch(timeout_us: int, update: str = "insert", port: int = DEAD):
     """Every ECMP port watched (insert), or ``port``'s timeout changed (modify)."""
     def step(s: Setup) -> bytes:
-        getattr(s, update)(*[s.p4info.table_entry(Table.PORT_LIVENESS_HEARTBEAT_WATCH, {"port": p}, action=Action.PORT_LIVENESS_WATCH,
+        getattr(s, update)(*[s.p4info.table_entry(Table.PORT_FAILOVER_HEARTBEAT_WATCH, {"port": p}, action=Action.PORT_FAILOVER_WATCH,
                                                   params={"timeout_us": timeout_us})
                              for p in ((port,) if update == "modify" else BACKUP)])
         return f"watch timeout {timeout_us} us".encode()
@@ -103,7 +103,7 @@ def _heard(*ports: int) -> list:
 
 def _failed_over(s: Setup) -> bytes:
     cells = {e.counter_entry.index.index: e.counter_entry.data.packet_count
-             for e in s.read(s.p4info.counter_entry(Counter.PORT_LIVENESS_FAILED_OVER))}
+             for e in s.read(s.p4info.counter_entry(Counter.PORT_FAILOVER_FAILED_OVER))}
     return f"moved off 3: {cells.get(DEAD, 0)}, off 4: {cells.get(4, 0)}".encode()
 
 

@@ -33,9 +33,9 @@
 
 // port_last_heard: when the last link heartbeat arrived on each port
 // (ingress_global_timestamp, microseconds of this switch's clock); 0: none
-// since the switch started. Written by LinkHeartbeat, read by PortLiveness;
+// since the switch started. Written by LinkHeartbeat, read by PortFailover;
 // the controller may read it (P4Runtime RegisterEntry), never writes it.
-register<bit<48>>(PORT_LIVENESS_SIZE) port_last_heard;
+register<bit<48>>(PORT_FAILOVER_SIZE) port_last_heard;
 // latest_heartbeat: the arrival time of the latest link heartbeat on any port
 // (one cell); the reference a port's silence is measured against.
 register<bit<48>>(1) latest_heartbeat;
@@ -62,7 +62,7 @@ control LinkHeartbeat(inout headers_t hdr,
     }
 }
 
-control PortLiveness(inout headers_t hdr,
+control PortFailover(inout headers_t hdr,
                      inout fabric_metadata_t meta,
                      inout standard_metadata_t standard_metadata) {
 
@@ -76,7 +76,7 @@ control PortLiveness(inout headers_t hdr,
     // a backup, whether by port_status or by silence. Read by the controller
     // and benchmarks (P4Runtime CounterEntry); a count while nothing failed
     // tells spurious silences.
-    counter(PORT_LIVENESS_SIZE, CounterType.packets) failed_over;
+    counter(PORT_FAILOVER_SIZE, CounterType.packets) failed_over;
 
     action port_down() {
         dead = true;
