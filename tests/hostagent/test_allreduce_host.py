@@ -8,7 +8,6 @@ of 127/8); each test draws a fresh 127.x.y.0/24 so that concurrent runs never sh
 from __future__ import annotations
 
 import json
-import random
 import signal
 import socket
 import struct
@@ -22,6 +21,7 @@ from typing import Callable
 
 import numpy as np
 import pytest
+from loopback_ranks import fresh_net, run_parallel
 
 from hostagent.collectives.aggregation import quantize as q
 from hostagent.collectives.aggregation.aggregator import Aggregator, Dest, RejectedPacket
@@ -50,30 +50,6 @@ REPO = Path(__file__).resolve().parents[2]
 TIMEOUT = 0.05  # retransmission timeout of the workers under test
 RETRIES = 400  # generous: a loaded machine must not fail a correct protocol
 JOIN_SECONDS = 60
-
-
-def fresh_net() -> str:
-    rng = random.SystemRandom()
-    return f"127.{rng.randint(1, 254)}.{rng.randint(1, 254)}."
-
-
-def run_parallel(fns: list[Callable[[], object]]) -> list[object]:
-    """Run every function in its own thread; results (or the exceptions raised) in order."""
-    results: list[object] = [None] * len(fns)
-
-    def call(i: int) -> None:
-        try:
-            results[i] = fns[i]()
-        except BaseException as exc:  # handed back to the test
-            results[i] = exc
-
-    threads = [threading.Thread(target=call, args=(i,), daemon=True) for i in range(len(fns))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(JOIN_SECONDS)
-        assert not t.is_alive(), "an allreduce thread did not finish"
-    return results
 
 
 def header(**fields: int) -> AggHeader:

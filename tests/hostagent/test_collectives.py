@@ -9,13 +9,12 @@ in-network float32 within the quantisation bound (tensors.check_aggregated).
 
 from __future__ import annotations
 
-import random
-import threading
 import time
 from typing import Callable
 
 import numpy as np
 import pytest
+from loopback_ranks import fresh_net, run_parallel
 
 from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT
 from hostagent.collectives.aggregation.worker import JobConfig
@@ -30,30 +29,6 @@ WORLDS = (2, 3, 5, 8, 16)
 LENGTHS = (1, 63, 64, 65, 1000, 4097)
 PORT = 47000
 JOIN_S = 60.0
-
-
-def fresh_net() -> str:
-    rng = random.SystemRandom()
-    return f"127.{rng.randint(1, 254)}.{rng.randint(1, 254)}."
-
-
-def run_parallel(fns: list[Callable[[], object]]) -> list[object]:
-    """Each function in its own thread; results or the exceptions raised, in order."""
-    results: list[object] = [None] * len(fns)
-
-    def call(i: int) -> None:
-        try:
-            results[i] = fns[i]()
-        except BaseException as exc:  # handed back to the test
-            results[i] = exc
-
-    threads = [threading.Thread(target=call, args=(i,), daemon=True) for i in range(len(fns))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(JOIN_S)
-        assert not t.is_alive(), "a rank did not finish"
-    return results
 
 
 def make_groups(n: int, net: str | None = None, ps: ParameterServer | None = None, job: int = 1, **kw) -> list[ProcessGroup]:
