@@ -100,6 +100,7 @@ class PhaseResult:
     ecn_marked: dict[str, int] = field(default_factory=dict)  # switch counters, "switch:port" -> delta
     matches_installed_path: bool = False
     hop_count: int = 0
+    senders: dict[str, traffic.SentFlow] = field(default_factory=dict)  # every sender's count and duration
 
     @property
     def ecn_marked_total(self) -> int:
@@ -218,7 +219,7 @@ def run_phase(lab: Lab, plan: DemoPlan, flow: FlowKey, expected: list[tuple[Path
     history = lab.collector.history(flow)
     ecn_after = _read_ecn(lab)
 
-    result = PhaseResult(name)
+    result = PhaseResult(name, senders=sent)
     watched_key = f"{flow.src_ip}:{flow.src_port}"
     got = received.get(watched_key)
     result.sent_packets, result.sent_bytes = sent[plan.watched].sent, sent[plan.watched].bytes

@@ -54,8 +54,21 @@ def test_int_and_ecn_on_a_congested_fat_tree() -> None:
     sink, others = congested.path[-1], congested.path[:-1]
     assert sink["switch"] == dst.switch and sink["egress_port"] == dst.port
     assert sink["queue_max"] >= 20 and sink["queue_mean"] >= 5
+    # INT and ECN read the same depth from the switch: a wrong depth would agree with itself.
+    # An independent count: frames sent minus frames the port delivered (at its rate, backlogged
+    # from the start) when the watched flow's last packet was sent; its last reports saw that
+    backlog = _backlog(congested, plan.queue_rate_pps, congested.senders[plan.watched].seconds)
+    assert 0.5 * backlog <= sink["queue_max"] <= 1.5 * backlog + 10, \
+        f"INT saw a queue of {sink['queue_max']} at most; sent minus delivered was {backlog:.0f}"
     assert all(h["queue_max"] <= 3 for h in others), others
     assert all(h["queue_max"] <= 3 for h in alone.path), alone.path
     assert congested.ce_all > 0 and congested.ecn_marked.get(f"{dst.switch}:{dst.port}", 0) > 0
     assert alone.ce_watched == 0 and alone.ecn_marked_total == 0
     assert counters.malformed_total == 0, counters.malformed
+
+
+def _backlog(phase, rate_pps: float, at_s: float) -> float:
+    """Frames the senders had sent ``at_s`` seconds in (each evenly over its own duration) minus
+    the frames a port sending ``rate_pps`` delivered by then."""
+    sent = sum(f.sent * min(1.0, at_s / f.seconds) for f in phase.senders.values() if f.seconds > 0)
+    return sent - rate_pps * at_s
