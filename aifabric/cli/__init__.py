@@ -22,6 +22,8 @@
                                                                         summed in the switches, by ring, in one process
     aifabric bench load-balance [--modes ...] [--patterns ...]           load-balancing modes compared
                                 [--seeds ...]      (`bench lb` is the same command)
+    aifabric bench collectives [--ranks 8] [--sizes ...] [--ops ...]    collectives' algbw/busbw per operation,
+                                                                        algorithm and size (nccl-tests' way)
     aifabric clean                                                      remove leftovers
     aifabric fail link A B | fail switch S                              inject a failure into the fabric
     aifabric restore link A B | restore switch S                        of a running `aifabric up`
@@ -121,6 +123,11 @@ def build_parser() -> argparse.ArgumentParser:
                               help="ECMP, spraying, flowlets and TE on the same flows (k=4)")
     lb_arguments(lb)
     lb.add_argument("--p4-build", metavar="DIR", help="where fabric.json and fabric.p4info.txtpb are (default: the committed build)")
+    coll = bench_sub.add_parser("collectives", help="the process group's operations x algorithms x sizes on rate-limited "
+                                                    "links: time, algbw, busbw against the links' bound (k=4)")
+    from aifabric.experiments.collectives_bench import add_arguments as collectives_arguments
+    collectives_arguments(coll)
+    coll.add_argument("--target", choices=("softswitch", "bmv2"), default="softswitch")
 
     sub.add_parser("clean", help="remove switch processes, namespaces and veths left by a crash")
     for verb, what in (("fail", "take a link down or kill a switch"), ("restore", "bring a link or switch back")):
@@ -276,6 +283,9 @@ def main(argv: list[str] | None = None) -> int:
                 from aifabric.experiments import demo_int
                 return demo_int.run(k=args.k, target=args.target, json_path=args.json, png_path=args.png,
                                     pipeline=pipeline, seconds=args.seconds)
+            if args.command == "bench" and args.which == "collectives":
+                from aifabric.experiments import collectives_bench
+                return collectives_bench.run_args(args)
             if args.command == "bench":
                 from aifabric.cli import load_balance_cli
                 return load_balance_cli.run(args, pipeline)

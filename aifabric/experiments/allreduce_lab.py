@@ -36,6 +36,7 @@ CELLS = ("correct", "time (s)", "algbw (kB/s)", "sent / tensor", "received / ten
 class LinkPlan:
     rate_pps: int = DEFAULT_RATE_PPS
     queue_depth: int = DEFAULT_QUEUE
+    burst_bytes: int = 2 * FRAME_BYTES  # the hosts' token bucket: larger packets than this are dropped
 
     @property
     def rate_bits(self) -> int:
@@ -56,7 +57,7 @@ def limit_links(lab: Lab, plan: LinkPlan) -> None:
     for h in lab.fabric.hosts:
         host = lab.host(h.name)
         out = host.cmd(f"tc qdisc replace dev {host.defaultIntf()} root tbf rate {plan.rate_bits}bit "
-                       f"burst {2 * FRAME_BYTES} limit {limit} 2>&1")
+                       f"burst {plan.burst_bytes} limit {limit} 2>&1")
         if out.strip():
             raise RuntimeError(f"{h.name}: tc tbf failed: {out.strip()}")
 

@@ -2,8 +2,11 @@
 every rank, so every rank chooses the same). Latency-bound sizes take the algorithms with
 O(log n) steps, bandwidth-bound sizes the ring (each rank sends 2(n-1)/n of the buffer, the
 minimum); a group with an in-network aggregation job sends large all_reduces through the
-switches (each rank sends the buffer once). The thresholds are starting points for
-benchmarks/collectives.py to calibrate."""
+switches (each rank sends the buffer once). The thresholds follow benchmarks/collectives.py on the
+k=4 fat-tree (8 ranks, 400-packet/s links): halving-doubling led all_reduce up to 8 KiB and the
+ring from 8 KiB on, the tree never (it sends every byte over log n hops one after another); for
+reduce the ring led from 8 KiB, for broadcast the tree everywhere. Hierarchical (several ranks
+under one edge switch) is not measured yet."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ import ipaddress
 
 import numpy as np
 
-SMALL_BYTES = 16 << 10
+SMALL_BYTES = 8 << 10
 MEDIUM_BYTES = 512 << 10
 IN_NETWORK_BYTES = 64 << 10
 
@@ -23,13 +26,13 @@ def choose(operation: str, x: np.ndarray, world: int, groups: list[list[int]], i
             return "in_network"
         if size < SMALL_BYTES:
             return "halving_doubling"
-        if size < MEDIUM_BYTES:
-            return "hierarchical" if _racks(groups) else "tree"
-        return "ring"
+        return "hierarchical" if size < MEDIUM_BYTES and _racks(groups) else "ring"
     if operation in ("reduce_scatter", "all_gather"):
         return "halving_doubling" if size * world < MEDIUM_BYTES else "ring"
-    if operation in ("broadcast", "reduce"):
-        return "tree" if size < MEDIUM_BYTES else "ring"
+    if operation == "broadcast":
+        return "tree"
+    if operation == "reduce":
+        return "tree" if size < SMALL_BYTES // 2 else "ring"
     return "pairwise"
 
 
