@@ -76,9 +76,18 @@ def _raw(path: Path, data: bytes) -> dict:
         return json.loads(s.makefile("rb").readline())
 
 
-def _reach_all(lab: Lab) -> None:
+def _reach_all(lab: Lab, may_retry: set[tuple[str, str]] = frozenset()) -> None:
+    """Every pair reached; only pairs in ``may_retry`` may have lost their first echo request."""
     reach = checks.all_pairs(lab, "ipv4")
     assert reach.reached == reach.pairs == 12, f"unreached {reach.failures()}"
+    lost_first = set(reach.needed_retry) - set(may_retry)
+    assert not lost_first, f"pairs whose first echo request was lost: {sorted(lost_first)}"
+
+
+def _across_leaves(lab: Lab) -> set[tuple[str, str]]:
+    """Host pairs on different leaves: the ones whose paths may cross a spine link."""
+    hosts = lab.fabric.hosts
+    return {(a.name, b.name) for a in hosts for b in hosts if a.switch != b.switch}
 
 
 @pytest.mark.slow
@@ -177,10 +186,17 @@ def test_all_pairs_reach_while_a_spine_link_is_down_with_heartbeats(target, tmp_
     with Lab(fabric, target=target, log_dir=tmp_path, failover=HeartbeatConfig()) as lab:
         handler = lab.failure_handler
         _wait(lambda: handler.link_up("l0", "s1"), "l0-s1 alive")
+        reroutes = len(handler.reroutes)
         failures = Failures(lab)
         failures.fail_link("l0", "s1")
         _wait(lambda: not handler.link_up("l0", "s1"), "l0-s1 found dead by the heartbeats")
-        _reach_all(lab)
+        # until the reroute takes s1 out of l1's choices, what s1 gets for l0 is lost: the pings
+        # that must all be answered the first time come after it
+        _wait(lambda: len(handler.reroutes) > reroutes, "the reroute around l0-s1")
+        assert lab.controller.wait_in_sync(30)
+        # seen after the reroute: 3 of the 8 pairs across the leaves lost their first echo
+        # request (not yet explained; see the issue); pairs on one leaf never cross a spine
+        _reach_all(lab, may_retry=_across_leaves(lab))
         failures.restore_link("l0", "s1")
         _wait(lambda: handler.link_up("l0", "s1"), "l0-s1 alive again")
         _reach_all(lab)
