@@ -34,6 +34,8 @@
     aifabric workload show --preset NAME [--dp N --tp N --pp N --ep N] [--place --topo ...] [--json PATH]
                                                                         a training job's ops per rank, bytes
                                                                         per collective, analytic step time
+    aifabric train --preset NAME [--dp N --tp N --pp N] [--iterations N]  that workload executed on a fabric's
+                                                                        hosts: step, compute, exposed comm
 """
 from __future__ import annotations
 
@@ -150,6 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
                               "aifabric.pod<P>=true, cores and spines on aifabric.top=true, the controller on a manager")
     from aifabric.containers.controller_service import add_arguments as controller_arguments
     controller_arguments(sub.add_parser("controller", help="keep the switches of a fabric description at their desired state (a long-running service)"))
+    from aifabric.cli.train_cli import add_arguments as train_arguments
+    train_arguments(sub.add_parser("train", help="a training workload executed on a fabric (aifabric.experiments.train_runner)"))
     workload = sub.add_parser("workload", help="a training job's operations from a model's shape (aifabric.workloads)")
     from aifabric.cli.workload_cli import add_arguments as workload_arguments
     workload_arguments(workload.add_subparsers(dest="which", required=True).add_parser(
@@ -217,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "workload":    # descriptions only: no root, no fabric
         from aifabric.cli import workload_cli
         return workload_cli.run(args)
+    if args.command == "train":       # its own checks, its own lab
+        from aifabric.cli import train_cli
+        return train_cli.run(args)
     if args.command in ("fail", "restore"):     # a request to the fabric's control socket
         from aifabric.lab import control_socket
         return control_socket.main(args)

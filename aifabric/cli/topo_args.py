@@ -47,7 +47,7 @@ def fabric_of(args: argparse.Namespace) -> Fabric:
 
 
 def _topo(args: argparse.Namespace) -> str:
-    return args.topo if args.command in ("up", "compose", "workload") else "fattree"
+    return args.topo if args.command in ("up", "compose", "workload", "train") else "fattree"
 
 
 def options(args: argparse.Namespace) -> str:

@@ -1,0 +1,143 @@
+"""`python -m hostagent.workload_runner --rank R --plan plan.json`: one rank of a workload.
+
+plan.json (written by aifabric.experiments.train_runner): {"addresses": [ip per rank], "groups":
+[[ranks], ...] (a process group each; its index sets its UDP port and id), "ops": [per rank, the
+op dicts of aifabric.workloads], "iterations": N, "base_port": P}. Every stream runs on its own
+thread, an op starting once its deps are done and the stream's previous op ended; a barrier of
+all ranks starts each iteration. Prints one JSON report: per iteration, each op's start and end
+(seconds from the iteration's start) and the accounting of hostagent.workload_runner.accounting.
+A failed collective ends the run with its error named in the report and exit status 1.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+import zlib
+
+import numpy as np
+
+from hostagent.collectives.group import ProcessGroup
+from hostagent.collectives.reliable import CollectiveError
+from hostagent.workload_runner.accounting import split
+
+ELEMENT = 4   # float32: emulated bytes become this many-byte elements
+
+
+class Rank:
+    def __init__(self, rank: int, plan: dict, timeout: float, silent_after: float) -> None:
+        self.rank = rank
+        self.ops = plan["ops"][rank]
+        ips, base = plan["addresses"], plan["base_port"]
+        self.groups: dict[tuple[int, ...], ProcessGroup] = {}
+        for index, members in enumerate(plan["groups"]):
+            if rank in members:
+                self.groups[tuple(members)] = ProcessGroup(
+                    members.index(rank), [(ips[m], base + index) for m in members], group_id=index + 1,
+                    timeout_s=timeout, silent_after_s=silent_after)
+        self.world = self.groups[tuple(range(len(ips)))]
+
+    def close(self) -> None:
+        for pg in self.groups.values():
+            pg.close()
+
+    def _pair(self, op: dict) -> tuple[ProcessGroup, int]:
+        a, b = op["group"]
+        pg = self.groups[tuple(sorted((a, b)))]
+        return pg, 0 if (b if op["kind"] == "send" else a) == min(a, b) else 1
+
+    def _run_op(self, op: dict) -> None:
+        kind, n = op["kind"], max(1, op["emulated_bytes"] // ELEMENT)
+        if kind == "compute":
+            time.sleep(op["emulated_seconds"])
+            return
+        if kind in ("send", "recv"):
+            pg, peer = self._pair(op)
+            tag = zlib.crc32(op["key"].encode()) & 0xFFFFF
+            if kind == "send":
+                pg.send(np.zeros(n, np.float32), peer, tag)
+            else:
+                pg.recv(peer, tag)
+            return
+        pg = self.groups[tuple(op["group"])]
+        size = len(op["group"])
+        if kind == "all_reduce":
+            pg.all_reduce(np.zeros(n, np.float32), algo="ring")
+        elif kind == "reduce_scatter":
+            pg.reduce_scatter(np.zeros(n, np.float32), algo="ring")
+        elif kind == "all_gather":
+            pg.all_gather(np.zeros(max(1, n // size), np.float32), algo="ring")
+        elif kind == "all_to_all":
+            pg.all_to_all([np.zeros(max(1, n // size), np.float32) for _ in range(size)])
+        elif kind == "broadcast":
+            pg.broadcast(np.zeros(n, np.float32), root=0)
+        else:
+            raise ValueError(f"op {op['id']}: unknown kind {kind!r}")
+
+    def iteration(self) -> dict:
+        self.world.barrier()
+        t0 = time.monotonic()
+        done = {op["id"]: threading.Event() for op in self.ops}
+        times: dict[int, tuple[float, float]] = {}
+        errors: list[str] = []
+        streams: dict[str, list[dict]] = {}
+        for op in self.ops:
+            streams.setdefault(op["stream"], []).append(op)
+
+        def run_stream(ops: list[dict]) -> None:
+            for op in ops:
+                for d in op["deps"]:
+                    while not done[d].wait(0.5):
+                        if errors:
+                            return
+                if errors:
+                    return
+                start = time.monotonic()
+                try:
+                    self._run_op(op)
+                except (CollectiveError, ValueError, TimeoutError) as exc:
+                    errors.append(f"op {op['id']} {op['name']}: {type(exc).__name__}: {exc}")
+                    return
+                times[op["id"]] = (start - t0, time.monotonic() - t0)
+                done[op["id"]].set()
+
+        threads = [threading.Thread(target=run_stream, args=(ops,), daemon=True) for ops in streams.values()]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise RuntimeError("; ".join(errors))
+        end = max(e for _, e in times.values())
+        ops = [{"id": op["id"], "kind": op["kind"], "stream": op["stream"], "name": op["name"],
+                "start": times[op["id"]][0], "end": times[op["id"]][1]} for op in self.ops]
+        return {"ops": ops, **split(ops, 0.0, end)}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m hostagent.workload_runner", description=__doc__.splitlines()[0])
+    p.add_argument("--rank", type=int, required=True)
+    p.add_argument("--plan", required=True)
+    p.add_argument("--timeout", type=float, default=60.0)
+    p.add_argument("--silent-after", type=float, default=5.0)
+    args = p.parse_args(argv)
+    with open(args.plan) as f:
+        plan = json.load(f)
+    report: dict = {"rank": args.rank, "iterations": []}
+    rank = Rank(args.rank, plan, args.timeout, args.silent_after)
+    try:
+        for _ in range(plan["iterations"]):
+            report["iterations"].append(rank.iteration())
+    except (RuntimeError, CollectiveError) as exc:
+        report["error"] = str(exc)
+    finally:
+        rank.close()
+    report["ok"] = "error" not in report
+    print(json.dumps(report), flush=True)
+    return 0 if report["ok"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
