@@ -1,15 +1,12 @@
 """BMv2's simple_switch as an STF target, driven as p4c's BMv2 runner drives it.
 
-simple_switch runs with ``--use-files``: each port the test names is a pair of pcap files,
-``pcapN_in.pcap`` (a FIFO this runner writes frames into as the test sends them) and
-``pcapN_out.pcap`` (what left the port, read when the switch has stopped). Control-plane
-commands go through BMv2's Thrift CLI (simple_switch_CLI, run with this project's Python:
-emulation.bmv2_cli), gathered and sent before the next packet or read. Nothing needs root
-or an interface.
+simple_switch gets a port for every port the test names: veth pairs as root, else pcap
+files as p4c's runner uses (bmv2_ports.py). Control-plane commands go through BMv2's Thrift
+CLI (simple_switch_CLI, run with this project's Python: emulation.bmv2_cli), gathered and
+sent before the next packet or read.
 """
 from __future__ import annotations
 
-import errno
 import json
 import os
 import re
@@ -20,15 +17,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import pcap
+from .bmv2_ports import PcapPorts, VethPorts
 from .errors import StfError, Unsupported
 from .names import ResolvedEntry
 from .runner import BMV2_PRIORITY_BASE
 
 SWITCH = "simple_switch"
 START_TIMEOUT_S = 30.0
-SETTLE_S = 0.3         # a frame written to the FIFO is through the switch within this (BMv2 takes ~1 ms)
-DRAIN_S = 1.0          # after the last frame, before the switch is stopped and its files read
 
 
 def _free_port() -> int:
@@ -40,7 +35,9 @@ def _free_port() -> int:
 class Bmv2Target:
     name = "bmv2"
 
-    def __init__(self, json_path: Path, ports: set[int]):
+    def __init__(self, json_path: Path, ports: set[int], senders: set[int] | None = None,
+                 use_files: bool | None = None):
+        """``use_files``: pcap files instead of veths (default: veths as root, else files)."""
         exe = shutil.which(SWITCH)
         if exe is None:
             raise Unsupported(f"{SWITCH} is not on PATH (BMv2 is not installed)")
@@ -50,48 +47,25 @@ class Bmv2Target:
         except Bmv2CliError as e:
             raise Unsupported(str(e)) from None
         self.js = json.loads(json_path.read_text())
-        self.ports = sorted(ports)
         self.dir = Path(tempfile.mkdtemp(prefix="stf-bmv2-"))
         self.pending: list[str] = []
         self.table_handles: dict[str, int] = {}
         self.nodes = 0
-        self.fifos: dict[int, int] = {}
         self.thrift_port = _free_port()
-        for p in self.ports:
-            os.mkfifo(self.dir / f"pcap{p}_in.pcap")
+        self.proc = None
         self.log = open(self.dir / "switch.log", "w")
-        args = [exe, "--use-files", "0", "--thrift-port", str(self.thrift_port), "--device-id", "0"]
-        for p in self.ports:
-            args += ["-i", f"{p}@pcap{p}"]
-        self.proc = subprocess.Popen([*args, str(json_path.resolve())], cwd=self.dir, stdout=self.log,
-                                     stderr=subprocess.STDOUT)
+        use_files = os.geteuid() != 0 if use_files is None else use_files
         try:
-            self._open_inputs()
+            self.io = (PcapPorts(sorted(ports), set(ports) if senders is None else senders, self.dir,
+                                 START_TIMEOUT_S) if use_files else VethPorts(sorted(ports), f"stf{os.getpid() % 100000}"))
+            args = [exe, "--thrift-port", str(self.thrift_port), "--device-id", "0", *self.io.switch_args()]
+            self.proc = subprocess.Popen([*args, str(json_path.resolve())], cwd=self.dir, stdout=self.log,
+                                         stderr=subprocess.STDOUT)
+            self.io.started(self._check_alive)
             self._wait_thrift()
         except BaseException:
             self.close()
             raise
-
-    def _open_inputs(self) -> None:
-        """Open every input FIFO for writing: the switch opens them one by one, in port order;
-        a non-blocking open fails (ENXIO) until it has opened that one for reading."""
-        deadline = time.monotonic() + START_TIMEOUT_S
-        for p in self.ports:
-            path = self.dir / f"pcap{p}_in.pcap"
-            while True:
-                try:
-                    fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
-                    break
-                except OSError as e:
-                    if e.errno != errno.ENXIO:
-                        raise
-                self._check_alive()
-                if time.monotonic() > deadline:
-                    raise Unsupported(f"{SWITCH} did not open port {p}'s input within {START_TIMEOUT_S:g} s")
-                time.sleep(0.01)
-            os.set_blocking(fd, True)
-            os.write(fd, pcap.HEADER)
-            self.fifos[p] = fd
 
     def _wait_thrift(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -131,31 +105,20 @@ class Bmv2Target:
     # -- packets -----------------------------------------------------------------------------
     def send(self, port: int, frame: bytes) -> None:
         self._flush()
-        os.write(self.fifos[port], pcap.record(frame))
+        self.io.send(port, frame)
 
     def settle(self) -> None:
-        time.sleep(SETTLE_S)
+        self.io.settle()
 
     def finish(self) -> dict[int, list[bytes]]:
         self._flush()
-        for fd in self.fifos.values():
-            os.close(fd)
-        self.fifos = {}
-        time.sleep(DRAIN_S)
-        self._stop()
-        out = {}
-        for p in self.ports:
-            f = self.dir / f"pcap{p}_out.pcap"
-            frames = pcap.read_frames(f.read_bytes()) if f.exists() else []
-            if frames:
-                out[p] = frames
-        return out
+        return self.io.finish(self._stop)
 
     def errors(self) -> list[str]:
         return []      # BMv2 logs what it drops; the frames say the rest
 
     def _stop(self) -> None:
-        if self.proc.poll() is None:
+        if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
                 self.proc.wait(timeout=10)
@@ -164,10 +127,9 @@ class Bmv2Target:
                 self.proc.wait()
 
     def close(self) -> None:
-        for fd in self.fifos.values():
-            os.close(fd)
-        self.fifos = {}
         self._stop()
+        if hasattr(self, "io"):
+            self.io.close()
         self.log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 

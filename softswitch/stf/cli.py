@@ -21,6 +21,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--target", choices=TARGETS, default="softswitch",
                    help="softswitch (in this process, default) or bmv2 (simple_switch)")
     p.add_argument("--json", metavar="FILE", help="also write the result as JSON to FILE")
+    p.add_argument("--show-frames", action="store_true", help="print every frame that came out, per port")
     args = p.parse_args(argv)
     try:
         result = run_stf(args.program, args.test, args.target)
@@ -31,6 +32,10 @@ def main(argv: list[str]) -> int:
         print(f"softswitch stf: cannot read {e.filename}: no such file", file=sys.stderr)
         return 2
     print(result.summary())
+    if args.show_frames:
+        for port, frames in sorted(result.outputs.items()):
+            for i, frame in enumerate(frames):
+                print(f"  out port {port} #{i}: {frame.hex().upper()}")
     for note in result.not_run:
         print(f"  not run: {note}")
     if args.json:

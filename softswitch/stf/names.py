@@ -82,7 +82,8 @@ class ProgramNames:
         out = {}
         for h in js.get("headers", []):
             for f in types.get(h["header_type"], {}).get("fields", []):
-                out[(h["name"], f[0])] = int(f[1])
+                if isinstance(f[1], int):            # a varbit's is "*": never a table key
+                    out[(h["name"], f[0])] = f[1]
         return out
 
     # -- names -----------------------------------------------------------------------------

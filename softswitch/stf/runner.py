@@ -63,6 +63,7 @@ class StfResult:
     not_run: list[str] = field(default_factory=list)      # informational commands not carried out
     packets_sent: int = 0
     frames_out: dict[int, int] = field(default_factory=dict)
+    outputs: dict[int, list[bytes]] = field(default_factory=dict)    # the frames per watched port
 
     @property
     def first_difference(self) -> Difference | None:
@@ -86,13 +87,13 @@ def watched_ports(statements: list[Statement]) -> set[int]:
     return {s["port"] for s in statements if s.command in ("packet", "expect")}
 
 
-def make_target(kind: str, json_path: Path, ports: set[int]) -> Target:
+def make_target(kind: str, json_path: Path, ports: set[int], senders: set[int]) -> Target:
     if kind == "softswitch":
         from .softswitch_target import SoftswitchTarget
         return SoftswitchTarget(json_path, ports)
     if kind == "bmv2":
         from .bmv2_target import Bmv2Target
-        return Bmv2Target(json_path, ports)
+        return Bmv2Target(json_path, ports, senders)
     raise ValueError(f"unknown STF target '{kind}' (softswitch or bmv2)")
 
 
@@ -103,7 +104,8 @@ def run_stf(json_path: str | Path, stf_path: str | Path, target: str = "softswit
     json_path, stf_path = Path(json_path), Path(stf_path)
     statements = parse_file(stf_path)
     names = ProgramNames(json.loads(json_path.read_text()))
-    tgt = make_target(target, json_path, watched_ports(statements))
+    senders = {s["port"] for s in statements if s.command == "packet"}
+    tgt = make_target(target, json_path, watched_ports(statements), senders)
     try:
         return Run(names, tgt).run(statements)
     finally:
@@ -128,6 +130,7 @@ class Run:
         watched = {p for p in self.expected} | {p for p in outputs}
         r = self.result
         r.frames_out = {p: len(f) for p, f in sorted(outputs.items())}
+        r.outputs = outputs
         r.differences = compare(self.expected, outputs, watched)
         r.failures += [f"packet processing error: {e}" for e in self.target.errors()]
         r.passed = not r.differences and not r.failures
