@@ -51,6 +51,14 @@ def link_bound_Bps(plan: LinkPlan) -> float:
     return plan.rate_bits / 8 * PAYLOAD / (DATA_FRAME + ACK_FRAME / ACK_EVERY)
 
 
+def min_rto_s(plan: LinkPlan, window: int) -> float:
+    """The ranks' first retransmission timeout: the time a full window takes through one link.
+    Shorter, a sender's own queue (and the acknowledgements queued behind the receiver's data)
+    outgrow the RTT estimate: in the first sweep, at 50 ms, most resends were of packets that had
+    arrived (duplicates = retransmissions) and ring all_reduce fell to 0.2 of the bound at 128 KiB."""
+    return max(0.05, window * DATA_FRAME * 8 / plan.rate_bits)
+
+
 def elements_for(op: str, size: int, n: int) -> int:
     """Per-rank buffer elements of a call whose nccl-tests size is `size` bytes."""
     if op == "all_gather":
@@ -99,7 +107,7 @@ def _collect(sweep: Sweep, run, n: int, sizes_by_elements: dict[tuple[str, int],
                                   first.get("chose"), "; ".join(c.get("error", "") for c in per_rank if not c["ok"])))
 
 
-def measure(lab: Lab, hosts: list[str], ops: list[str], sizes: list[int], *, repeat: int = 3,
+def measure(lab: Lab, hosts: list[str], ops: list[str], sizes: list[int], *, plan: LinkPlan, repeat: int = 3,
             manager: JobManager | None = None, server: str | None = None, timeout: float = 300.0,
             window: int = 32, auto: bool = True) -> Sweep:
     """Every operation's algorithms (and auto's choice) over `sizes` (bytes) among `hosts`; with
@@ -111,7 +119,7 @@ def measure(lab: Lab, hosts: list[str], ops: list[str], sizes: list[int], *, rep
         calls = ",".join(f"{op}:{a}" for a in algos)
         lengths = {elements_for(op, s, n): s for s in sizes}
         run = run_group(lab, hosts, calls, list(lengths), repeat=repeat, timeout=timeout, window=window,
-                        even_splits=True)
+                        even_splits=True, extra_args=["--rto", f"{min_rto_s(plan, window):.3f}"])
         _collect(sweep, run, n, {(op, e): s for e, s in lengths.items()})
     if manager is not None and "all_reduce" in ops:
         lengths = {elements_for("all_reduce", s, n): s for s in sizes}
@@ -213,7 +221,7 @@ def run(*, ranks: int = 8, sizes: list[int] | None = None, ops: list[str] | None
         limit_links(lab, plan)
         hosts, server = spread_workers(fabric, ranks)
         manager = JobManager(lab.controller) if in_network else None
-        sweep = measure(lab, hosts, ops, sizes, repeat=repeat, manager=manager, server=server)
+        sweep = measure(lab, hosts, ops, sizes, plan=plan, repeat=repeat, manager=manager, server=server)
     print(report.table(HEADERS, rows(sweep, bound),
                        title=f"\nCollectives, {ranks} ranks on a k=4 fat-tree ({target}), links {plan.describe()};"
                              f" link bound busbw {bound / 1e3:.1f} kB/s; CPU busy {100 * sweep.cpu_busy:.0f}%"))

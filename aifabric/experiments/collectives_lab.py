@@ -50,7 +50,7 @@ def edge_groups(lab: Lab, hosts: Sequence[str]) -> str:
 def run_group(lab: Lab, hosts: Sequence[str], calls: str, elements: Sequence[int], *, dtype: str = "float32",
               repeat: int = 1, timeout: float = 60.0, window: int = 32, manager: JobManager | None = None,
               server: str | None = None, slots: int = 32, deadline_s: float = 900.0,
-              even_splits: bool = False) -> GroupRun:
+              even_splits: bool = False, extra_args: Sequence[str] = ()) -> GroupRun:
     """Every rank runs ``calls`` (OP:ALGO,...) for each length in ``elements``. With ``manager`` and
     ``server``, an in-network aggregation job is started for the group first and ended after."""
     run = GroupRun(list(hosts))
@@ -59,6 +59,7 @@ def run_group(lab: Lab, hosts: Sequence[str], calls: str, elements: Sequence[int
               "--timeout", timeout, "--window", window, "--groups", edge_groups(lab, hosts)]
     if even_splits:
         common.append("--even-splits")
+    common.extend(extra_args)  # further runner options (--rto, --silent-after, ...)
     job = ps_proc = None
     switches = [sw.name for sw in lab.fabric.switches]
     try:
