@@ -8,6 +8,7 @@ Collectives run by ring (the library's host algorithms) whatever the workload as
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -67,7 +68,10 @@ class WorkloadRun:
 
 
 def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str | Path, *, timeout: float = 60.0,
-                 silent_after: float = 5.0, deadline_s: float = 600.0) -> WorkloadRun:
+                 silent_after: float = 5.0, deadline_s: float = 600.0,
+                 kill_rank_after: tuple[int, float] | None = None) -> WorkloadRun:
+    """Every rank's ops, ``iterations`` times; ``kill_rank_after`` (rank, seconds) kills that rank's
+    process that long after the start, to show how a run ends when a host dies."""
     if workload.placement is None:
         raise ValueError("the workload needs a placement on the fabric's hosts (aifabric.workloads.place)")
     world = workload.job.parallelism.world
@@ -79,12 +83,18 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
     procs = [lab.host(h).popen([sys.executable, "-m", RUNNER, "--rank", str(r), "--plan", str(Path(plan_path).resolve()),
                                 "--timeout", str(timeout), "--silent-after", str(silent_after)])
              for r, h in enumerate(hosts)]
+    killed = None
+    if kill_rank_after is not None:
+        killed, after = kill_rank_after
+        time.sleep(after)
+        procs[killed].send_signal(signal.SIGKILL)
     for r, proc in enumerate(procs):
         out, err = _communicate(proc, deadline_s)
         rep = _last_json(out)
         if rep is None:
             said = err.strip().splitlines()
-            run.errors.append(f"rank {r} ({hosts[r]}): {said[-1] if said else f'no output (exit {proc.returncode})'}")
+            why = "killed" if r == killed else (said[-1] if said else f"no output (exit {proc.returncode})")
+            run.errors.append(f"rank {r} ({hosts[r]}): {why}")
         elif not rep["ok"]:
             run.errors.append(f"rank {r} ({hosts[r]}): {rep['error']}")
         else:

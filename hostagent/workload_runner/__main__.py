@@ -98,7 +98,9 @@ class Rank:
                 try:
                     self._run_op(op)
                 except (CollectiveError, ValueError, TimeoutError) as exc:
-                    errors.append(f"op {op['id']} {op['name']}: {type(exc).__name__}: {exc}")
+                    # the group's errors number ranks within the group: name its global ranks
+                    errors.append(f"op {op['id']} {op['name']} (group of global ranks {op['group']}, numbered "
+                                  f"from 0 there): {type(exc).__name__}: {exc}")
                     return
                 times[op["id"]] = (start - t0, time.monotonic() - t0)
                 done[op["id"]].set()
@@ -130,8 +132,10 @@ def main(argv=None) -> int:
     try:
         for _ in range(plan["iterations"]):
             report["iterations"].append(rank.iteration())
-    except (RuntimeError, CollectiveError) as exc:
-        report["error"] = str(exc)
+    except CollectiveError as exc:        # the iteration's barrier, over the world: ranks are global
+        report["error"] = f"iteration {len(report['iterations'])} barrier: {type(exc).__name__}: {exc}"
+    except RuntimeError as exc:
+        report["error"] = f"iteration {len(report['iterations'])}: {exc}"
     finally:
         rank.close()
     report["ok"] = "error" not in report
