@@ -26,6 +26,7 @@ OPS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le
 INFORMATIONAL = ("mirroring_get", "counter_read", "register_read", "meter_get_rates")
 # BMv2 priorities: the lower wins; STF's: the higher wins (p4c's runner subtracts from 10000)
 BMV2_PRIORITY_BASE = 10000
+ETH_HEADER_LEN = 14
 
 
 class Target(Protocol):
@@ -87,13 +88,14 @@ def watched_ports(statements: list[Statement]) -> set[int]:
     return {s["port"] for s in statements if s.command in ("packet", "expect")}
 
 
-def make_target(kind: str, json_path: Path, ports: set[int], senders: set[int]) -> Target:
+def make_target(kind: str, json_path: Path, ports: set[int], senders: set[int], shortest: int) -> Target:
     if kind == "softswitch":
         from .softswitch_target import SoftswitchTarget
         return SoftswitchTarget(json_path, ports)
     if kind == "bmv2":
         from .bmv2_target import Bmv2Target
-        return Bmv2Target(json_path, ports, senders)
+        # a frame shorter than an Ethernet header cannot be sent on a veth: pcap files then
+        return Bmv2Target(json_path, ports, senders, use_files=True if shortest < ETH_HEADER_LEN else None)
     raise ValueError(f"unknown STF target '{kind}' (softswitch or bmv2)")
 
 
@@ -105,7 +107,8 @@ def run_stf(json_path: str | Path, stf_path: str | Path, target: str = "softswit
     statements = parse_file(stf_path)
     names = ProgramNames(json.loads(json_path.read_text()))
     senders = {s["port"] for s in statements if s.command == "packet"}
-    tgt = make_target(target, json_path, watched_ports(statements), senders)
+    shortest = min((len(s["data"]) for s in statements if s.command == "packet"), default=ETH_HEADER_LEN)
+    tgt = make_target(target, json_path, watched_ports(statements), senders, shortest)
     try:
         return Run(names, tgt).run(statements)
     finally:
