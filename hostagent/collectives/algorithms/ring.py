@@ -8,7 +8,7 @@ import numpy as np
 from hostagent.collectives.arrays import ReduceOp, combine
 from hostagent.collectives.links import Link, pieces, split_bounds
 
-PIPE_BYTES = 64 << 10
+PIPE_BYTES = 8 << 10  # a piece moves on as soon as it is in: small enough to pipeline over slow links
 
 
 def reduce_scatter_blocks(link: Link, buf: np.ndarray, op: ReduceOp, bounds: list[int]) -> None:

@@ -11,7 +11,7 @@ import numpy as np
 from hostagent.collectives.arrays import ReduceOp, combine
 from hostagent.collectives.links import Link, pieces
 
-PIPE_BYTES = 64 << 10
+PIPE_BYTES = 8 << 10  # a piece moves on as soon as it is in: small enough to pipeline over slow links
 
 
 def btree_parent(n: int, rank: int) -> int:
