@@ -12,7 +12,7 @@ from pathlib import Path
 
 from aifabric.cli import topo_args, workload_cli
 from aifabric.lab import report
-from aifabric.workloads import Scale, WorkloadError, estimate, fit, generate, place
+from aifabric.workloads import WorkloadError, generate, place
 from emulation.p4switch import TARGETS
 
 DEFAULT_PNG = "out/train_timeline.png"
@@ -38,11 +38,7 @@ def run(args: argparse.Namespace) -> int:
         job = workload_cli.job_of(args, defaults.parse_args(["--preset", "tiny"]))
         fabric = topo_args.fabric_of(args)
         placement = place(fabric, job.parallelism)
-        if args.scale is not None:
-            scale = Scale(args.scale, args.real_gbps, args.emulated_mbps)
-        else:
-            real = estimate(generate(job, Scale(1.0, args.real_gbps, args.emulated_mbps))).step_s
-            scale = fit(real, args.fit_seconds, args.real_gbps, args.emulated_mbps)
+        scale = workload_cli.scale_of(args, job)
         workload = generate(job, scale, placement)
     except (WorkloadError, ValueError) as e:
         print(f"aifabric: error: {e}", file=sys.stderr)

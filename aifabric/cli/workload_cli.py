@@ -59,18 +59,21 @@ def job_of(args: argparse.Namespace, defaults: argparse.Namespace) -> Job:
     return Job(preset(args.preset), par, args.tflops)
 
 
+def scale_of(args: argparse.Namespace, job: Job) -> Scale:
+    """--scale as given, or the scale that fits an iteration into --fit-seconds on the emulated links."""
+    if args.scale is not None:
+        return Scale(args.scale, args.real_gbps, args.emulated_mbps)
+    real = estimate(generate(job, Scale(1.0, args.real_gbps, args.emulated_mbps))).step_s
+    return fit(real, args.fit_seconds, args.real_gbps, args.emulated_mbps)
+
+
 def run(args: argparse.Namespace) -> int:
     defaults = argparse.ArgumentParser()
     add_arguments(defaults)
     try:
         job = job_of(args, defaults.parse_args(["--preset", next(iter(PRESETS))]))
         placement = place(topo_args.fabric_of(args), job.parallelism) if args.place else None
-        if args.scale is not None:
-            scale = Scale(args.scale, args.real_gbps, args.emulated_mbps)
-        else:
-            real = estimate(generate(job, Scale(1.0, args.real_gbps, args.emulated_mbps))).step_s
-            scale = fit(real, args.fit_seconds, args.real_gbps, args.emulated_mbps)
-        workload = generate(job, scale, placement)
+        workload = generate(job, scale_of(args, job), placement)
         summary = summarise(workload)
         if args.json == "-":
             print(json.dumps(summary.to_dict(), indent=1))

@@ -111,23 +111,7 @@ def train_on_fabric(lab: Lab, hosts: Sequence[str], algorithm: str, data: str | 
         cpu0, t0 = cpu_times(), time.monotonic()
         procs = {h: lab.host(h).popen([sys.executable, "-m", RANK, "--rank", str(r), *map(str, common),
                                        *map(str, extra[h])]) for r, h in enumerate(hosts)}
-        killed = None
-        if kill_rank_after is not None:
-            rank, after = kill_rank_after
-            time.sleep(after)
-            killed = hosts[rank]
-            procs[killed].send_signal(signal.SIGKILL)
-        for r, (h, proc) in enumerate(procs.items()):
-            out, err = _communicate(proc, deadline_s)
-            report = _last_json(out)
-            if report is None:
-                said = err.strip().splitlines()
-                why = "killed" if h == killed else (said[-1] if said else f"no output (exit status {proc.returncode})")
-                run.errors.append(f"rank {r} ({h}): {why}")
-                continue
-            run.reports.append(report)
-            if not report["ok"]:
-                run.errors.append(f"rank {r} ({h}): {report['error']}")
+        run.reports, run.errors = collect_ranks(list(hosts), list(procs.values()), deadline_s, kill_rank_after)
         run.wall_s = time.monotonic() - t0
         cpu1 = cpu_times()
         total = cpu1[0] - cpu0[0]
@@ -143,6 +127,31 @@ def train_on_fabric(lab: Lab, hosts: Sequence[str], algorithm: str, data: str | 
         if job is not None:
             manager.end(job)
     return run
+
+
+def collect_ranks(hosts: list[str], procs: list, deadline_s: float,
+                  kill_rank_after: tuple[int, float] | None = None) -> tuple[list[dict], list[str]]:
+    """Every rank process's JSON report (those that finished), and an error per rank that did not,
+    by rank and host: what it reported, its last words on stderr, or that it was killed
+    (``kill_rank_after``: that rank's process is killed that many seconds from now)."""
+    killed = None
+    if kill_rank_after is not None:
+        killed, after = kill_rank_after
+        time.sleep(after)
+        procs[killed].send_signal(signal.SIGKILL)
+    reports, errors = [], []
+    for r, proc in enumerate(procs):
+        out, err = _communicate(proc, deadline_s)
+        report = _last_json(out)
+        if report is None:
+            said = err.strip().splitlines()
+            why = "killed" if r == killed else (said[-1] if said else f"no output (exit status {proc.returncode})")
+            errors.append(f"rank {r} ({hosts[r]}): {why}")
+        elif not report["ok"]:
+            errors.append(f"rank {r} ({hosts[r]}): {report['error']}")
+        else:
+            reports.append(report)
+    return reports, errors
 
 
 def require_ok(run: TrainRun) -> TrainRun:

@@ -8,13 +8,13 @@ Collectives run by ring (the library's host algorithms) whatever the workload as
 from __future__ import annotations
 
 import json
-import signal
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aifabric.experiments.allreduce_lab import _communicate, _last_json, cpu_times
+from aifabric.experiments.allreduce_lab import cpu_times
+from aifabric.experiments.train_lab import collect_ranks
 from aifabric.lab import report
 from aifabric.lab.lab import Lab
 from aifabric.workloads import Workload
@@ -83,22 +83,7 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
     procs = [lab.host(h).popen([sys.executable, "-m", RUNNER, "--rank", str(r), "--plan", str(Path(plan_path).resolve()),
                                 "--timeout", str(timeout), "--silent-after", str(silent_after)])
              for r, h in enumerate(hosts)]
-    killed = None
-    if kill_rank_after is not None:
-        killed, after = kill_rank_after
-        time.sleep(after)
-        procs[killed].send_signal(signal.SIGKILL)
-    for r, proc in enumerate(procs):
-        out, err = _communicate(proc, deadline_s)
-        rep = _last_json(out)
-        if rep is None:
-            said = err.strip().splitlines()
-            why = "killed" if r == killed else (said[-1] if said else f"no output (exit {proc.returncode})")
-            run.errors.append(f"rank {r} ({hosts[r]}): {why}")
-        elif not rep["ok"]:
-            run.errors.append(f"rank {r} ({hosts[r]}): {rep['error']}")
-        else:
-            run.reports.append(rep)
+    run.reports, run.errors = collect_ranks(hosts, procs, deadline_s, kill_rank_after)
     run.wall_s = time.monotonic() - t0
     cpu1 = cpu_times()
     run.cpu_busy = 1 - (cpu1[1] - cpu0[1]) / (cpu1[0] - cpu0[0]) if cpu1[0] > cpu0[0] else 0.0
