@@ -87,6 +87,10 @@ class PrimitiveCompiler:
             return self.layout.header(node["value"]).type
         if node["type"] == "expression":
             e = node["value"]
+            if e.get("type") == "expression":       # p4c wraps a conditional header twice
+                return self._header_type_of(e)
+            if e.get("op") == "?":                  # cond ? a : b: both of one header type
+                return self._header_type_of(e["left"])
             if e.get("op") in ("dereference_header_stack", "dereference_stack"):
                 return self.ec.compile(e["left"]).const.headers[0].type
             if e.get("op") == "access_union_header":
