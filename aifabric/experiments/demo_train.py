@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from aifabric.experiments.allreduce_lab import LinkPlan, limit_links, spread_workers
+from aifabric.experiments.collectives_bench import MAX_FRAME
 from aifabric.experiments.train_lab import (ALGORITHMS, TrainRun, digits_split, references,
                                             train_on_fabric)
 from aifabric.lab import report
@@ -81,7 +82,9 @@ def run(k: int = 4, target: str = "softswitch", workers: int = 8, steps: int = 1
         with Lab(fabric, target=target, pipeline=pipeline, progress=say) as lab:
             figures["target"] = lab.switch(fabric.switches[0].name).target_kind
             if rate_pps:
-                plan = LinkPlan(rate_pps=rate_pps)
+                # the hosts' token bucket holds two of the ring's 1514-byte frames (the default two
+                # aggregation frames would drop every one of them)
+                plan = LinkPlan(rate_pps=rate_pps, burst_bytes=2 * MAX_FRAME)
                 limit_links(lab, plan)
                 figures["links"] = plan.describe()
             else:
