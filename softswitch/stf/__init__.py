@@ -6,7 +6,7 @@
 
 The command line: ``softswitch stf PROGRAM.json TEST.stf [--target softswitch|bmv2]``.
 statements.py reads the format, names.py resolves its names against the JSON, runner.py
-runs it, expect.py compares the frames; softswitch_target.py and bmv2_target.py drive the two
+runs it, expect.py compares the frames; softswitch_target.py and emulation.stf_bmv2 drive the two
 targets.
 """
 from .errors import StfError, Unsupported

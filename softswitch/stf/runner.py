@@ -11,6 +11,7 @@ to process (softswitch's error count) fails the test.
 """
 from __future__ import annotations
 
+import importlib
 import json
 import operator
 from dataclasses import dataclass, field
@@ -24,8 +25,6 @@ from .statements import Statement, parse_file
 
 OPS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 INFORMATIONAL = ("mirroring_get", "counter_read", "register_read", "meter_get_rates")
-# BMv2 priorities: the lower wins; STF's: the higher wins (p4c's runner subtracts from 10000)
-BMV2_PRIORITY_BASE = 10000
 ETH_HEADER_LEN = 14
 
 
@@ -93,9 +92,11 @@ def make_target(kind: str, json_path: Path, ports: set[int], senders: set[int], 
         from .softswitch_target import SoftswitchTarget
         return SoftswitchTarget(json_path, ports)
     if kind == "bmv2":
-        from .bmv2_target import Bmv2Target
+        # BMv2's target starts simple_switch on veths: it belongs to the emulation layer above
+        # softswitch, so it is loaded by name, only when asked for
+        bmv2 = importlib.import_module("emulation.stf_bmv2")
         # a frame shorter than an Ethernet header cannot be sent on a veth: pcap files then
-        return Bmv2Target(json_path, ports, senders, use_files=True if shortest < ETH_HEADER_LEN else None)
+        return bmv2.Bmv2Target(json_path, ports, senders, use_files=True if shortest < ETH_HEADER_LEN else None)
     raise ValueError(f"unknown STF target '{kind}' (softswitch or bmv2)")
 
 

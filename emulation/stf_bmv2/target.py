@@ -1,7 +1,7 @@
 """BMv2's simple_switch as an STF target, driven as p4c's BMv2 runner drives it.
 
 simple_switch gets a port for every port the test names: veth pairs as root, else pcap
-files as p4c's runner uses (bmv2_ports.py). Control-plane commands go through BMv2's Thrift
+files as p4c's runner uses (ports.py). Control-plane commands go through BMv2's Thrift
 CLI (simple_switch_CLI, run with this project's Python: emulation.bmv2_cli), gathered and
 sent before the next packet or read.
 """
@@ -17,10 +17,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from .bmv2_ports import PcapPorts, VethPorts
-from .errors import StfError, Unsupported
-from .names import ResolvedEntry
-from .runner import BMV2_PRIORITY_BASE
+from softswitch.stf.errors import StfError, Unsupported
+from softswitch.stf.names import ResolvedEntry
+
+from .ports import PcapPorts, VethPorts
+
+# BMv2 priorities: the lower wins; STF's: the higher wins (p4c's runner subtracts from 10000)
+BMV2_PRIORITY_BASE = 10000
 
 SWITCH = "simple_switch"
 START_TIMEOUT_S = 30.0

@@ -18,8 +18,9 @@ import subprocess
 import time
 from pathlib import Path
 
+from softswitch.stf.errors import Unsupported
+
 from . import pcap
-from .errors import Unsupported
 
 QUIET_S = 0.1          # no frame for this long: what the switch had to send has left
 SETTLE_TIMEOUT_S = 3.0
