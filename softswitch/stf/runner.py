@@ -11,10 +11,10 @@ to process (softswitch's error count) fails the test.
 """
 from __future__ import annotations
 
-import importlib
 import json
 import operator
 from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Protocol
 
@@ -26,6 +26,7 @@ from .statements import Statement, parse_file
 OPS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 INFORMATIONAL = ("mirroring_get", "counter_read", "register_read", "meter_get_rates")
 ETH_HEADER_LEN = 14
+TARGET_GROUP = "softswitch.stf_targets"
 
 
 class Target(Protocol):
@@ -91,13 +92,15 @@ def make_target(kind: str, json_path: Path, ports: set[int], senders: set[int], 
     if kind == "softswitch":
         from .softswitch_target import SoftswitchTarget
         return SoftswitchTarget(json_path, ports)
-    if kind == "bmv2":
-        # BMv2's target starts simple_switch on veths: it belongs to the emulation layer above
-        # softswitch, so it is loaded by name, only when asked for
-        bmv2 = importlib.import_module("emulation.stf_bmv2")
-        # a frame shorter than an Ethernet header cannot be sent on a veth: pcap files then
-        return bmv2.Bmv2Target(json_path, ports, senders, use_files=True if shortest < ETH_HEADER_LEN else None)
-    raise ValueError(f"unknown STF target '{kind}' (softswitch or bmv2)")
+    # Other targets are plug-ins (the entry-point group TARGET_GROUP in pyproject.toml): BMv2's
+    # starts simple_switch on veths, so it lives with the emulation layer above softswitch.
+    plugins = {ep.name: ep for ep in entry_points(group=TARGET_GROUP)}
+    if kind not in plugins:
+        known = ", ".join(["softswitch", *sorted(plugins)])
+        raise ValueError(f"unknown STF target '{kind}' ({known})")
+    target_class = plugins[kind].load()
+    # a frame shorter than an Ethernet header cannot be sent on a veth: pcap files then
+    return target_class(json_path, ports, senders, use_files=True if shortest < ETH_HEADER_LEN else None)
 
 
 def run_stf(json_path: str | Path, stf_path: str | Path, target: str = "softswitch") -> StfResult:
