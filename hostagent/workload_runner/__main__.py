@@ -48,6 +48,20 @@ class Rank:
         pg = self.groups[tuple(sorted((a, b)))]
         return pg, 0 if (b if op["kind"] == "send" else a) == min(a, b) else 1
 
+    @staticmethod
+    def members(op: dict) -> list[int]:
+        """The op's group in the order its process group numbers them (a pair's group is sorted)."""
+        return sorted(op["group"]) if op["kind"] in ("send", "recv") else list(op["group"])
+
+    @classmethod
+    def op_error(cls, op: dict, exc: Exception) -> str:
+        """The error of an op, naming the rank it blames by its global number (a group's own errors
+        number ranks within the group)."""
+        members = cls.members(op)
+        blamed = getattr(exc, "peer", None)
+        who = f" (global rank {members[blamed]})" if blamed is not None and blamed < len(members) else ""
+        return f"op {op['id']} {op['name']} (group of global ranks {members}): {type(exc).__name__}: {exc}{who}"
+
     def _run_op(self, op: dict) -> None:
         kind, n = op["kind"], max(1, op["emulated_bytes"] // ELEMENT)
         if kind == "compute":
@@ -98,9 +112,7 @@ class Rank:
                 try:
                     self._run_op(op)
                 except (CollectiveError, ValueError, TimeoutError) as exc:
-                    # the group's errors number ranks within the group: name its global ranks
-                    errors.append(f"op {op['id']} {op['name']} (group of global ranks {op['group']}, numbered "
-                                  f"from 0 there): {type(exc).__name__}: {exc}")
+                    errors.append(self.op_error(op, exc))
                     return
                 times[op["id"]] = (start - t0, time.monotonic() - t0)
                 done[op["id"]].set()
