@@ -117,6 +117,10 @@ def test_a_switch_forwards_a_burst_whole_and_in_order_with_either_port_io(compil
             # queueing.p4 puts its 31-byte header of queueing metadata after Ethernet
             assert [f[14 + 31:] for f in out] == [f[14:] for f in burst]
             counters = sw.dataplane.counters
+            # a frame is counted once its send returns, which can be after the frame arrived
+            settled = time.monotonic() + 5.0
+            while min(counters.tx, sw.ports[2].tx_packets) < len(burst) and time.monotonic() < settled:
+                time.sleep(0.01)
             assert (counters.rx, counters.tx, counters.errors) == (len(burst), len(burst), 0)
             assert (sw.ports[1].rx_packets, sw.ports[2].tx_packets, sw.ports[2].tx_errors) == (len(burst),) * 2 + (0,)
         finally:
