@@ -58,6 +58,10 @@ int ss_update_checksums(ss_objects *o, void *st);
 int ss_deparse(ss_objects *o, const void *st, uint8_t *out, uint32_t cap, uint32_t *written);
 /* resubmit/recirculate/clone: copy a field list's fields from src to dst */
 void ss_copy_field_list(int field_list_id, const void *src, void *dst);
+/* a clone's metadata reset (layout.metadata_slots to 0), before its field list is copied in.
+ * The state is flat (no pointers): the data plane copies a packet's state with memcpy and keeps
+ * the payload (the frame's bytes after the parsed headers) itself. */
+void ss_clear_metadata(void *st);
 
 ss_objects *ss_objects_new(void);
 void ss_objects_free(ss_objects *o);
@@ -66,5 +70,51 @@ void ss_objects_free(ss_objects *o);
 typedef struct ss_dataplane ss_dataplane;
 /* time in microseconds since the data plane started, as BMv2 reports it */
 uint64_t ss_now_us(const ss_dataplane *dp);
+
+/* Control (Python, by ctypes; never per packet). Every function but lock/unlock, counters,
+ * packet_in/out and stop is called with the data plane locked (ss_dp_lock): the loop holds the
+ * same mutex while it processes a burst, so a write batch is seen whole or not at all. */
+#define SS_NO_PORT (-1)
+#define SS_MAX_PORTS 512                /* port numbers 0..511 (9-bit egress_spec) */
+#define SS_MAX_PRIORITY_QUEUES 8
+
+typedef struct ss_counters {
+    uint64_t rx, tx, dropped, queue_drops, errors, packet_in, packet_out;
+    uint64_t packet_in_lost;            /* packet-ins the CPU port's ring had no room for */
+    uint64_t by_status[SS_STATUS_COUNT];  /* errors by ss_status (ss_status_name) */
+} ss_counters;
+
+typedef struct ss_port_counters { uint64_t rx, tx, tx_errors; } ss_port_counters;
+
+ss_dataplane *ss_dp_new(int cpu_port, int drop_port, int priority_queues,
+                        uint32_t queue_depth, uint32_t queue_rate_pps);
+int ss_dp_add_port(ss_dataplane *dp, int number, int fd);     /* 0, or -1 (bad number, twice) */
+ss_objects *ss_dp_objects(ss_dataplane *dp);
+int ss_dp_start(ss_dataplane *dp);                            /* the loop's thread: 0 or errno */
+void ss_dp_stop(ss_dataplane *dp);                            /* joins the loop's thread */
+void ss_dp_free(ss_dataplane *dp);                            /* stopped first; fds not closed */
+void ss_dp_lock(ss_dataplane *dp);
+void ss_dp_unlock(ss_dataplane *dp);
+/* queues (BMv2's set_queue_depth/set_queue_rate): port SS_NO_PORT is every port and the default */
+void ss_dp_set_queue_depth(ss_dataplane *dp, int port, uint32_t depth);
+void ss_dp_set_queue_rate(ss_dataplane *dp, int port, uint32_t rate_pps);
+uint32_t ss_dp_queue_length(ss_dataplane *dp, int port, int priority);
+/* replication: a group's or session's copies, (ports[i], rids[i]) in BMv2's order; replaces */
+int ss_dp_set_group(ss_dataplane *dp, uint32_t group, uint32_t n, const uint32_t *ports,
+                    const uint32_t *rids);
+void ss_dp_delete_group(ss_dataplane *dp, uint32_t group);
+int ss_dp_set_session(ss_dataplane *dp, uint32_t session, uint32_t n, const uint32_t *ports,
+                      const uint32_t *rids, uint32_t truncate_length);
+void ss_dp_delete_session(ss_dataplane *dp, uint32_t session);
+void ss_dp_clear_replication(ss_dataplane *dp);
+/* counters, read without the lock (each one whole, not all at one instant) */
+void ss_dp_counters(const ss_dataplane *dp, ss_counters *out);
+int ss_dp_port_counters(const ss_dataplane *dp, int port, ss_port_counters *out);
+/* CPU port: a packet-out enters ingress on the CPU port (0, or -1: too long / no CPU port);
+ * packet-ins wait in a ring: packet_in_fd becomes readable (an eventfd) when some do, and
+ * packet_in takes the oldest into buf (its length; 0 none waiting; -1 buf too small) */
+int ss_dp_packet_out(ss_dataplane *dp, const uint8_t *frame, uint32_t len);
+int ss_dp_packet_in_fd(const ss_dataplane *dp);
+int ss_dp_packet_in(ss_dataplane *dp, uint8_t *buf, uint32_t cap);
 
 #endif
