@@ -66,6 +66,7 @@ class Counters:
     error_kinds: dict[str, int] = field(default_factory=dict)
     packet_in: int = 0
     packet_out: int = 0
+    packet_in_lost: int = 0     # packet-ins the native data plane's ring had no room for
 
 
 class Dataplane:

@@ -3,11 +3,13 @@
 As BMv2 with PI: a group is a list of nodes, one per replication id (``instance`` in
 P4Runtime), each with a set of egress ports. Copies go out node by node in the order the
 nodes were attached, and within a node in ascending port order; a clone session with
-several replicas is a multicast group of its own.
+several replicas is a multicast group of its own. ``on_change`` (the native data plane's
+mirror) hears of every change: ("group" or "session", its id), or (kind, None) when all went.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from ..runtime.tables import TableError
 
@@ -49,6 +51,11 @@ class ReplicationEngine:
     def __init__(self) -> None:
         self.groups: dict[int, ReplicaGroup] = {}
         self.sessions: dict[int, CloneSession] = {}
+        self.on_change: Callable[[str, int | None], None] | None = None
+
+    def _changed(self, kind: str, ident: int | None) -> None:
+        if self.on_change is not None:
+            self.on_change(kind, ident)
 
     # -- multicast -----------------------------------------------------------------------
     def insert_group(self, group_id: int, replicas: list[tuple[int, int]]) -> None:
@@ -59,13 +66,16 @@ class ReplicationEngine:
         g = ReplicaGroup(group_id)
         g.set_replicas(replicas)
         self.groups[group_id] = g
+        self._changed("group", group_id)
 
     def modify_group(self, group_id: int, replicas: list[tuple[int, int]]) -> None:
         self._group(group_id).set_replicas(replicas)
+        self._changed("group", group_id)
 
     def delete_group(self, group_id: int) -> None:
         self._group(group_id)
         del self.groups[group_id]
+        self._changed("group", group_id)
 
     def _group(self, group_id: int) -> ReplicaGroup:
         g = self.groups.get(group_id)
@@ -89,6 +99,7 @@ class ReplicationEngine:
         g = ReplicaGroup(session_id)
         g.set_replicas(replicas)
         self.sessions[session_id] = CloneSession(session_id, g, class_of_service, packet_length_bytes)
+        self._changed("session", session_id)
 
     def modify_session(self, session_id: int, replicas: list[tuple[int, int]],
                        class_of_service: int = 0, packet_length_bytes: int = 0) -> None:
@@ -97,10 +108,12 @@ class ReplicationEngine:
             raise TableError("UNIMPLEMENTED", "class of service for clone sessions is not supported (as on BMv2)")
         s.group.set_replicas(replicas)
         s.packet_length_bytes = packet_length_bytes
+        self._changed("session", session_id)
 
     def delete_session(self, session_id: int) -> None:
         self._session(session_id)
         del self.sessions[session_id]
+        self._changed("session", session_id)
 
     def _session(self, session_id: int) -> CloneSession:
         s = self.sessions.get(session_id)
@@ -116,3 +129,4 @@ class ReplicationEngine:
     def reset(self) -> None:
         self.groups.clear()
         self.sessions.clear()
+        self._changed("group", None)

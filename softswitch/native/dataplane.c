@@ -1,0 +1,872 @@
+/* softswitch's native data plane: the loop of softswitch/dataplane.py and packet_path.py in C.
+ *
+ * One thread waits on the ports' AF_PACKET sockets (epoll; the Python side opens them,
+ * ports.py, and hands their fds), reads a port's frames with recvmmsg, runs each through the
+ * program's pipeline (abi.h: parse, verify, ingress), hands copies to the replication engine
+ * (multicast groups, clone sessions), puts packets in per-port, per-priority egress queues
+ * (depth, packets-per-second rate: queues.py), takes them off when their departure time has
+ * come, runs egress, deparses and sends them with sendmmsg. The order of steps, the instance
+ * types and the metadata a copy keeps are the Python path's (which follows BMv2's
+ * simple_switch.cpp); so are the loop's bounds (bursts, drain rounds, the internal queue).
+ *
+ * The loop holds `lock` while it processes a burst; the control side (Python, ctypes) takes it
+ * around a write batch, so a packet sees a batch whole or not at all. A pipeline step's failure
+ * drops that packet and counts it by the status's name; nothing a frame holds stops the loop.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "abi.h"
+
+#define RX_BATCH 64                /* frames one recvmmsg reads (port_io.BATCH) */
+#define RX_BURST 128               /* frames read from one port before looking at the others */
+#define INTERNAL_CAPACITY 1024     /* resubmitted/recirculated packets waiting (simple_switch's) */
+#define DRAIN_ROUNDS 64            /* rounds of egress + internal per loop turn */
+#define TX_BATCH 32                /* frames held before they are sent back to back */
+#define MAX_TIMEOUT_MS 500
+#define PACKET_IN_RING 1024        /* packet-ins waiting for the Python side */
+#define MAX_DEPTH 100000           /* queues.MAX_DEPTH */
+#define NO_TRUNCATION (1ULL << 62)
+#define MIRROR_SESSION_ID_MASK 0x7FFF
+#define MAX_GROUP 0xFFFF
+#define MAX_SESSION 0x7FFF
+
+enum { NORMAL, INGRESS_CLONE, EGRESS_CLONE, COALESCED, RECIRC, REPLICATION, RESUBMIT };
+
+/* counters are written by the loop alone and read by the control side without the lock */
+#define COUNT(field, n) __atomic_store_n(&(field), (field) + (n), __ATOMIC_RELAXED)
+#define READ(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
+
+/* A packet: its state (abi.h, flat) and the frame it was parsed from; its payload is the
+ * frame's bytes after the parsed headers. One allocation: header, state, frame. */
+typedef struct packet {
+    struct packet *next;
+    double departure;              /* µs since start, when queued */
+    uint32_t len, consumed;        /* frame bytes; bytes the headers took */
+    uint8_t *state, *frame;
+} packet;
+
+typedef struct queue {
+    int port, priority;
+    uint32_t depth, count;
+    double delay_us, last_departure;
+    packet *head, *tail;
+    struct queue *next_served;     /* the queues in the order served: highest priority first */
+} queue;
+
+typedef struct replicas { uint32_t n, truncate; uint32_t *ports, *rids; } replicas;
+
+typedef struct tx_slot { int port; uint32_t len; } tx_slot;
+
+typedef struct ring_frame { uint32_t len; uint8_t *data; } ring_frame;
+
+struct ss_dataplane {
+    pthread_mutex_t lock;
+    int writers;                   /* control threads waiting for the lock: the loop lets them in */
+    pthread_t thread;
+    int running, stopping;
+    int epfd, wakefd;
+    struct timespec start;
+    int cpu_port, drop_port, priority_queues;
+    uint32_t default_depth, default_rate;
+    int fds[SS_MAX_PORTS];         /* -1: no interface behind the number */
+    ss_port_counters port_counters[SS_MAX_PORTS];
+    int32_t port_depth[SS_MAX_PORTS], port_rate[SS_MAX_PORTS];   /* -1: the default */
+    queue *queues[SS_MAX_PORTS][SS_MAX_PRIORITY_QUEUES];
+    queue *served;                 /* every queue, highest priority first */
+    uint32_t queued;               /* packets in all the queues */
+    packet *internal_head, *internal_tail;
+    uint32_t internal_count;
+    replicas *groups[MAX_GROUP + 1];
+    replicas *sessions[MAX_SESSION + 1];
+    ss_objects *objects;
+    size_t state_size, state_alloc;
+    uint8_t *template_state;
+    ss_counters counters;
+    /* port I/O */
+    struct mmsghdr rx_msgs[RX_BATCH];
+    struct iovec rx_iov[RX_BATCH];
+    uint8_t *rx_buf;               /* RX_BATCH frames of SS_MAX_FRAME */
+    struct mmsghdr tx_msgs[TX_BATCH];
+    struct iovec tx_iov[TX_BATCH];
+    uint8_t *tx_buf;               /* TX_BATCH frames of SS_MAX_FRAME, deparsed into in place */
+    tx_slot tx[TX_BATCH];
+    uint32_t tx_count;
+    /* the CPU port (guarded by io_lock, not lock: Python drains it while the loop runs) */
+    pthread_mutex_t io_lock;
+    int packet_in_fd;
+    ring_frame ring[PACKET_IN_RING];
+    uint32_t ring_head, ring_count;
+    ring_frame *outs;              /* packet-outs waiting for the loop */
+    uint32_t outs_count, outs_cap;
+    /* meta slots the program has, resolved once */
+    int has_ingress_ts, has_egress_ts, has_queueing, has_qid, has_checksum_error, has_mcast,
+        has_priority, has_rid;
+    uint64_t mask_ingress_ts, mask_egress_ts, mask_enq_ts, mask_deq_timedelta;
+};
+
+__attribute__((weak)) const char *ss_status_name(int status) {
+    static const char *names[SS_STATUS_COUNT] = {
+        "ok", "abort", "bad_index", "div_zero", "too_long", "unsupported" };
+    return status >= 0 && status < SS_STATUS_COUNT ? names[status] : "unknown";
+}
+
+static uint64_t now_us(const ss_dataplane *dp) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    int64_t ns = (int64_t)(t.tv_sec - dp->start.tv_sec) * 1000000000 + (t.tv_nsec - dp->start.tv_nsec);
+    return (uint64_t)(ns / 1000);
+}
+
+uint64_t ss_now_us(const ss_dataplane *dp) { return now_us(dp); }
+
+/* ---- packets ------------------------------------------------------------------------ */
+static packet *packet_new(ss_dataplane *dp, const uint8_t *frame, uint32_t len) {
+    packet *p = malloc(sizeof(packet) + dp->state_alloc + len);
+    if (!p) return NULL;
+    p->next = NULL;
+    p->state = (uint8_t *)(p + 1);
+    p->frame = p->state + dp->state_alloc;
+    p->len = len;
+    p->consumed = 0;
+    if (len) memcpy(p->frame, frame, len);
+    return p;
+}
+
+/* a copy: same state, same frame and payload */
+static packet *packet_copy(ss_dataplane *dp, const packet *src) {
+    packet *p = packet_new(dp, src->frame, src->len);
+    if (!p) return NULL;
+    memcpy(p->state, src->state, dp->state_size);
+    p->consumed = src->consumed;
+    return p;
+}
+
+static void failed(ss_dataplane *dp, int status) {
+    COUNT(dp->counters.errors, 1);
+    COUNT(dp->counters.by_status[status > 0 && status < SS_STATUS_COUNT ? status : SS_ERR_UNSUPPORTED], 1);
+}
+
+static inline uint64_t get(const packet *p, int meta) { return ss_get(p->state, meta); }
+static inline void set(packet *p, int meta, uint64_t v) { ss_set(p->state, meta, v); }
+
+/* ---- queues (queues.py) ------------------------------------------------------------- */
+static uint32_t port_depth(const ss_dataplane *dp, int port) {
+    return dp->port_depth[port] >= 0 ? (uint32_t)dp->port_depth[port] : dp->default_depth;
+}
+static uint32_t port_rate(const ss_dataplane *dp, int port) {
+    return dp->port_rate[port] >= 0 ? (uint32_t)dp->port_rate[port] : dp->default_rate;
+}
+
+static void queue_set_rate(queue *q, uint32_t rate) { q->delay_us = rate ? 1e6 / rate : 0.0; }
+
+static queue *queue_get(ss_dataplane *dp, int port, int priority) {
+    queue *q = dp->queues[port][priority];
+    if (q) return q;
+    q = calloc(1, sizeof(queue));
+    if (!q) return NULL;
+    q->port = port;
+    q->priority = priority;
+    q->depth = port_depth(dp, port);
+    queue_set_rate(q, port_rate(dp, port));
+    /* before the first of the same or a lower priority (the Python path's order) */
+    queue **at = &dp->served;
+    while (*at && (*at)->priority > priority) at = &(*at)->next_served;
+    q->next_served = *at;
+    *at = q;
+    dp->queues[port][priority] = q;
+    return q;
+}
+
+static int queue_push(queue *q, packet *p, double now) {
+    if (q->count >= q->depth) return 0;
+    double d = q->last_departure + q->delay_us;
+    p->departure = now > d ? now : d;
+    q->last_departure = p->departure;
+    p->next = NULL;
+    if (q->tail) q->tail->next = p; else q->head = p;
+    q->tail = p;
+    q->count++;
+    return 1;
+}
+
+/* a packet arriving now would be the queue's only one, due at once: its departure recorded */
+static int queue_leaves_now(queue *q, double now) {
+    if (q->head || q->last_departure + q->delay_us > now) return 0;
+    q->last_departure = now;
+    return 1;
+}
+
+static packet *queue_pop(queue *q) {
+    packet *p = q->head;
+    q->head = p->next;
+    if (!q->head) q->tail = NULL;
+    q->count--;
+    return p;
+}
+
+static void queue_clear(queue *q) {
+    while (q->head) free(queue_pop(q));
+}
+
+/* ---- the packet path (packet_path.py) ------------------------------------------------ */
+static int ingress_state(ss_dataplane *dp, packet *p);
+static void enqueue(ss_dataplane *dp, int port, packet *p, int straight);
+static void drain_queues(ss_dataplane *dp);
+static void send_waiting(ss_dataplane *dp);
+
+static void push_internal(ss_dataplane *dp, packet *p) {
+    if (dp->internal_count >= INTERNAL_CAPACITY) {
+        COUNT(dp->counters.queue_drops, 1);
+        free(p);
+        return;
+    }
+    p->next = NULL;
+    if (dp->internal_tail) dp->internal_tail->next = p; else dp->internal_head = p;
+    dp->internal_tail = p;
+    dp->internal_count++;
+}
+
+/* copies to a group's or session's (port, rid) targets; a copy is a new packet in BMv2: only
+ * the session's truncation applies to it */
+static void replicate(ss_dataplane *dp, const packet *p, const replicas *r, uint64_t truncate) {
+    if (!r) return;
+    for (uint32_t i = 0; i < r->n; i++) {
+        packet *c = packet_copy(dp, p);
+        if (!c) { failed(dp, SS_ERR_UNSUPPORTED); continue; }
+        if (dp->has_rid) set(c, SS_EGRESS_RID, r->rids[i]);
+        set(c, SS_TRUNCATE_LENGTH, truncate);
+        enqueue(dp, (int)r->ports[i], c, 0);
+    }
+}
+
+static uint64_t session_truncation(const replicas *r) {
+    return r->truncate ? r->truncate : NO_TRUNCATION;
+}
+
+/* BMv2 parses the original frame again (with its ingress port), then resets the metadata and
+ * copies in only the preserved field list */
+static int clone_ingress(ss_dataplane *dp, const packet *p, uint32_t session, uint64_t ingress_port) {
+    const replicas *r = dp->sessions[session];
+    if (!r) return SS_OK;
+    packet *c = packet_new(dp, p->frame, p->len);
+    if (!c) return SS_ERR_UNSUPPORTED;
+    memcpy(c->state, dp->template_state, dp->state_size);
+    set(c, SS_INGRESS_PORT, ingress_port);
+    int st = ss_parse(dp->objects, c->state, c->frame, c->len, &c->consumed);
+    if (st == SS_OK) {
+        ss_clear_metadata(c->state);
+        ss_copy_field_list((int)get(p, SS_CLONE_FIELD_LIST), p->state, c->state);
+        set(c, SS_INSTANCE_TYPE, INGRESS_CLONE);
+        set(c, SS_HIDDEN_PACKET_LENGTH, p->len);
+        set(c, SS_INGRESS_LENGTH, p->len);
+        replicate(dp, c, r, session_truncation(r));
+    }
+    free(c);
+    return st;
+}
+
+static void clone_egress(ss_dataplane *dp, const packet *p, uint32_t session) {
+    const replicas *r = dp->sessions[session];
+    if (!r) return;
+    packet *c = packet_copy(dp, p);       /* headers as egress left them, metadata reset */
+    if (!c) { failed(dp, SS_ERR_UNSUPPORTED); return; }
+    ss_clear_metadata(c->state);
+    ss_copy_field_list((int)get(p, SS_CLONE_FIELD_LIST), p->state, c->state);
+    set(c, SS_INSTANCE_TYPE, EGRESS_CLONE);
+    set(c, SS_RESUBMIT_FIELD_LIST, 0);
+    set(c, SS_RECIRCULATE_FIELD_LIST, 0);
+    set(c, SS_CLONE_FIELD_LIST, 0);
+    set(c, SS_LEARN_ID, 0);
+    replicate(dp, c, r, session_truncation(r));
+    free(c);
+}
+
+/* a packet whose metadata is set (a new arrival, resubmitted, recirculated): parse, verify,
+ * ingress, then where it goes. Takes p (frees or queues it); a status on failure. */
+static int ingress_state(ss_dataplane *dp, packet *p) {
+    set(p, SS_PACKET_LENGTH, p->len);
+    set(p, SS_HIDDEN_PACKET_LENGTH, p->len);
+    set(p, SS_INGRESS_LENGTH, p->len);
+    set(p, SS_TRUNCATE_LENGTH, NO_TRUNCATION);
+    int st = ss_parse(dp->objects, p->state, p->frame, p->len, &p->consumed);
+    if (st) goto out;
+    int ok = 1;
+    if ((st = ss_verify_checksums(dp->objects, p->state, &ok))) goto out;
+    if (dp->has_checksum_error) set(p, SS_CHECKSUM_ERROR, ok ? 0 : 1);
+    if ((st = ss_ingress(dp->objects, p->state))) goto out;
+
+    uint64_t clone = get(p, SS_CLONE_SESSION);
+    if (clone) {
+        set(p, SS_CLONE_SESSION, 0);
+        if ((st = clone_ingress(dp, p, (uint32_t)(clone & MIRROR_SESSION_ID_MASK), get(p, SS_INGRESS_PORT))))
+            goto out;
+    }
+    uint64_t resubmit = get(p, SS_RESUBMIT_FIELD_LIST);
+    if (resubmit) {
+        packet *r = packet_new(dp, p->frame, p->len);
+        if (!r) { st = SS_ERR_UNSUPPORTED; goto out; }
+        memcpy(r->state, dp->template_state, dp->state_size);
+        ss_copy_field_list((int)resubmit, p->state, r->state);
+        set(r, SS_INSTANCE_TYPE, RESUBMIT);
+        push_internal(dp, r);
+        goto out;
+    }
+    if (dp->has_mcast) {
+        uint64_t grp = get(p, SS_MCAST_GRP);
+        if (grp) {
+            set(p, SS_INSTANCE_TYPE, REPLICATION);
+            replicate(dp, p, grp <= MAX_GROUP ? dp->groups[grp] : NULL, NO_TRUNCATION);
+            goto out;
+        }
+    }
+    uint64_t port = get(p, SS_EGRESS_SPEC);
+    if (port == (uint64_t)dp->drop_port) {
+        COUNT(dp->counters.dropped, 1);
+        goto out;
+    }
+    set(p, SS_INSTANCE_TYPE, NORMAL);
+    enqueue(dp, (int)port, p, 1);
+    return SS_OK;
+out:
+    free(p);
+    return st;
+}
+
+static void arrival(ss_dataplane *dp, int port, const uint8_t *frame, uint32_t len) {
+    packet *p = packet_new(dp, frame, len);
+    if (!p) { failed(dp, SS_ERR_UNSUPPORTED); return; }
+    memcpy(p->state, dp->template_state, dp->state_size);
+    set(p, SS_INGRESS_PORT, (uint64_t)port);
+    if (dp->has_ingress_ts)                 /* only on arrival, as in BMv2 */
+        set(p, SS_INGRESS_GLOBAL_TIMESTAMP, now_us(dp) & dp->mask_ingress_ts);
+    int st = ingress_state(dp, p);
+    if (st) failed(dp, st);
+}
+
+/* frame bytes go to a tx slot; sent with the loop turn's others (at once when TX_BATCH wait) */
+static uint8_t *tx_next(ss_dataplane *dp) {
+    if (dp->tx_count == TX_BATCH) send_waiting(dp);
+    return dp->tx_buf + (size_t)dp->tx_count * SS_MAX_FRAME;
+}
+
+static void transmit(ss_dataplane *dp, int port, uint32_t len) {
+    dp->tx[dp->tx_count].port = port;
+    dp->tx[dp->tx_count].len = len;
+    dp->tx_count++;
+    if (dp->tx_count == TX_BATCH) send_waiting(dp);
+}
+
+/* a packet whose departure time has come: egress, deparse, send (or recirculate). Takes p. */
+static int depart(ss_dataplane *dp, queue *q, packet *p, uint64_t now) {
+    int st;
+    if (dp->has_egress_ts) set(p, SS_EGRESS_GLOBAL_TIMESTAMP, now & dp->mask_egress_ts);
+    if (dp->has_queueing) {         /* as BMv2: now less the truncated enqueue time */
+        set(p, SS_DEQ_TIMEDELTA, (now - get(p, SS_ENQ_TIMESTAMP)) & dp->mask_deq_timedelta);
+        set(p, SS_DEQ_QDEPTH, q->count);
+        if (dp->has_qid) set(p, SS_QID, (uint64_t)q->priority);
+    }
+    set(p, SS_EGRESS_PORT, (uint64_t)q->port);
+    set(p, SS_EGRESS_SPEC, (uint64_t)((dp->drop_port + 1) & 0x1FF));   /* not dropped, as BMv2 */
+    set(p, SS_PACKET_LENGTH, get(p, SS_HIDDEN_PACKET_LENGTH));
+    if ((st = ss_egress(dp->objects, p->state))) goto out;
+
+    uint64_t clone = get(p, SS_CLONE_SESSION);
+    if (clone) {
+        set(p, SS_CLONE_SESSION, 0);
+        clone_egress(dp, p, (uint32_t)(clone & MIRROR_SESSION_ID_MASK));
+    }
+    if (get(p, SS_EGRESS_SPEC) == (uint64_t)dp->drop_port) {
+        COUNT(dp->counters.dropped, 1);
+        goto out;
+    }
+    if ((st = ss_update_checksums(dp->objects, p->state))) goto out;
+    uint8_t *out = tx_next(dp);
+    uint32_t written = 0, payload = p->len - p->consumed;
+    if ((st = ss_deparse(dp->objects, p->state, out, SS_MAX_FRAME, &written))) goto out;
+    if (written + payload > SS_MAX_FRAME) { st = SS_ERR_TOO_LONG; goto out; }
+    memcpy(out + written, p->frame + p->consumed, payload);
+    uint32_t len = written + payload;
+    uint64_t recirculate = get(p, SS_RECIRCULATE_FIELD_LIST);
+    if (recirculate) {    /* a new packet in BMv2, of the whole deparsed frame (not truncated) */
+        packet *r = packet_new(dp, out, len);
+        if (!r) { st = SS_ERR_UNSUPPORTED; goto out; }
+        memcpy(r->state, dp->template_state, dp->state_size);
+        ss_copy_field_list((int)recirculate, p->state, r->state);
+        set(r, SS_INSTANCE_TYPE, RECIRC);
+        push_internal(dp, r);
+        goto out;
+    }
+    uint64_t truncate = get(p, SS_TRUNCATE_LENGTH);
+    if (truncate < len) len = (uint32_t)truncate;
+    transmit(dp, q->port, len);
+out:
+    free(p);
+    return st;
+}
+
+/* to the egress queue of port (and the packet's priority). A packet on the straight path (not
+ * a copy) skips a queue that would hold only it, due at once, when no packet waits anywhere
+ * in the switch: it departs now, with the same metadata. Takes p. */
+static void enqueue(ss_dataplane *dp, int port, packet *p, int straight) {
+    uint64_t prio = dp->has_priority ? get(p, SS_PRIORITY) : 0;
+    if (port < 0 || port >= SS_MAX_PORTS || prio >= (uint64_t)dp->priority_queues) {
+        COUNT(dp->counters.dropped, 1);      /* as simple_switch: a queue the port lacks */
+        free(p);
+        return;
+    }
+    queue *q = queue_get(dp, port, (int)prio);
+    if (!q) { failed(dp, SS_ERR_UNSUPPORTED); free(p); return; }
+    uint64_t now = now_us(dp);
+    if (dp->has_queueing) {
+        set(p, SS_ENQ_TIMESTAMP, now & dp->mask_enq_ts);
+        set(p, SS_ENQ_QDEPTH, q->count);
+    }
+    if (straight && !dp->queued && queue_leaves_now(q, (double)now)) {
+        int st = depart(dp, q, p, now);
+        if (st) failed(dp, st);
+    } else if (queue_push(q, p, (double)now)) {
+        dp->queued++;
+    } else {
+        COUNT(dp->counters.queue_drops, 1);
+        free(p);
+    }
+}
+
+static void run_internal(ss_dataplane *dp) {
+    int budget = INTERNAL_CAPACITY;
+    while (dp->internal_head && budget--) {
+        packet *p = dp->internal_head;
+        dp->internal_head = p->next;
+        if (!dp->internal_head) dp->internal_tail = NULL;
+        dp->internal_count--;
+        int st = ingress_state(dp, p);
+        if (st) failed(dp, st);
+    }
+}
+
+static void drain_queues(ss_dataplane *dp) {
+    if (!dp->queued && !dp->internal_head) return;
+    uint64_t now = now_us(dp);
+    for (int round = 0; round < DRAIN_ROUNDS; round++) {   /* a program that recirculates forever must not wedge the loop */
+        int progress = 0;
+        for (queue *q = dp->served; q; q = q->next_served) {
+            if (q->head && q->head->departure <= (double)now) {
+                progress = 1;
+                dp->queued--;
+                int st = depart(dp, q, queue_pop(q), now);
+                if (st) failed(dp, st);
+            }
+        }
+        if (dp->internal_head) {
+            run_internal(dp);
+            progress = 1;
+        }
+        if (!progress) return;
+    }
+}
+
+/* ---- port I/O ----------------------------------------------------------------------- */
+static void packet_in(ss_dataplane *dp, const uint8_t *frame, uint32_t len) {
+    COUNT(dp->counters.packet_in, 1);
+    pthread_mutex_lock(&dp->io_lock);
+    if (dp->ring_count == PACKET_IN_RING) {
+        pthread_mutex_unlock(&dp->io_lock);
+        COUNT(dp->counters.packet_in_lost, 1);
+        return;
+    }
+    uint8_t *copy = malloc(len ? len : 1);
+    if (copy) {
+        memcpy(copy, frame, len);
+        ring_frame *slot = &dp->ring[(dp->ring_head + dp->ring_count) % PACKET_IN_RING];
+        slot->len = len;
+        slot->data = copy;
+        dp->ring_count++;
+    }
+    pthread_mutex_unlock(&dp->io_lock);
+    if (!copy) { COUNT(dp->counters.packet_in_lost, 1); return; }
+    uint64_t one = 1;
+    if (write(dp->packet_in_fd, &one, sizeof one) < 0) { /* the counter is full: still readable */ }
+}
+
+/* the held frames, back to back: a run of one port's frames a sendmmsg at a time */
+static void send_waiting(ss_dataplane *dp) {
+    uint32_t n = dp->tx_count, i = 0;
+    uint64_t sent = 0;
+    while (i < n) {
+        int port = dp->tx[i].port;
+        int fd = dp->fds[port];
+        if (fd < 0 || port == dp->cpu_port) {
+            if (port == dp->cpu_port) packet_in(dp, dp->tx_buf + (size_t)i * SS_MAX_FRAME, dp->tx[i].len);
+            else COUNT(dp->counters.dropped, 1);      /* no interface behind the number: lost, as on BMv2 */
+            i++;
+            continue;
+        }
+        uint32_t count = 0;
+        while (i + count < n && dp->tx[i + count].port == port) {
+            dp->tx_iov[count].iov_base = dp->tx_buf + (size_t)(i + count) * SS_MAX_FRAME;
+            dp->tx_iov[count].iov_len = dp->tx[i + count].len;
+            count++;
+        }
+        uint32_t k = 0, ok = 0, lost = 0;
+        while (k < count) {
+            int done = sendmmsg(fd, dp->tx_msgs + k, count - k, 0);
+            if (done < 0) done = 0;
+            ok += done;
+            k += done;
+            if (k < count) { lost++; k++; }      /* a frame the kernel refused is lost; the rest go */
+        }
+        COUNT(dp->port_counters[port].tx, ok);
+        COUNT(dp->port_counters[port].tx_errors, lost);
+        sent += ok + lost;
+        i += count;
+    }
+    dp->tx_count = 0;
+    COUNT(dp->counters.tx, sent);
+}
+
+static void receive_burst(ss_dataplane *dp, int port) {
+    int fd = dp->fds[port];
+    uint32_t received = 0;
+    while (received < RX_BURST) {
+        for (int i = 0; i < RX_BATCH; i++) dp->rx_msgs[i].msg_hdr.msg_flags = 0;
+        int got = recvmmsg(fd, dp->rx_msgs, RX_BATCH, MSG_DONTWAIT, NULL);
+        if (got <= 0) break;
+        received += got;
+        for (int i = 0; i < got; i++) {
+            uint32_t len = dp->rx_msgs[i].msg_len;
+            if (dp->rx_msgs[i].msg_hdr.msg_flags & MSG_TRUNC) {   /* longer than SS_MAX_FRAME */
+                failed(dp, SS_ERR_TOO_LONG);
+                continue;
+            }
+            arrival(dp, port, dp->rx_buf + (size_t)i * SS_MAX_FRAME, len);
+            /* BMv2's egress runs while ingress takes the next packet: what may leave now leaves
+             * before the next arrival is queued */
+            if (dp->queued || dp->internal_head) drain_queues(dp);
+        }
+        if (got < RX_BATCH) break;
+    }
+    COUNT(dp->port_counters[port].rx, received);
+    COUNT(dp->counters.rx, received);
+}
+
+static void take_packet_outs(ss_dataplane *dp) {
+    uint64_t v;
+    if (read(dp->wakefd, &v, sizeof v) < 0) { /* nothing: EAGAIN */ }
+    pthread_mutex_lock(&dp->io_lock);
+    ring_frame *outs = dp->outs;
+    uint32_t n = dp->outs_count;
+    dp->outs = NULL;
+    dp->outs_count = dp->outs_cap = 0;
+    pthread_mutex_unlock(&dp->io_lock);
+    for (uint32_t i = 0; i < n; i++) {
+        COUNT(dp->counters.packet_out, 1);
+        if (dp->cpu_port >= 0) arrival(dp, dp->cpu_port, outs[i].data, outs[i].len);
+        free(outs[i].data);
+    }
+    free(outs);
+}
+
+static int timeout_ms(ss_dataplane *dp) {
+    if (dp->internal_head) return 0;
+    double next = -1;
+    for (queue *q = dp->served; q; q = q->next_served)
+        if (q->head && (next < 0 || q->head->departure < next)) next = q->head->departure;
+    if (next < 0) return MAX_TIMEOUT_MS;
+    double wait = next - (double)now_us(dp);
+    if (wait <= 0) return 0;
+    double ms = ceil(wait / 1000.0);
+    return ms > MAX_TIMEOUT_MS ? MAX_TIMEOUT_MS : (int)ms;
+}
+
+static void *loop(void *arg) {
+    ss_dataplane *dp = arg;
+    struct epoll_event events[64];
+    while (!__atomic_load_n(&dp->stopping, __ATOMIC_ACQUIRE)) {
+        pthread_mutex_lock(&dp->lock);
+        int timeout = timeout_ms(dp);
+        pthread_mutex_unlock(&dp->lock);
+        int n = epoll_wait(dp->epfd, events, 64, timeout);
+        if (n < 0 && errno != EINTR) break;
+        pthread_mutex_lock(&dp->lock);
+        for (int i = 0; i < n; i++) {
+            int port = (int)events[i].data.u32;
+            if (port == SS_MAX_PORTS) take_packet_outs(dp);
+            else receive_burst(dp, port);
+        }
+        run_internal(dp);
+        drain_queues(dp);
+        send_waiting(dp);
+        pthread_mutex_unlock(&dp->lock);
+        /* a control thread waiting for the lock gets it before the next burst (a mutex is not
+         * fair: at saturation the loop would take it back at once) */
+        while (__atomic_load_n(&dp->writers, __ATOMIC_ACQUIRE)) sched_yield();
+    }
+    return NULL;
+}
+
+/* ---- control ------------------------------------------------------------------------ */
+ss_dataplane *ss_dp_new(int cpu_port, int drop_port, int priority_queues,
+                        uint32_t queue_depth, uint32_t queue_rate_pps) {
+    if (priority_queues < 1 || priority_queues > SS_MAX_PRIORITY_QUEUES) return NULL;
+    ss_dataplane *dp = calloc(1, sizeof *dp);
+    if (!dp) return NULL;
+    pthread_mutex_init(&dp->lock, NULL);
+    pthread_mutex_init(&dp->io_lock, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &dp->start);
+    dp->cpu_port = cpu_port;
+    dp->drop_port = drop_port;
+    dp->priority_queues = priority_queues;
+    dp->default_depth = queue_depth;
+    dp->default_rate = queue_rate_pps;
+    for (int i = 0; i < SS_MAX_PORTS; i++) dp->fds[i] = -1, dp->port_depth[i] = dp->port_rate[i] = -1;
+    dp->state_size = ss_state_size();
+    dp->state_alloc = (dp->state_size + 15) & ~(size_t)15;
+    dp->template_state = calloc(1, dp->state_alloc ? dp->state_alloc : 16);
+    dp->rx_buf = malloc((size_t)RX_BATCH * SS_MAX_FRAME);     /* pages touched only as frames come */
+    dp->tx_buf = malloc((size_t)TX_BATCH * SS_MAX_FRAME);
+    dp->epfd = epoll_create1(EPOLL_CLOEXEC);
+    dp->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    dp->packet_in_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    dp->objects = ss_objects_new();
+    if (!dp->template_state || !dp->rx_buf || !dp->tx_buf || dp->epfd < 0 || dp->wakefd < 0
+        || dp->packet_in_fd < 0 || !dp->objects) {
+        ss_dp_free(dp);
+        return NULL;
+    }
+    ss_state_init(dp->template_state);
+    for (int i = 0; i < RX_BATCH; i++) {
+        dp->rx_iov[i].iov_base = dp->rx_buf + (size_t)i * SS_MAX_FRAME;
+        dp->rx_iov[i].iov_len = SS_MAX_FRAME;
+        dp->rx_msgs[i].msg_hdr.msg_iov = &dp->rx_iov[i];
+        dp->rx_msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    for (int i = 0; i < TX_BATCH; i++) {
+        dp->tx_msgs[i].msg_hdr.msg_iov = &dp->tx_iov[i];
+        dp->tx_msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    struct epoll_event ev = { .events = EPOLLIN, .data.u32 = SS_MAX_PORTS };
+    epoll_ctl(dp->epfd, EPOLL_CTL_ADD, dp->wakefd, &ev);
+    dp->has_ingress_ts = ss_has(SS_INGRESS_GLOBAL_TIMESTAMP);
+    dp->has_egress_ts = ss_has(SS_EGRESS_GLOBAL_TIMESTAMP);
+    dp->has_queueing = ss_has(SS_ENQ_TIMESTAMP);
+    dp->has_qid = ss_has(SS_QID);
+    dp->has_checksum_error = ss_has(SS_CHECKSUM_ERROR);
+    dp->has_mcast = ss_has(SS_MCAST_GRP);
+    dp->has_priority = ss_has(SS_PRIORITY);
+    dp->has_rid = ss_has(SS_EGRESS_RID);
+    dp->mask_ingress_ts = ss_meta_mask(SS_INGRESS_GLOBAL_TIMESTAMP);
+    dp->mask_egress_ts = ss_meta_mask(SS_EGRESS_GLOBAL_TIMESTAMP);
+    dp->mask_enq_ts = ss_meta_mask(SS_ENQ_TIMESTAMP);
+    dp->mask_deq_timedelta = ss_meta_mask(SS_DEQ_TIMEDELTA);
+    return dp;
+}
+
+int ss_dp_add_port(ss_dataplane *dp, int number, int fd) {
+    if (number < 0 || number >= SS_MAX_PORTS || dp->fds[number] >= 0 || fd < 0) return -1;
+    struct epoll_event ev = { .events = EPOLLIN, .data.u32 = (uint32_t)number };
+    if (epoll_ctl(dp->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) return -1;
+    dp->fds[number] = fd;
+    return 0;
+}
+
+ss_objects *ss_dp_objects(ss_dataplane *dp) { return dp->objects; }
+
+int ss_dp_start(ss_dataplane *dp) {
+    if (dp->running) return EBUSY;
+    int err = pthread_create(&dp->thread, NULL, loop, dp);
+    if (!err) dp->running = 1;
+    return err;
+}
+
+void ss_dp_stop(ss_dataplane *dp) {
+    if (!dp->running) return;
+    __atomic_store_n(&dp->stopping, 1, __ATOMIC_RELEASE);
+    uint64_t one = 1;
+    if (write(dp->wakefd, &one, sizeof one) < 0) { /* full: readable anyway */ }
+    pthread_join(dp->thread, NULL);
+    dp->running = 0;
+}
+
+void ss_dp_clear_replication(ss_dataplane *dp) {
+    for (int i = 0; i <= MAX_GROUP; i++) ss_dp_delete_group(dp, (uint32_t)i);
+    for (int i = 0; i <= MAX_SESSION; i++) ss_dp_delete_session(dp, (uint32_t)i);
+}
+
+void ss_dp_free(ss_dataplane *dp) {
+    if (!dp) return;
+    ss_dp_stop(dp);
+    for (queue *q = dp->served, *next; q; q = next) { next = q->next_served; queue_clear(q); free(q); }
+    for (packet *p = dp->internal_head, *next; p; p = next) { next = p->next; free(p); }
+    ss_dp_clear_replication(dp);
+    for (uint32_t i = 0; i < dp->ring_count; i++) free(dp->ring[(dp->ring_head + i) % PACKET_IN_RING].data);
+    for (uint32_t i = 0; i < dp->outs_count; i++) free(dp->outs[i].data);
+    free(dp->outs);
+    if (dp->objects) ss_objects_free(dp->objects);
+    if (dp->epfd >= 0) close(dp->epfd);
+    if (dp->wakefd >= 0) close(dp->wakefd);
+    if (dp->packet_in_fd >= 0) close(dp->packet_in_fd);
+    free(dp->template_state);
+    free(dp->rx_buf);
+    free(dp->tx_buf);
+    pthread_mutex_destroy(&dp->lock);
+    pthread_mutex_destroy(&dp->io_lock);
+    free(dp);
+}
+
+void ss_dp_lock(ss_dataplane *dp) {
+    __atomic_add_fetch(&dp->writers, 1, __ATOMIC_ACQ_REL);
+    pthread_mutex_lock(&dp->lock);
+    __atomic_sub_fetch(&dp->writers, 1, __ATOMIC_ACQ_REL);
+}
+
+void ss_dp_unlock(ss_dataplane *dp) { pthread_mutex_unlock(&dp->lock); }
+
+static void set_port_setting(ss_dataplane *dp, int port, int32_t *per_port, uint32_t *deflt,
+                             uint32_t value, int depth) {
+    if (port == SS_NO_PORT) {
+        *deflt = value;
+        for (int i = 0; i < SS_MAX_PORTS; i++) if (per_port[i] >= 0) per_port[i] = (int32_t)value;
+    } else {
+        per_port[port] = (int32_t)value;
+    }
+    for (queue *q = dp->served; q; q = q->next_served) {
+        if (port != SS_NO_PORT && q->port != port) continue;
+        if (depth) q->depth = value; else queue_set_rate(q, value);
+    }
+}
+
+void ss_dp_set_queue_depth(ss_dataplane *dp, int port, uint32_t depth) {
+    if (depth < 1 || depth > MAX_DEPTH || port < SS_NO_PORT || port >= SS_MAX_PORTS) return;
+    set_port_setting(dp, port, dp->port_depth, &dp->default_depth, depth, 1);
+}
+
+void ss_dp_set_queue_rate(ss_dataplane *dp, int port, uint32_t rate_pps) {
+    if (port < SS_NO_PORT || port >= SS_MAX_PORTS) return;
+    set_port_setting(dp, port, dp->port_rate, &dp->default_rate, rate_pps, 0);
+    uint64_t one = 1;       /* the loop's timeout may now be shorter */
+    if (write(dp->wakefd, &one, sizeof one) < 0) { /* full: readable anyway */ }
+}
+
+uint32_t ss_dp_queue_length(ss_dataplane *dp, int port, int priority) {
+    if (port < 0 || port >= SS_MAX_PORTS || priority < 0 || priority >= SS_MAX_PRIORITY_QUEUES) return 0;
+    queue *q = dp->queues[port][priority];
+    return q ? q->count : 0;
+}
+
+static replicas *replicas_new(uint32_t n, const uint32_t *ports, const uint32_t *rids, uint32_t truncate) {
+    replicas *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->ports = malloc((n ? n : 1) * sizeof(uint32_t));
+    r->rids = malloc((n ? n : 1) * sizeof(uint32_t));
+    if (!r->ports || !r->rids) { free(r->ports); free(r->rids); free(r); return NULL; }
+    r->n = n;
+    r->truncate = truncate;
+    if (n) { memcpy(r->ports, ports, n * sizeof(uint32_t)); memcpy(r->rids, rids, n * sizeof(uint32_t)); }
+    return r;
+}
+
+static void replicas_free(replicas *r) {
+    if (!r) return;
+    free(r->ports);
+    free(r->rids);
+    free(r);
+}
+
+int ss_dp_set_group(ss_dataplane *dp, uint32_t group, uint32_t n, const uint32_t *ports, const uint32_t *rids) {
+    if (group < 1 || group > MAX_GROUP) return -1;
+    replicas *r = replicas_new(n, ports, rids, 0);
+    if (!r) return -1;
+    replicas_free(dp->groups[group]);
+    dp->groups[group] = r;
+    return 0;
+}
+
+void ss_dp_delete_group(ss_dataplane *dp, uint32_t group) {
+    if (group > MAX_GROUP) return;
+    replicas_free(dp->groups[group]);
+    dp->groups[group] = NULL;
+}
+
+int ss_dp_set_session(ss_dataplane *dp, uint32_t session, uint32_t n, const uint32_t *ports,
+                      const uint32_t *rids, uint32_t truncate_length) {
+    if (session > MAX_SESSION) return -1;
+    replicas *r = replicas_new(n, ports, rids, truncate_length);
+    if (!r) return -1;
+    replicas_free(dp->sessions[session]);
+    dp->sessions[session] = r;
+    return 0;
+}
+
+void ss_dp_delete_session(ss_dataplane *dp, uint32_t session) {
+    if (session > MAX_SESSION) return;
+    replicas_free(dp->sessions[session]);
+    dp->sessions[session] = NULL;
+}
+
+void ss_dp_counters(const ss_dataplane *dp, ss_counters *out) {
+    const uint64_t *src = (const uint64_t *)&dp->counters;
+    uint64_t *dst = (uint64_t *)out;
+    for (size_t i = 0; i < sizeof(ss_counters) / sizeof(uint64_t); i++) dst[i] = READ(src[i]);
+}
+
+int ss_dp_port_counters(const ss_dataplane *dp, int port, ss_port_counters *out) {
+    if (port < 0 || port >= SS_MAX_PORTS) return -1;
+    out->rx = READ(dp->port_counters[port].rx);
+    out->tx = READ(dp->port_counters[port].tx);
+    out->tx_errors = READ(dp->port_counters[port].tx_errors);
+    return 0;
+}
+
+int ss_dp_packet_out(ss_dataplane *dp, const uint8_t *frame, uint32_t len) {
+    if (len > SS_MAX_FRAME || dp->cpu_port < 0) return -1;
+    uint8_t *copy = malloc(len ? len : 1);
+    if (!copy) return -1;
+    memcpy(copy, frame, len);
+    pthread_mutex_lock(&dp->io_lock);
+    if (dp->outs_count == dp->outs_cap) {
+        uint32_t cap = dp->outs_cap ? dp->outs_cap * 2 : 16;
+        ring_frame *grown = realloc(dp->outs, cap * sizeof(ring_frame));
+        if (!grown) { pthread_mutex_unlock(&dp->io_lock); free(copy); return -1; }
+        dp->outs = grown;
+        dp->outs_cap = cap;
+    }
+    dp->outs[dp->outs_count].len = len;
+    dp->outs[dp->outs_count].data = copy;
+    dp->outs_count++;
+    pthread_mutex_unlock(&dp->io_lock);
+    uint64_t one = 1;
+    if (write(dp->wakefd, &one, sizeof one) < 0) { /* full: readable anyway */ }
+    return 0;
+}
+
+int ss_dp_packet_in_fd(const ss_dataplane *dp) { return dp->packet_in_fd; }
+
+int ss_dp_packet_in(ss_dataplane *dp, uint8_t *buf, uint32_t cap) {
+    pthread_mutex_lock(&dp->io_lock);
+    if (!dp->ring_count) {
+        uint64_t v;          /* nothing left: the eventfd read empty so a poll waits again */
+        if (read(dp->packet_in_fd, &v, sizeof v) < 0) { /* EAGAIN */ }
+        pthread_mutex_unlock(&dp->io_lock);
+        return 0;
+    }
+    ring_frame *slot = &dp->ring[dp->ring_head];
+    if (slot->len > cap) { pthread_mutex_unlock(&dp->io_lock); return -1; }
+    uint32_t len = slot->len;
+    memcpy(buf, slot->data, len);
+    free(slot->data);
+    dp->ring_head = (dp->ring_head + 1) % PACKET_IN_RING;
+    dp->ring_count--;
+    pthread_mutex_unlock(&dp->io_lock);
+    return (int)len;
+}

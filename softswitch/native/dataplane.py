@@ -1,0 +1,275 @@
+"""The native data plane (dataplane.c) seen from Python: the control side of a switch whose
+packets never enter the interpreter.
+
+``NativeDataplane`` loads a program's shared library (build.py), hands it the ports' sockets
+(ports.py opens them), starts its loop thread and offers what softswitch.dataplane.Dataplane
+offers the control plane: ``lock`` (the loop's batch mutex: a write batch under it is seen
+whole), queue depth and rate, the replication engine (runtime/pre.py stays the reference that
+answers reads; every change is mirrored into the library), counters with errors by name,
+packet-out, and packet-in frames handed to ``on_packet_in`` from a thread of its own.
+"""
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import select
+import threading
+from pathlib import Path
+from typing import Callable
+
+from ..dataplane import DEFAULT_DROP_PORT, Counters
+from ..ports import Port
+from ..queues import DEFAULT_DEPTH, DEFAULT_RATE, check_depth, check_port, check_priority_queues, check_rate
+from ..runtime.pre import ReplicationEngine
+
+log = logging.getLogger("softswitch.native")
+
+SS_NO_PORT = -1
+MAX_FRAME = 16384           # abi.h SS_MAX_FRAME
+STATUS_COUNT = 6            # abi.h SS_STATUS_COUNT
+PACKET_IN_POLL_MS = 200     # how often the packet-in thread looks whether it is stopping
+
+
+class NativeError(Exception):
+    """The native data plane cannot be had; the message says why."""
+
+
+class _Counters(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_uint64) for name in
+                ("rx", "tx", "dropped", "queue_drops", "errors", "packet_in", "packet_out", "packet_in_lost")] + \
+               [("by_status", ctypes.c_uint64 * STATUS_COUNT)]
+
+
+class _PortCounters(ctypes.Structure):
+    _fields_ = [("rx", ctypes.c_uint64), ("tx", ctypes.c_uint64), ("tx_errors", ctypes.c_uint64)]
+
+
+def load_library(path: Path | str) -> ctypes.CDLL:
+    """The library at ``path`` with the data plane's control functions typed."""
+    lib = ctypes.CDLL(str(path))
+    P, u32, i32 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int
+    u32p = ctypes.POINTER(ctypes.c_uint32)
+    sigs = {
+        "ss_dp_new": (P, [i32, i32, i32, u32, u32]),
+        "ss_dp_add_port": (i32, [P, i32, i32]),
+        "ss_dp_objects": (P, [P]),
+        "ss_dp_start": (i32, [P]),
+        "ss_dp_stop": (None, [P]),
+        "ss_dp_free": (None, [P]),
+        "ss_dp_lock": (None, [P]),
+        "ss_dp_unlock": (None, [P]),
+        "ss_dp_set_queue_depth": (None, [P, i32, u32]),
+        "ss_dp_set_queue_rate": (None, [P, i32, u32]),
+        "ss_dp_queue_length": (u32, [P, i32, i32]),
+        "ss_dp_set_group": (i32, [P, u32, u32, u32p, u32p]),
+        "ss_dp_delete_group": (None, [P, u32]),
+        "ss_dp_set_session": (i32, [P, u32, u32, u32p, u32p, u32]),
+        "ss_dp_delete_session": (None, [P, u32]),
+        "ss_dp_clear_replication": (None, [P]),
+        "ss_dp_counters": (None, [P, ctypes.POINTER(_Counters)]),
+        "ss_dp_port_counters": (i32, [P, i32, ctypes.POINTER(_PortCounters)]),
+        "ss_dp_packet_out": (i32, [P, ctypes.c_char_p, u32]),
+        "ss_dp_packet_in_fd": (i32, [P]),
+        "ss_dp_packet_in": (i32, [P, ctypes.c_char_p, u32]),
+        "ss_now_us": (ctypes.c_uint64, [P]),
+        "ss_status_name": (ctypes.c_char_p, [i32]),
+    }
+    for name, (res, args) in sigs.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = res, args
+    return lib
+
+
+class BatchLock:
+    """The loop's mutex as a re-entrant lock (what Dataplane.lock is): the first acquire of a
+    thread takes the C mutex (ctypes lets go of the GIL while it waits), the last release
+    gives it back."""
+
+    def __init__(self, lib: ctypes.CDLL, handle: int):
+        self._lib, self._handle = lib, handle
+        self._rlock = threading.RLock()
+        self._depth = 0
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if not self._rlock.acquire(blocking, timeout):
+            return False
+        if self._depth == 0:
+            self._lib.ss_dp_lock(self._handle)
+        self._depth += 1
+        return True
+
+    def release(self) -> None:
+        self._depth -= 1
+        if self._depth == 0:
+            self._lib.ss_dp_unlock(self._handle)
+        self._rlock.release()
+
+    __enter__ = acquire
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+class NativeDataplane:
+    def __init__(self, library: Path | str | ctypes.CDLL, ports: dict[int, Port], cpu_port: int | None = None,
+                 drop_port: int = DEFAULT_DROP_PORT, queue_depth: int = DEFAULT_DEPTH,
+                 queue_rate: int = DEFAULT_RATE, priority_queues: int = 1):
+        check_priority_queues(priority_queues)
+        self.lib = library if isinstance(library, ctypes.CDLL) else load_library(library)
+        self.ports = ports
+        self.cpu_port = cpu_port
+        self.drop_port = drop_port
+        self.priority_queues = priority_queues
+        self.handle = self.lib.ss_dp_new(SS_NO_PORT if cpu_port is None else cpu_port, drop_port,
+                                         priority_queues, queue_depth, queue_rate)
+        if not self.handle:
+            raise NativeError("the native data plane could not be made (out of memory or descriptors)")
+        for number, port in ports.items():
+            if self.lib.ss_dp_add_port(self.handle, number, port.fileno()) != 0:
+                self.lib.ss_dp_free(self.handle)
+                raise NativeError(f"port {number}: its socket cannot be watched")
+        self.lock = BatchLock(self.lib, self.handle)
+        self.objects = self.lib.ss_dp_objects(self.handle)     # the program's run-time objects
+        self.on_packet_in: Callable[[bytes], None] | None = None
+        self._pre = ReplicationEngine()
+        self._pre.on_change = self._mirror
+        self._status_names = [self.lib.ss_status_name(i).decode() for i in range(STATUS_COUNT)]
+        self._stopping = threading.Event()
+        self._packet_in_thread: threading.Thread | None = None
+        self._started = False
+
+    # -- replication: the Python engine answers reads, the library has a copy ------------
+    @property
+    def pre(self) -> ReplicationEngine:
+        return self._pre
+
+    @pre.setter
+    def pre(self, engine: ReplicationEngine) -> None:
+        """A new engine (a pipeline committed): the library's copy becomes it, whole."""
+        with self.lock:
+            self._pre.on_change = None
+            self._pre = engine
+            engine.on_change = self._mirror
+            self.lib.ss_dp_clear_replication(self.handle)
+            for gid in engine.groups:
+                self._mirror("group", gid)
+            for sid in engine.sessions:
+                self._mirror("session", sid)
+
+    def _mirror(self, kind: str, ident: int | None) -> None:
+        """One group's or session's copies into the library as the Python engine has them
+        now (``ident`` None: everything went)."""
+        with self.lock:
+            if ident is None:
+                self.lib.ss_dp_clear_replication(self.handle)
+                return
+            pre = self._pre
+            if kind == "group":
+                g = pre.groups.get(ident)
+                if g is None:
+                    self.lib.ss_dp_delete_group(self.handle, ident)
+                    return
+                ports, rids, truncate = *_arrays(g.replicas()), 0
+            else:
+                s = pre.sessions.get(ident)
+                if s is None:
+                    self.lib.ss_dp_delete_session(self.handle, ident)
+                    return
+                ports, rids, truncate = *_arrays(s.group.replicas()), s.packet_length_bytes
+            n = len(ports)
+            rc = (self.lib.ss_dp_set_group(self.handle, ident, n, ports, rids) if kind == "group" else
+                  self.lib.ss_dp_set_session(self.handle, ident, n, ports, rids, truncate))
+            if rc != 0:
+                raise NativeError(f"{kind} {ident}: the native data plane refused its {n} copies")
+
+    # -- queues --------------------------------------------------------------------------
+    def check_port(self, port: int) -> None:
+        check_port(port, [*self.ports, *([self.cpu_port] if self.cpu_port is not None else [])])
+
+    def set_queue_rate(self, rate_pps: int, port: int | None = None) -> None:
+        check_rate(rate_pps)
+        if port is not None:
+            self.check_port(port)
+        with self.lock:
+            self.lib.ss_dp_set_queue_rate(self.handle, SS_NO_PORT if port is None else port, rate_pps)
+
+    def set_queue_depth(self, depth: int, port: int | None = None) -> None:
+        check_depth(depth)
+        if port is not None:
+            self.check_port(port)
+        with self.lock:
+            self.lib.ss_dp_set_queue_depth(self.handle, SS_NO_PORT if port is None else port, depth)
+
+    def queue_length(self, port: int, priority: int = 0) -> int:
+        with self.lock:
+            return self.lib.ss_dp_queue_length(self.handle, port, priority)
+
+    # -- counters ------------------------------------------------------------------------
+    @property
+    def counters(self) -> Counters:
+        """A snapshot, in the Python data plane's shape; errors by their status's name."""
+        c = _Counters()
+        self.lib.ss_dp_counters(self.handle, ctypes.byref(c))
+        kinds = {self._status_names[i]: n for i, n in enumerate(c.by_status) if n}
+        return Counters(rx=c.rx, tx=c.tx, dropped=c.dropped, queue_drops=c.queue_drops, errors=c.errors,
+                        error_kinds=kinds, packet_in=c.packet_in, packet_out=c.packet_out,
+                        packet_in_lost=c.packet_in_lost)
+
+    def port_counters(self, port: int) -> tuple[int, int, int]:
+        """(rx, tx, tx_errors) of one port."""
+        c = _PortCounters()
+        if self.lib.ss_dp_port_counters(self.handle, port, ctypes.byref(c)) != 0:
+            raise ValueError(f"port {port} is outside 0..511")
+        return c.rx, c.tx, c.tx_errors
+
+    def now_us(self) -> int:
+        return self.lib.ss_now_us(self.handle)
+
+    # -- the CPU port --------------------------------------------------------------------
+    def inject_packet_out(self, frame: bytes) -> None:
+        """A packet from the controller: it enters ingress on the CPU port."""
+        if self.lib.ss_dp_packet_out(self.handle, frame, len(frame)) != 0:
+            raise NativeError(f"packet-out of {len(frame)} bytes refused (no CPU port, or over {MAX_FRAME} bytes)")
+
+    def _deliver_packet_ins(self) -> None:
+        fd = self.lib.ss_dp_packet_in_fd(self.handle)
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        buf = ctypes.create_string_buffer(MAX_FRAME)
+        while not self._stopping.is_set():
+            if not poller.poll(PACKET_IN_POLL_MS):
+                continue
+            while (n := self.lib.ss_dp_packet_in(self.handle, buf, MAX_FRAME)) > 0:
+                cb = self.on_packet_in
+                if cb is not None:
+                    try:
+                        cb(buf.raw[:n])
+                    except Exception:      # whatever the controller side does, delivery goes on
+                        log.exception("packet-in handler failed")
+
+    # -- life ----------------------------------------------------------------------------
+    def start(self) -> None:
+        err = self.lib.ss_dp_start(self.handle)
+        if err:
+            raise NativeError(f"the native loop's thread did not start: {os.strerror(err)}")
+        self._started = True
+        self._packet_in_thread = threading.Thread(target=self._deliver_packet_ins, name="native-packet-in",
+                                                  daemon=True)
+        self._packet_in_thread.start()
+
+    def stop(self) -> None:
+        """Stops the loop and frees the library's state (the ports' sockets stay the caller's)."""
+        if self.handle is None:
+            return
+        self._stopping.set()
+        self.lib.ss_dp_stop(self.handle)
+        if self._packet_in_thread is not None:
+            self._packet_in_thread.join(timeout=2)
+        self.lib.ss_dp_free(self.handle)
+        self.handle = None
+
+
+def _arrays(replicas: list[tuple[int, int]]):
+    n = len(replicas)
+    return (ctypes.c_uint32 * n)(*(p for p, _ in replicas)), (ctypes.c_uint32 * n)(*(r for _, r in replicas))

@@ -1,0 +1,341 @@
+"""The native data plane (softswitch/native/dataplane.c) on real veths, with a hand-written
+stand-in for a program's pipeline (native_stub.c: rules by port that say where a packet goes
+and what it asks for; egress writes what the packet carried into its source MAC):
+forwarding, queue rate and depth, priorities, multicast and clone copies with their instance
+types and kept metadata, resubmit and recirculate, packet-in and packet-out, failures counted
+by name, an over-long frame counted, and a write batch seen whole by packets."""
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from emulation.testbed import Testbed
+from softswitch.native import build
+from softswitch.native.dataplane import NativeDataplane, load_library
+from softswitch.ports import Port, PortSpec
+
+STUB = Path(__file__).resolve().parent / "native_stub.c"
+NORMAL, INGRESS_CLONE, EGRESS_CLONE, RECIRC, REPLICATION, RESUBMIT = 0, 1, 2, 4, 5, 6
+CPU_PORT = 64
+DIV_ZERO, BAD_INDEX = 3, 2          # abi.h ss_status
+
+
+class StubRule(ctypes.Structure):
+    _fields_ = [("egress", ctypes.c_int32)] + [(n, ctypes.c_uint32) for n in (
+        "mcast", "clone_session", "clone_list", "resubmit_list", "recirculate_list", "priority",
+        "status", "truncate", "tag", "mark")]
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory) -> ctypes.CDLL:
+    why = build.missing()
+    if why:
+        pytest.skip(why)
+    out = tmp_path_factory.mktemp("native") / "stub.so"
+    subprocess.run(build.compile_command([*build.DATAPLANE_SOURCES, STUB], out), check=True)
+    lib = load_library(out)
+    for name in ("stub_in_rule", "stub_internal_rule", "stub_out_rule"):
+        getattr(lib, name).restype = ctypes.POINTER(StubRule)
+        getattr(lib, name).argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.stub_count.restype, lib.stub_count.argtypes = ctypes.c_uint64, [ctypes.c_void_p, ctypes.c_int]
+    return lib
+
+
+@pytest.fixture(scope="module")
+def bench():
+    """Four switch ports on veths, their host ends in namespaces."""
+    with Testbed(nports=4, prefix=f"nd{os.getpid() % 10000}") as tb:
+        ports = {n: Port(PortSpec(n, hp.switch_iface)) for n, hp in tb.ports.items()}
+        try:
+            yield tb, ports
+        finally:
+            for p in ports.values():
+                p.close()
+
+
+class Switch:
+    """One native data plane on the bench's ports, its stub's rules at hand."""
+
+    def __init__(self, lib, tb, ports, **kw):
+        self.lib, self.tb = lib, tb
+        tb.drain()
+        for p in ports.values():          # what the last test (or the bench coming up) left
+            while True:
+                try:
+                    p.sock.recv(65536)
+                except BlockingIOError:
+                    break
+        self.dp = NativeDataplane(lib, ports, **kw)
+
+    def rule_in(self, port: int) -> StubRule:
+        return self.lib.stub_in_rule(self.dp.objects, port).contents
+
+    def rule_internal(self, instance_type: int) -> StubRule:
+        return self.lib.stub_internal_rule(self.dp.objects, instance_type).contents
+
+    def rule_out(self, port: int) -> StubRule:
+        return self.lib.stub_out_rule(self.dp.objects, port).contents
+
+    def count(self, port: int) -> int:
+        return self.lib.stub_count(self.dp.objects, port)
+
+    def send(self, port: int, frames: list[bytes]) -> None:
+        for f in frames:
+            self.tb.ports[port].send(f)
+
+    def receive(self, port: int, count: int, timeout: float = 3.0, quiet: float = 0.3) -> list[bytes]:
+        """The test's frames (its EtherType) that come within ``timeout``."""
+        return ours(self.tb.ports[port].receive(timeout=timeout, count=count, quiet=quiet))
+
+
+def ours(frames: list[bytes]) -> list[bytes]:
+    """Frames of the test's EtherType: a host's kernel may send one of its own as the bench
+    comes up."""
+    return [f for f in frames if f[12:14] == b"\x88\xb5"]
+
+
+@pytest.fixture
+def switch(library, bench):
+    made: list[Switch] = []
+
+    def make(**kw) -> Switch:
+        s = Switch(library, *bench, **kw)
+        made.append(s)
+        return s
+    yield make
+    for s in made:
+        s.dp.stop()
+
+
+def frame(seq: int, size: int = 64) -> bytes:
+    return bytes.fromhex("000000000002") + bytes(6) + b"\x88\xb5" + seq.to_bytes(4, "big") + bytes(size - 18)
+
+
+def carried(f: bytes) -> dict[str, int]:
+    """What egress wrote into the source MAC."""
+    return dict(zip(("instance", "rid", "tag", "mark", "port", "qid"), f[6:12]))
+
+
+def seq_of(f: bytes) -> int:
+    return int.from_bytes(f[14:18], "big")
+
+
+def test_forwards_port_to_port_counting_packets(switch):
+    s = switch()
+    s.rule_in(1).egress = 2
+    s.dp.start()
+    sent = [frame(i) for i in range(50)]
+    s.send(1, sent)
+    got = s.receive(2, 50)
+    assert [seq_of(f) for f in got] == list(range(50))
+    assert all(f[12:] == o[12:] and carried(f) == dict(instance=NORMAL, rid=0, tag=0, mark=0, port=2, qid=0)
+               for f, o in zip(got, sent))
+    c = s.dp.counters
+    assert (c.tx, c.errors) == (50, 0)
+    assert s.count(1) == 50
+    assert s.dp.port_counters(1)[0] == 50 and s.dp.port_counters(2)[1:] == (50, 0)
+    assert s.receive(3, 1, timeout=0.3) == []
+
+
+def test_queue_rate_spaces_departures_and_a_full_queue_drops(switch):
+    s = switch()
+    s.rule_in(1).egress = 2
+    s.dp.set_queue_rate(50, 2)           # one every 20 ms
+    s.dp.set_queue_depth(4, 2)
+    s.dp.start()
+    with s.dp.lock:                      # all 20 arrive in one burst: 4 wait at most
+        s.send(1, [frame(i) for i in range(20)])
+    got = ours(s.tb.ports[2].receive(timeout=3.0, quiet=0.5))
+    c = s.dp.counters
+    assert s.dp.port_counters(1)[0] == 20 and len(got) + c.queue_drops == 20
+    assert 4 <= len(got) <= 5 and c.queue_drops >= 15    # 4 queued (+1 leaving at once at most)
+    assert [seq_of(f) for f in got] == list(range(len(got)))      # the first ones, in order
+
+
+def test_queue_rate_paces_a_port(switch):
+    s = switch()
+    s.rule_in(1).egress = 2
+    s.dp.set_queue_rate(100, 2)
+    s.dp.start()
+    s.send(1, [frame(i) for i in range(10)])
+    hp = s.tb.ports[2]
+    times = []
+    deadline = time.monotonic() + 3
+    while len(times) < 10 and time.monotonic() < deadline:
+        if ours(hp.receive(timeout=0.5, count=1, quiet=0.0)):
+            times.append(time.monotonic())
+    assert len(times) == 10
+    gaps = sorted(b - a for a, b in zip(times, times[1:]))
+    assert gaps[len(gaps) // 2] >= 0.007            # about 10 ms apart, not a burst
+
+
+def test_higher_priority_leaves_first_among_packets_due_together(switch):
+    s = switch(priority_queues=2, queue_rate=2)     # a new queue's first departure: 0.5 s after start
+    s.rule_in(1).egress = s.rule_in(2).egress = 3
+    s.rule_in(2).priority = 1
+    s.dp.start()
+    with s.dp.lock:                                  # both queues filled in one loop turn
+        s.send(1, [frame(i) for i in range(3)])
+        s.send(2, [frame(100 + i) for i in range(3)])
+    got = s.receive(3, 6, timeout=4.0, quiet=1.0)
+    assert [seq_of(f) for f in got] == [100, 0, 101, 1, 102, 2]
+    assert [carried(f)["qid"] for f in got] == [1, 0] * 3
+
+
+def test_a_priority_the_port_lacks_is_dropped(switch):
+    s = switch()
+    s.rule_in(1).egress = 2
+    s.rule_in(1).priority = 3
+    s.dp.start()
+    s.send(1, [frame(i) for i in range(5)])
+    assert s.receive(2, 5, timeout=0.5) == []
+    assert s.dp.counters.dropped == 5
+
+
+def test_multicast_copies_carry_replication_and_their_rid_and_follow_group_changes(switch):
+    s = switch()
+    s.rule_in(1).mcast = 1
+    s.dp.pre.insert_group(1, [(2, 5), (3, 5), (3, 6)])
+    s.dp.start()
+    s.send(1, [frame(1)])
+    two, three = s.receive(2, 1), s.receive(3, 2)
+    assert [(carried(f)["instance"], carried(f)["rid"]) for f in two] == [(REPLICATION, 5)]
+    assert [(carried(f)["instance"], carried(f)["rid"]) for f in three] == [(REPLICATION, 5), (REPLICATION, 6)]
+    s.dp.pre.modify_group(1, [(4, 9)])               # mirrored into the library
+    s.send(1, [frame(2)])
+    assert [carried(f)["rid"] for f in s.receive(4, 1)] == [9]
+    assert s.receive(2, 1, timeout=0.3) == [] and s.receive(3, 1, timeout=0.3) == []
+    s.dp.pre.delete_group(1)
+    s.send(1, [frame(3)])
+    assert s.receive(4, 1, timeout=0.3) == []
+
+
+def test_clones_carry_their_instance_type_their_field_list_only_and_the_session_length(switch):
+    s = switch()
+    r = s.rule_in(1)
+    r.egress, r.tag, r.mark, r.clone_session, r.clone_list = 2, 9, 7, 5, 1    # field list 1: tag
+    s.dp.pre.insert_session(5, [(3, 0)], packet_length_bytes=20)
+    o = s.rule_out(2)
+    o.clone_session, o.clone_list = 6, 2                                       # field list 2: tag, mark
+    s.dp.pre.insert_session(6, [(4, 0)])
+    s.dp.start()
+    s.send(1, [frame(1, size=100)])
+    [original] = s.receive(2, 1)
+    [ingress_clone] = s.receive(3, 1)
+    [egress_clone] = s.receive(4, 1)
+    assert carried(original) == dict(instance=NORMAL, rid=0, tag=9, mark=7, port=2, qid=0) and len(original) == 100
+    assert len(ingress_clone) == 20                       # the session's truncation
+    assert carried(ingress_clone) == dict(instance=INGRESS_CLONE, rid=0, tag=9, mark=0, port=3, qid=0)
+    assert carried(egress_clone) == dict(instance=EGRESS_CLONE, rid=0, tag=9, mark=7, port=4, qid=0)
+    assert len(egress_clone) == 100
+
+
+def test_resubmit_and_recirculate_come_back_with_their_field_list(switch):
+    s = switch()
+    r = s.rule_in(1)
+    r.resubmit_list, r.tag, r.mark = 1, 4, 3
+    # the rule ingress applies to a packet of instance type RESUBMIT (RECIRC) marks it 66 (44);
+    # egress sees both as NORMAL, as the Python path and BMv2
+    s.rule_internal(RESUBMIT).egress, s.rule_internal(RESUBMIT).mark = 2, 66
+    s.rule_in(3).egress, s.rule_in(3).tag = 4, 8
+    s.rule_out(4).recirculate_list = 1
+    s.rule_internal(RECIRC).egress, s.rule_internal(RECIRC).mark = 2, 44
+    s.dp.start()
+    s.send(1, [frame(1)])
+    [resubmitted] = s.receive(2, 1)
+    assert carried(resubmitted) == dict(instance=NORMAL, rid=0, tag=4, mark=66, port=2, qid=0)
+    s.send(3, [frame(2)])
+    [recirculated] = s.receive(2, 1)
+    assert carried(recirculated) == dict(instance=NORMAL, rid=0, tag=8, mark=44, port=2, qid=0)
+    assert s.receive(4, 1, timeout=0.3) == []
+    assert s.count(1) == 1 and s.count(0) == 2       # the internal packets: ingress port 0
+
+
+def test_packet_in_reaches_python_and_packet_out_enters_on_the_cpu_port(switch):
+    s = switch(cpu_port=CPU_PORT)
+    s.rule_in(1).egress = CPU_PORT
+    s.rule_in(CPU_PORT).egress = 3
+    got: list[bytes] = []
+    came = threading.Event()
+    s.dp.on_packet_in = lambda f: (got.append(f), came.set())
+    s.dp.start()
+    s.send(1, [frame(7)])
+    assert came.wait(3)
+    assert seq_of(got[0]) == 7 and carried(got[0])["port"] == CPU_PORT
+    s.dp.inject_packet_out(frame(8))
+    [out] = s.receive(3, 1)
+    assert seq_of(out) == 8 and s.count(CPU_PORT) == 1
+    c = s.dp.counters
+    assert (c.packet_in, c.packet_out, c.packet_in_lost) == (1, 1, 0)
+
+
+def test_failures_are_counted_by_name_and_the_loop_goes_on(switch):
+    s = switch()
+    s.rule_in(1).status = DIV_ZERO
+    s.rule_in(2).egress = 3
+    s.rule_out(3).status = BAD_INDEX
+    s.rule_in(4).egress = 1
+    s.dp.start()
+    s.send(1, [frame(i) for i in range(3)])
+    s.send(2, [frame(i) for i in range(2)])
+    s.send(4, [frame(9)])
+    assert [seq_of(f) for f in s.receive(1, 1)] == [9]
+    c = s.dp.counters
+    assert c.errors == 5 and c.error_kinds == {"div_zero": 3, "bad_index": 2}
+
+
+def test_a_frame_longer_than_the_native_limit_is_counted_not_crashed(switch, bench):
+    tb, _ = bench
+    hp = tb.ports[1]
+    subprocess.run(["ip", "-n", hp.ns, "link", "set", "dev", hp.host_iface, "mtu", "20000"], check=True)
+    subprocess.run(["ip", "link", "set", "dev", hp.switch_iface, "mtu", "20000"], check=True)
+    try:
+        s = switch()
+        s.rule_in(1).egress = 2
+        s.dp.start()
+        s.send(1, [frame(1, size=17000), frame(2)])
+        assert [seq_of(f) for f in s.receive(2, 1)] == [2]
+        c = s.dp.counters
+        assert c.errors == 1 and c.error_kinds == {"too_long": 1} and c.tx == 1
+    finally:
+        subprocess.run(["ip", "-n", hp.ns, "link", "set", "dev", hp.host_iface, "mtu", "1500"], check=True)
+        subprocess.run(["ip", "link", "set", "dev", hp.switch_iface, "mtu", "1500"], check=True)
+
+
+def test_a_write_batch_is_seen_whole(switch):
+    """The writer changes a rule's port and mark in two steps of one batch, a pause between:
+    every frame that leaves has the mark of the port it left by."""
+    s = switch()
+    r = s.rule_in(1)
+    r.egress, r.mark = 2, 2
+    s.dp.start()
+    stop = threading.Event()
+
+    def writer():
+        port = 2
+        while not stop.is_set():
+            port = 5 - port
+            with s.dp.lock:
+                r.egress = port
+                time.sleep(0.002)
+                r.mark = port
+            time.sleep(0.001)
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        for i in range(300):
+            s.send(1, [frame(i)])
+            if i % 20 == 0:
+                time.sleep(0.005)
+    finally:
+        stop.set()
+        t.join()
+    two, three = (ours(s.tb.ports[p].receive(timeout=2, quiet=0.3)) for p in (2, 3))
+    assert len(two) + len(three) == 300 and two and three
+    assert {carried(f)["mark"] for f in two} == {2} and {carried(f)["mark"] for f in three} == {3}
