@@ -12,17 +12,17 @@ exact sum of all of them, so a run is correct only when every worker said so.
 """
 from __future__ import annotations
 
-import json
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from aifabric.experiments.aggregation_job import in_network_job, read_agg_ops
+from aifabric.experiments.rank_processes import busy_between, communicate, cpu_times, last_json, last_words
 from aifabric.lab.lab import Lab
 from aifabric.lab.report import Failed, Measured
 from controller.aggregation import JobManager
-from controller.aggregation.entries import AGG_OPS, OUTCOMES
-from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT, FRAME_BYTES
+from hostagent.collectives.aggregation.protocol import FRAME_BYTES
 from topologies.fabric import Fabric
 
 ALGORITHMS = ("innetwork", "ring", "ps")
@@ -151,23 +151,6 @@ def _python_cmd(*args: object) -> list[str]:
     return [sys.executable, "-m", "hostagent.collectives", *map(str, args)]
 
 
-def cpu_times() -> tuple[float, float]:
-    """(total, idle) CPU time of the machine so far, in clock ticks (/proc/stat)."""
-    fields = [float(x) for x in open("/proc/stat").readline().split()[1:]]
-    idle = fields[3] + fields[4]
-    return sum(fields), idle
-
-
-def _read_agg_ops(lab: Lab, switches: Sequence[str]) -> dict[str, int]:
-    assert lab.controller is not None
-    total = dict.fromkeys(OUTCOMES, 0)
-    for sw in switches:
-        for index, c in lab.controller.read_port_counters(sw, AGG_OPS).items():
-            if index < len(OUTCOMES):
-                total[OUTCOMES[index]] += c.packets
-    return total
-
-
 def run_allreduce(lab: Lab, manager: JobManager, algorithm: str, workers: Sequence[str], server: str, *,
                   elements: int, dtype: str = "float32", seed: int = 1, slots: int = 32, timeout: float = 1.0,
                   retries: int = 100, ring_window: int = 32) -> RunResult:
@@ -179,86 +162,47 @@ def run_allreduce(lab: Lab, manager: JobManager, algorithm: str, workers: Sequen
     result = RunResult(algorithm, list(workers), elements, dtype)
     n = len(workers)
     tensor = ["--size", elements, "--dtype", dtype, "--seed", seed, "--timeout", timeout, "--retries", retries]
-    job = None
-    ps_proc = None
-    switches = [sw.name for sw in fabric.switches]
-    try:
-        if algorithm == "ring":
-            peers = ",".join(str(fabric.host(w).ip4.ip) for w in workers)
-            cmds = {w: _python_cmd("ring", "--peers", peers, "--rank", r, "--window", ring_window, *tensor)
-                    for r, w in enumerate(workers)}
-        else:
-            job = manager.start(list(workers), server, slots=slots, in_network=algorithm == "innetwork")
-            result.in_network, result.tree = job.in_network, job.tree.describe() if job.tree else ""
-            ps_proc = lab.host(server).popen(_python_cmd("ps", "--job", f"{job.job_id}:{n}:{slots}"))
-            _wait_listening(lab.host(server), ps_proc)
-            cmds = {}
-            for w in workers:
-                cfg = job.worker_config(w)
-                cmds[w] = _python_cmd("worker", "--ps", cfg["aggregator"], "--job", cfg["job_id"],
-                                      "--workers", n, "--worker-id", cfg["worker_id"], "--rank", cfg["rank"],
-                                      "--slots", slots, *tensor)
-        ops_before = _read_agg_ops(lab, switches)
-        cpu0, t0 = cpu_times(), time.monotonic()
-        collect_workers(result, {w: lab.host(w).popen(cmd) for w, cmd in cmds.items()})
-        result.wall_s = time.monotonic() - t0
-        cpu1 = cpu_times()
-        total, idle = cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
-        result.cpu_busy = 1 - idle / total if total else 0.0
-        after = _read_agg_ops(lab, switches)
-        result.agg_ops = {k: after[k] - ops_before[k] for k in OUTCOMES}
-    finally:
-        if ps_proc is not None:
-            ps_proc.terminate()
-            out, _ = _communicate(ps_proc, 10)
-            result.server = _last_json(out) or {}
-        if job is not None:
-            manager.end(job)
+    if algorithm == "ring":
+        peers = ",".join(str(fabric.host(w).ip4.ip) for w in workers)
+        cmds = {w: _python_cmd("ring", "--peers", peers, "--rank", r, "--window", ring_window, *tensor)
+                for r, w in enumerate(workers)}
+        before = read_agg_ops(lab)
+        _run_workers(lab, result, cmds)
+        after = read_agg_ops(lab)
+        result.agg_ops = {k: after[k] - before[k] for k in after}     # a ring's: none of them the switches'
+        return result
+    with in_network_job(lab, workers, manager=manager, server=server, slots=slots,
+                        in_network=algorithm == "innetwork") as job:
+        result.in_network, result.tree = job.in_network, job.tree
+        cmds = {}
+        for w in workers:
+            cfg = job.config(w)
+            cmds[w] = _python_cmd("worker", "--ps", cfg["aggregator"], "--job", cfg["job_id"],
+                                  "--workers", n, "--worker-id", cfg["worker_id"], "--rank", cfg["rank"],
+                                  "--slots", slots, *tensor)
+        _run_workers(lab, result, cmds)
+    result.agg_ops, result.server = job.agg_ops, job.server_stats
     return result
+
+
+def _run_workers(lab: Lab, result: RunResult, cmds: dict[str, list[str]]) -> None:
+    """Every worker's command on its host, timed, with the machine's CPU share meanwhile."""
+    cpu0, t0 = cpu_times(), time.monotonic()
+    collect_workers(result, {w: lab.host(w).popen(cmd) for w, cmd in cmds.items()})
+    result.wall_s = time.monotonic() - t0
+    result.cpu_busy = busy_between(cpu0, cpu_times())
 
 
 def collect_workers(result: RunResult, procs: dict, deadline_s: float = WORKER_DEADLINE_S) -> None:
     """Every worker process's report into ``result`` (in ``procs``' order); a worker with no
     report, or with a wrong result, into its errors with what it said."""
     for w, proc in procs.items():
-        out, err = _communicate(proc, deadline_s)
-        report = _last_json(out)
+        out, err = communicate(proc, deadline_s)
+        report = last_json(out)
         if report is None:
-            said = err.strip().splitlines()
-            result.errors.append(f"{w}: {said[-1] if said else f'no output (exit status {proc.returncode})'}")
+            result.errors.append(f"{w}: {last_words(err, proc)}")
         else:
             report["host"] = w
             result.per_worker.append(report)
             if not report.get("ok"):
                 result.errors.append(f"{w}: wrong result (max error {report.get('max_abs_error')})")
-
-
-def _wait_listening(host, proc, timeout: float = 10.0) -> None:
-    """Until the parameter server's UDP port is bound in ``host``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"parameter server on {host.name} exited: {proc.stderr.read().decode()[-300:]}")
-        if f":{AGG_UDP_PORT:04x} " in host.cmd("cat /proc/net/udp").lower():
-            return
-        time.sleep(0.05)
-    raise RuntimeError(f"parameter server on {host.name} did not bind its port within {timeout:.0f} s")
-
-
-def _communicate(proc, timeout: float) -> tuple[str, str]:
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except Exception:     # noqa: BLE001 - TimeoutExpired: kill it and keep what it said
-        proc.kill()
-        out, err = proc.communicate()
-    decode = lambda b: b.decode(errors="replace") if isinstance(b, bytes) else (b or "")   # noqa: E731
-    return decode(out), decode(err)
-
-
-def _last_json(text: str) -> dict | None:
-    for line in reversed(text.strip().splitlines()):
-        try:
-            return json.loads(line)
-        except ValueError:
-            continue
-    return None

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import sys
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from aifabric.experiments.allreduce_lab import (_communicate, _last_json, _python_cmd, _read_agg_ops,
-                                                _wait_listening)
+from aifabric.experiments.aggregation_job import in_network_job
+from aifabric.experiments.rank_processes import communicate, last_json, last_words
 from aifabric.lab.lab import Lab
 from controller.aggregation import JobManager
 
@@ -60,44 +61,28 @@ def run_group(lab: Lab, hosts: Sequence[str], calls: str, elements: Sequence[int
     if even_splits:
         common.append("--even-splits")
     common.extend(extra_args)  # further runner options (--rto, --silent-after, ...)
-    job = ps_proc = None
-    switches = [sw.name for sw in lab.fabric.switches]
-    try:
-        extra: dict[str, list] = {h: [] for h in hosts}
-        if manager is not None:
-            job = manager.start(list(hosts), server, slots=slots, in_network=True)
-            run.in_network = job.in_network
-            ps_proc = lab.host(server).popen(_python_cmd("ps", "--job", f"{job.job_id}:{len(hosts)}:{slots}"))
-            _wait_listening(lab.host(server), ps_proc)
-            for h in hosts:
-                cfg = job.worker_config(h)
-                extra[h] = ["--aggregator", cfg["aggregator"], "--job", cfg["job_id"], "--worker-id", cfg["worker_id"],
-                            "--slots", slots]
-        before = _read_agg_ops(lab, switches) if manager is not None else {}
+    if manager is not None and server is None:
+        raise ValueError("an in-network run needs a host for the fallback aggregator (server)")
+    job_cm = (in_network_job(lab, hosts, manager=manager, server=server, slots=slots) if manager is not None
+              else nullcontext())
+    with job_cm as job:
+        extra = {h: job.worker_args(h) if job else [] for h in hosts}
+        run.in_network = bool(job and job.in_network)
         t0 = time.monotonic()
         procs = {h: lab.host(h).popen([sys.executable, "-m", RUNNER, "--rank", str(r),
-                                       *map(str, common), *map(str, extra[h])])
+                                       *map(str, common), *extra[h]])
                  for r, h in enumerate(hosts)}
         for h, proc in procs.items():
-            out, err = _communicate(proc, deadline_s)
-            report = _last_json(out)
+            out, err = communicate(proc, deadline_s)
+            report = last_json(out)
             if report is None:
-                said = err.strip().splitlines()
-                run.errors.append(f"{h}: {said[-1] if said else f'no output (exit status {proc.returncode})'}")
+                run.errors.append(f"{h}: {last_words(err, proc)}")
                 continue
             run.reports.append(report)
             for c in report["calls"]:
                 if not c["ok"]:
                     run.errors.append(f"{h} {c['op']}:{c['algo']} {c['elements']}: {c.get('error', 'wrong result')}")
         run.wall_s = time.monotonic() - t0
-        if manager is not None:
-            after = _read_agg_ops(lab, switches)
-            run.agg_ops = {k: after[k] - before[k] for k in after}
-    finally:
-        if ps_proc is not None:
-            ps_proc.terminate()
-            out, _ = _communicate(ps_proc, 10)
-            run.server = _last_json(out) or {}
-        if job is not None:
-            manager.end(job)
+    if job is not None:
+        run.agg_ops, run.server = job.agg_ops, job.server_stats
     return run

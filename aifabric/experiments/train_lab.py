@@ -9,17 +9,17 @@ start, to show how a run ends when a host dies. `reference` trains the same rank
 """
 from __future__ import annotations
 
-import signal
 import sys
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-from aifabric.experiments.allreduce_lab import (_communicate, _last_json, _python_cmd, _read_agg_ops,
-                                                _wait_listening, cpu_times)
+from aifabric.experiments.aggregation_job import in_network_job
+from aifabric.experiments.rank_processes import busy_between, collect_ranks, cpu_times
 from aifabric.lab.lab import Lab
 from controller.aggregation import JobManager
 from hostagent.training import reference
@@ -92,66 +92,21 @@ def train_on_fabric(lab: Lab, hosts: Sequence[str], algorithm: str, data: str | 
     common = ["--peers", ips, "--data", Path(data).resolve(), "--steps", steps, "--algo", algorithm,
               "--hidden", cfg.hidden, "--batch", cfg.batch, "--lr", cfg.lr, "--seed", cfg.seed,
               "--timeout", timeout, "--silent-after", silent_after]
-    switches = [sw.name for sw in lab.fabric.switches]
-    job = ps_proc = None
-    try:
-        extra: dict[str, list] = {h: [] for h in hosts}
-        if algorithm == "in_network":
-            if manager is None or server is None:
-                raise ValueError("in_network training needs the job manager and a host for the fallback aggregator")
-            job = manager.start(list(hosts), server, slots=slots, in_network=True)
-            run.in_network = job.in_network
-            ps_proc = lab.host(server).popen(_python_cmd("ps", "--job", f"{job.job_id}:{len(hosts)}:{slots}"))
-            _wait_listening(lab.host(server), ps_proc)
-            for h in hosts:
-                c = job.worker_config(h)
-                extra[h] = ["--aggregator", c["aggregator"], "--job", c["job_id"], "--worker-id", c["worker_id"],
-                            "--slots", slots]
-        before = _read_agg_ops(lab, switches) if job else {}
+    if algorithm == "in_network" and (manager is None or server is None):
+        raise ValueError("in_network training needs the job manager and a host for the fallback aggregator")
+    job_cm = (in_network_job(lab, hosts, manager=manager, server=server, slots=slots) if algorithm == "in_network"
+              else nullcontext())
+    with job_cm as job:
+        run.in_network = bool(job and job.in_network)
         cpu0, t0 = cpu_times(), time.monotonic()
-        procs = {h: lab.host(h).popen([sys.executable, "-m", RANK, "--rank", str(r), *map(str, common),
-                                       *map(str, extra[h])]) for r, h in enumerate(hosts)}
-        run.reports, run.errors = collect_ranks(list(hosts), list(procs.values()), deadline_s, kill_rank_after)
+        procs = [lab.host(h).popen([sys.executable, "-m", RANK, "--rank", str(r), *map(str, common),
+                                    *(job.worker_args(h) if job else [])]) for r, h in enumerate(hosts)]
+        run.reports, run.errors = collect_ranks(list(hosts), procs, deadline_s, kill_rank_after)
         run.wall_s = time.monotonic() - t0
-        cpu1 = cpu_times()
-        total = cpu1[0] - cpu0[0]
-        run.cpu_busy = 1 - (cpu1[1] - cpu0[1]) / total if total else 0.0
-        if job:
-            after_ops = _read_agg_ops(lab, switches)
-            run.agg_ops = {k: after_ops[k] - before[k] for k in after_ops}
-    finally:
-        if ps_proc is not None:
-            ps_proc.terminate()
-            out, _ = _communicate(ps_proc, 10)
-            run.server = _last_json(out) or {}
-        if job is not None:
-            manager.end(job)
+        run.cpu_busy = busy_between(cpu0, cpu_times())
+    if job is not None:
+        run.agg_ops, run.server = job.agg_ops, job.server_stats
     return run
-
-
-def collect_ranks(hosts: list[str], procs: list, deadline_s: float,
-                  kill_rank_after: tuple[int, float] | None = None) -> tuple[list[dict], list[str]]:
-    """Every rank process's JSON report (those that finished), and an error per rank that did not,
-    by rank and host: what it reported, its last words on stderr, or that it was killed
-    (``kill_rank_after``: that rank's process is killed that many seconds from now)."""
-    killed = None
-    if kill_rank_after is not None:
-        killed, after = kill_rank_after
-        time.sleep(after)
-        procs[killed].send_signal(signal.SIGKILL)
-    reports, errors = [], []
-    for r, proc in enumerate(procs):
-        out, err = _communicate(proc, deadline_s)
-        report = _last_json(out)
-        if report is None:
-            said = err.strip().splitlines()
-            why = "killed" if r == killed else (said[-1] if said else f"no output (exit status {proc.returncode})")
-            errors.append(f"rank {r} ({hosts[r]}): {why}")
-        elif not report["ok"]:
-            errors.append(f"rank {r} ({hosts[r]}): {report['error']}")
-        else:
-            reports.append(report)
-    return reports, errors
 
 
 def require_ok(run: TrainRun) -> TrainRun:
