@@ -454,17 +454,20 @@ class CodeGenerator:
 
         BMv2 packs the inputs MSB first and skips the fields of invalid headers, so fields
         are grouped into runs that share one validity check; a run of metadata or constants
-        needs none, and an input with no checks at all packs to a fixed size."""
+        needs none, and an input with no checks at all packs to a fixed size. A whole header
+        or a varbit field (at its current width, as BMv2 packs it) is a run of its own."""
         name = self._ident("_ci")
         runs: list[tuple[int | None, list[tuple[str, int]]]] = []   # (guard slot, [(src, width)])
-        headers: list[tuple[int, HeaderInstance]] = []               # whole-header inputs by run index
+        headers: list[tuple[int, HeaderInstance]] = []               # whole-header and varbit runs' headers
         payload = False
         for item in calc.get("input", []):
             t, v = item.get("type"), item.get("value")
             if t == "field":
                 slot, info, hdr = self.layout.field_ref(v)
                 if info is not None and info.width is None:
-                    raise ProgramError(f"calculation '{calc['name']}': varbit fields are not supported")
+                    headers.append((len(runs), hdr))
+                    runs.append((_VARBIT_RUN, []))
+                    continue
                 guard = None if hdr.metadata else hdr.base
                 part = self._field_in_width(v)
             elif t == "hexstr":
@@ -472,7 +475,7 @@ class CodeGenerator:
                 guard, part = None, (f"{parse_hexstr(v) & ((1 << width) - 1):#x}", width)
             elif t == "header":
                 headers.append((len(runs), self.layout.header(v)))
-                runs.append((-1, []))
+                runs.append((_HEADER_RUN, []))
                 continue
             elif t == "payload":
                 payload = True
@@ -484,7 +487,7 @@ class CodeGenerator:
             else:
                 runs.append((guard, [part]))
         tail = f" + F[{self.layout.hidden['payload']}]" if payload else ""
-        whole = dict(headers)
+        run_headers = dict(headers)
         if all(g is None for g, _ in runs):
             total = sum(w for _, parts in runs for _, w in parts)
             body = [f"_x = {_concat([p for _, parts in runs for p in parts]) if total else '0'}"]
@@ -492,9 +495,12 @@ class CodeGenerator:
         else:
             body = ["_x = 0", "_n = 0"]
             for i, (guard, parts) in enumerate(runs):
-                if guard == -1:
-                    body += self._whole_header_input(whole[i],
+                if guard == _HEADER_RUN:
+                    body += self._whole_header_input(run_headers[i],
                                                      "_x = (_x << (8 * len(_h))) | int.from_bytes(_h, 'big')")
+                    continue
+                if guard == _VARBIT_RUN:
+                    body += self._varbit_input(run_headers[i], "_x = (_x << _w) | _v")
                     continue
                 total = sum(w for _, w in parts)
                 line = f"_x = (_x << {total}) | {_concat(parts)}; _n += {total}"
@@ -513,7 +519,7 @@ class CodeGenerator:
         o.dedent()
         o()
         if not payload and self.obj.calculations[calc["name"]].algorithm is csum16:
-            self.calculation_direct[calc["name"]] = self._csum16_direct(calc["name"], runs, whole)
+            self.calculation_direct[calc["name"]] = self._csum16_direct(calc["name"], runs, run_headers)
         return name
 
     def _whole_header_input(self, hdr: HeaderInstance, append: str) -> list[str]:
@@ -524,7 +530,16 @@ class CodeGenerator:
                 f"    _h = _pack_header(F, {hdr.base}, {self.bind(hdr.type)})",
                 f"    {append}; _n += 8 * len(_h)"]
 
-    def _csum16_direct(self, calc_name: str, runs: list, whole: dict) -> str:
+    def _varbit_input(self, hdr: HeaderInstance, append: str) -> list[str]:
+        """Lines adding a header's varbit field (if the header is valid) at its current width
+        to a calculation's input with ``append``, which reads the value from ``_v`` and the
+        width from ``_w`` (layout: the width is kept in the slot after the header's fields)."""
+        value = hdr.base + 1 + hdr.type.varbit.index
+        return [f"if F[{hdr.base}]:",
+                f"    _w = F[{hdr.varbit_len_slot}]; _v = F[{value}] & ((1 << _w) - 1)",
+                f"    {append}; _n += _w"]
+
+    def _csum16_direct(self, calc_name: str, runs: list, run_headers: dict) -> str:
         """csum16 of a calculation straight from its fields, with no bytes in between.
 
         hashes.csum16 reads the input bytes as one big-endian number X (bits padded to a
@@ -535,9 +550,12 @@ class CodeGenerator:
         name = self._ident("_ck")
         body = ["_x = 0", "_n = 0"]
         for i, (guard, parts) in enumerate(runs):
-            if guard == -1:
+            if guard == _HEADER_RUN:
                 body += self._whole_header_input(
-                    whole[i], "_x = (_x << (8 * len(_h) % 16)) + int.from_bytes(_h, 'big')")
+                    run_headers[i], "_x = (_x << (8 * len(_h) % 16)) + int.from_bytes(_h, 'big')")
+                continue
+            if guard == _VARBIT_RUN:
+                body += self._varbit_input(run_headers[i], "_x = (_x << (_w % 16)) + _v")
                 continue
             total = sum(w for _, w in parts)
             shifted = f"(_x << {total % 16}) + " if total % 16 else "_x + "
@@ -837,6 +855,11 @@ def _by_action(lines: list[str], action_next: dict[int, str | None], default_nex
 def _lookahead_args(v: list) -> tuple[int, int]:
     """(bit offset, width) of a lookahead operand."""
     return json_width(v[0], "lookahead offset", 0), json_width(v[1], "lookahead width")
+
+
+# Runs of a calculation's input that are not a group of fixed-width fields (guard slots are >= 0)
+_HEADER_RUN = -1         # a whole header
+_VARBIT_RUN = -2         # a header's varbit field
 
 
 def _concat(parts: list[tuple[str, int]]) -> str:
