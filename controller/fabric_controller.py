@@ -447,6 +447,10 @@ class FabricController:
         self.state_sources.append(source)
         self.recompute()
 
+    def state_source(self, kind: type[F]) -> F | None:
+        """The registered state source of class ``kind`` (the first added), or None."""
+        return next((s for s in self.state_sources if isinstance(s, kind)), None)
+
     def remove_state_source(self, source: StateSource) -> None:
         """Stop installing ``source``'s entities (they are deleted at the next reconcile)."""
         if source in self.state_sources:

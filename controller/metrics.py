@@ -43,7 +43,10 @@ aifabric_int_path_hop_latency_microseconds     gauge    per hop of the latest IN
 
 For a controller with failure handling (`controller.failover`), `fabric_metrics` also serves
 ``aifabric_link_up``, ``aifabric_port_alive``, ``aifabric_failure`` (the localised failed links and
-switches) and the reroute figures (`controller.failover.metrics`).
+switches) and the reroute figures (`controller.failover.metrics`). It always serves load
+balancing's (`controller.load_balance.metrics`: each switch's mode, TE pins and uplinks) and
+aggregation's (`controller.aggregation.metrics`: the jobs running and, where the pipeline has
+it, each switch's ``agg_ops`` counter, which the poller reads with the port counters).
 
 More sources can be served from the same registry (``collectors``): the host agents' counters
 (``aifabric_hostagent_*``, `hostagent.agent.metrics.AgentCollector`).
@@ -66,8 +69,11 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from controller import entries as E
+from controller.aggregation.entries import AGG_OPS
+from controller.aggregation.metrics import AggregationCollector
 from controller.failover.handler import running_handler
 from controller.failover.metrics import FailureCollector
+from controller.load_balance.metrics import LoadBalanceCollector
 from controller.telemetry import entries as TE
 from controller.telemetry.int_collector import IntCollector
 
@@ -105,8 +111,10 @@ class CounterPoller:
     switches: list[str]
     interval: float = DEFAULT_POLL_INTERVAL
     ecn_counter: str | None = TE.ECN_MARKED  # None: the pipeline has no ECN counter
+    indexed: tuple[str, ...] = ()          # more counters kept by index, packets only (agg_ops)
     clock: Callable[[], float] = time.monotonic
     ports: dict[tuple[str, int], PortRates] = field(default_factory=dict)
+    cells: dict[tuple[str, str], dict[int, int]] = field(default_factory=dict)   # (switch, counter) -> index -> packets
     errors: int = 0
     last_error: str | None = None
     _last: dict[str, tuple[float, dict[int, tuple[int, int]]]] = field(default_factory=dict)
@@ -133,8 +141,12 @@ class CounterPoller:
             if self.ecn_counter
             else {}
         )
+        more = {counter: {i: int(c.packets) for i, c in self.read(name, counter).items()}  # type: ignore[attr-defined]
+                for counter in self.indexed}
         previous = self._last.get(name)
         with self._lock:
+            for counter, values in more.items():
+                self.cells[(name, counter)] = values
             for port in sorted(set(tx) | set(marks)):
                 packets, nbytes = tx.get(port, (0, 0))
                 pps = bps = 0.0
@@ -149,6 +161,11 @@ class CounterPoller:
     def snapshot(self) -> dict[tuple[str, int], PortRates]:
         with self._lock:
             return dict(self.ports)
+
+    def counter_cells(self, counter: str) -> dict[str, dict[int, int]]:
+        """switch -> index -> packets of one of the ``indexed`` counters, as last read."""
+        with self._lock:
+            return {switch: dict(values) for (switch, c), values in sorted(self.cells.items()) if c == counter}
 
     def start(self) -> "CounterPoller":
         if self._thread is not None:
@@ -338,23 +355,32 @@ def fabric_metrics(
     ECN counter is read when the pipeline has it. ``collectors``: see `FabricMetrics`."""
     fabric = controller.fabric  # type: ignore[attr-defined]
     p4info = controller.pipeline.p4info  # type: ignore[attr-defined]
-    try:
-        p4info.counter(TE.ECN_MARKED)
-        ecn_counter: str | None = TE.ECN_MARKED
-    except KeyError:
-        ecn_counter = None
+    has_agg_ops = _has_counter(p4info, AGG_OPS)
     poller = CounterPoller(
         read=controller.read_port_counters,  # type: ignore[attr-defined]
         switches=[sw.name for sw in fabric.switches],
         interval=interval,
-        ecn_counter=ecn_counter,
+        ecn_counter=TE.ECN_MARKED if _has_counter(p4info, TE.ECN_MARKED) else None,
+        indexed=(AGG_OPS,) if has_agg_ops else (),
     )
-    failures = FailureCollector(lambda: running_handler(controller))
+    features = [
+        FailureCollector(lambda: running_handler(controller)),
+        LoadBalanceCollector(controller),
+        AggregationCollector(controller, (lambda: poller.counter_cells(AGG_OPS)) if has_agg_ops else None),
+    ]
     return FabricMetrics(
         int_collector=int_collector,
         poller=poller,
         switch_names={sw.device_id: sw.name for sw in fabric.switches},
         queue_rates_pps=queue_rates_pps,
-        collectors=[*collectors, failures],
+        collectors=[*collectors, *features],
     )
+
+
+def _has_counter(p4info: object, name: str) -> bool:
+    try:
+        p4info.counter(name)  # type: ignore[attr-defined]
+    except KeyError:
+        return False
+    return True
 

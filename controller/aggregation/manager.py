@@ -127,6 +127,10 @@ class JobManager:
         if job.tree is not None:
             self.controller.apply_now(job.tree.nodes)
 
+    def running(self) -> list[Job]:
+        """The jobs on the fabric now, by job id."""
+        with self._lock:
+            return sorted(self.jobs.values(), key=lambda j: j.job_id)
 
     def _job_id(self, wanted: int | None) -> int:
         if wanted is not None:

@@ -12,6 +12,7 @@ LB_MODE = Table.LOAD_BALANCE_LB_MODE
 ACTIONS = {"ecmp": Action.LOAD_BALANCE_ECMP, "spray": Action.LOAD_BALANCE_SPRAY, "flowlet": Action.LOAD_BALANCE_FLOWLET}
 MODES = tuple(ACTIONS)
 DEFAULT_GAP_US = 500          # flowlet gap: well above a paced flow's packet spacing at our rates
+PIPELINE_DEFAULT_MODE = "ecmp"  # lb_mode's default action in p4src: a switch no one set runs it
 
 
 class LbModes:
@@ -29,13 +30,13 @@ class LbModes:
     def entities(self, switch: str) -> list[p4runtime_pb2.Entity]:
         p4info = self.controller.pipeline.p4info
         with self._lock:
-            mode, gap = self._modes.get(switch, ("ecmp", 0))
+            mode, gap = self._modes.get(switch, (PIPELINE_DEFAULT_MODE, 0))
         params = {"gap_us": gap} if mode == "flowlet" else {}
         return [entity(p4info.table_entry(LB_MODE, action=ACTIONS[mode], params=params, default=True))]
 
     def mode(self, switch: str) -> str:
         with self._lock:
-            return self._modes.get(switch, ("ecmp", 0))[0]
+            return self._modes.get(switch, (PIPELINE_DEFAULT_MODE, 0))[0]
 
     def set(self, mode: str, switches: list[str] | None = None, gap_us: int = DEFAULT_GAP_US) -> None:
         if mode not in ACTIONS:

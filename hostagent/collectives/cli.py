@@ -3,7 +3,9 @@
 worker and ring build their tensor from (seed, rank, size, dtype), run `--warmup` small
 allreduces (so that peers started at different times meet), then the measured one, check the
 result against the exact sum of every rank's tensor and print one JSON line. Exit status 1 with
-one `error: ...` line on stderr when the allreduce fails or its result is wrong.
+one `error: ...` line on stderr when the allreduce fails or its result is wrong. With
+`--report-dir DIR` the report is also left in DIR for the metrics exporter
+(`hostagent.collectives.report_files`).
 ps serves until SIGTERM/SIGINT (or --duration) and then prints its counters as one JSON line.
 """
 
@@ -20,6 +22,7 @@ import numpy as np
 
 from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT, AGG_VALUES, DEFAULT_SLOTS, RING_UDP_PORT
 from hostagent.collectives.ps import JobSpec, ParameterServer
+from hostagent.collectives.report_files import write_report
 from hostagent.collectives.ring import RingClient, RingConfig, RingError, ring_peers
 from hostagent.collectives.tensors import DEFAULT_INT_MAX, DTYPES, Check, check_aggregated, check_ring, make_tensors
 from hostagent.collectives.transport import TransferStats
@@ -49,6 +52,8 @@ def _tensor_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warmup", type=int, default=1, help="small allreduces before the measured one")
     p.add_argument("--drop-outgoing", type=float, default=0.0, help="testing: drop this fraction of sent packets")
     p.add_argument("--drop-seed", type=int, default=0, help="seed of the drops (the rank is added)")
+    p.add_argument("--report-dir", metavar="DIR",
+                   help="also write the report to DIR/<algorithm>-job<job>-rank<rank>.json (for the exporter)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -170,6 +175,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(json.dumps(report), flush=True)
+    if getattr(args, "report_dir", None):
+        try:
+            write_report(args.report_dir, report)
+        except OSError as exc:
+            print(f"error: report not written to {args.report_dir}: {exc}", file=sys.stderr)
+            return 1
     if report.get("ok") is False:
         print(
             f"error: rank {args.rank}: result differs from the exact sum by {report['max_abs_error']:g} "
