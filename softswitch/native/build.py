@@ -8,10 +8,16 @@ lock, ownership checks, pruning) holds its libraries too.
 """
 from __future__ import annotations
 
+import ctypes
+import hashlib
 import os
 import shutil
 import sysconfig
+import tempfile
 from pathlib import Path
+
+from .. import build_cache
+from ..build_cache import CacheError
 
 NATIVE_DIR = Path(__file__).resolve().parent
 # -O2 as the compiled path; -fvisibility default: Python finds the control functions by name
@@ -19,7 +25,7 @@ C_FLAGS = ("-shared", "-fPIC", "-O2", "-pthread", "-fno-strict-aliasing")
 DATAPLANE_SOURCES = (NATIVE_DIR / "dataplane.c",)
 
 
-class BuildError(Exception):
+class BuildError(CacheError):
     """The native library cannot be built; the message says why."""
 
 
@@ -40,3 +46,78 @@ def compile_command(sources: list[Path], output: Path, cc: str | None = None) ->
     into the shared library ``output``."""
     return ["nice", "-n", "10", *(cc or compiler()).split(), *C_FLAGS, "-I", str(NATIVE_DIR),
             *map(str, sources), "-o", str(output), "-lm"]
+
+
+# ---- a program's library, cached per program text ---------------------------------------------
+FORMAT = 1                              # bump when the library's shape changes: older builds are not reused
+LIBRARY_PREFIX = "softswitch_native_"   # softswitch_native_<digest>.so in the build cache
+KEEP_BUILDS = 24
+OBJECT_SOURCES = (NATIVE_DIR / "objects.c", NATIVE_DIR / "frame_run.c")
+HEADERS = tuple(NATIVE_DIR / h for h in ("abi.h", "objects.h", "pipeline_support.h", "pipeline_helpers.h"))
+_loaded: dict[str, ctypes.CDLL] = {}    # library name -> library, once per process
+
+
+class NativeBuilder:
+    """Builds, caches and loads a program's native library: its generated C (native/codegen.py)
+    with the run-time objects (objects.c) and, unless ``with_dataplane`` is False (tests of the
+    pipeline alone), the data plane (dataplane.c). Cached per generated text and sources in the
+    compiled path's cache (build_cache: directory, lock, ownership checks, pruning)."""
+
+    def __init__(self, cache_dir: Path | str | None = None, cc: str | None = None, with_dataplane: bool = True):
+        self.cache_dir = Path(cache_dir) if cache_dir else build_cache.default_cache_dir()
+        self.cc = cc or compiler()
+        self.sources = OBJECT_SOURCES + (DATAPLANE_SOURCES if with_dataplane else ())
+        self._runner = build_cache.Runner(BuildError)
+
+    def name(self, c_source: str) -> str:
+        """The library's name: a digest of everything its build depends on."""
+        parts = [str(FORMAT), self.cc, " ".join(C_FLAGS), c_source,
+                 *(f"{p.name}\0{p.read_text()}" for p in (*self.sources, *HEADERS))]
+        return LIBRARY_PREFIX + hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
+
+    def path(self, c_source: str) -> Path:
+        return self.cache_dir / (self.name(c_source) + ".so")
+
+    def build(self, c_source: str) -> Path:
+        """The library of this generated C in the cache, built unless it is there (another process
+        building it is waited for). BuildError says what is missing or what failed."""
+        why = missing(self.cc)
+        if why:
+            raise BuildError(why)
+        build_cache.safe_dir(self.cache_dir, BuildError)
+        name = self.name(c_source)
+        path = self.cache_dir / (name + ".so")
+        with build_cache.locked(self.cache_dir, name):
+            if not path.exists():
+                for stale in self.cache_dir.glob(f".{name}-*"):    # a build whose process was killed
+                    shutil.rmtree(stale, ignore_errors=True)
+                work = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=self.cache_dir))
+                try:
+                    c, so = work / "program.c", work / path.name
+                    c.write_text(c_source)
+                    self._runner.run(compile_command([c, *self.sources], so, self.cc), self.cc)
+                    os.chmod(so, 0o600)
+                    os.replace(so, path)
+                finally:
+                    shutil.rmtree(work, ignore_errors=True)
+                build_cache.prune(self.cache_dir, (LIBRARY_PREFIX,), ".so", KEEP_BUILDS)
+        return path
+
+    def load(self, c_source: str) -> ctypes.CDLL:
+        """The library of this generated C, built first unless cached; loaded once per process."""
+        path = self.build(c_source)
+        lib = _loaded.get(path.name)
+        if lib is None:
+            build_cache.safe_dir(self.cache_dir, BuildError)
+            build_cache.check_ours(path, "native library", BuildError)
+            try:
+                lib = ctypes.CDLL(str(path))
+            except OSError as e:
+                raise BuildError(f"{path} does not load: {e}") from None
+            _loaded[path.name] = lib
+            os.utime(path)                   # used now: pruning keeps the most recently used
+        return lib
+
+    def cancel(self) -> None:
+        """Stop a build under way (the switch is stopping): build() raises BuildError."""
+        self._runner.cancel()

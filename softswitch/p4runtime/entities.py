@@ -217,7 +217,7 @@ def read_counters(scope: ReadScope, msg: p4runtime_pb2.CounterEntry) -> Iterator
     pipe = scope.pipe
     counters = [pipe.map.counter(msg.counter_id)] if msg.counter_id else list(pipe.map.counters.values())
     sources = [(cm, _cells(scope, msg, ("counter", cm.id), cm.size, cm.name,
-                           lambda cm=cm: list(zip(cm.array.packets, cm.array.bytes)), cm.array.read))
+                           lambda cm=cm: (cm.array.sync(), list(zip(cm.array.packets, cm.array.bytes)))[1], cm.array.read))
                for cm in counters]
 
     def build(item: tuple) -> p4runtime_pb2.Entity:
@@ -286,7 +286,7 @@ def read_registers(scope: ReadScope, msg: p4runtime_pb2.RegisterEntry) -> Iterat
     pipe = scope.pipe
     registers = [pipe.map.register(msg.register_id)] if msg.register_id else list(pipe.map.registers.values())
     sources = [(rm, _cells(scope, msg, ("register", rm.id), rm.size, rm.name,
-                           lambda rm=rm: list(rm.array.values), rm.array.read))
+                           lambda rm=rm: (rm.array.sync(), list(rm.array.values))[1], rm.array.read))
                for rm in registers]
 
     def build(item: tuple) -> p4runtime_pb2.Entity:

@@ -333,6 +333,7 @@ def write_table_entry(pipe: Pipeline, utype: int, te: p4runtime_pb2.TableEntry) 
     old.extra = extra
     if counters is not None:
         old.packets, old.bytes = counters
+        tm.table.counters_written(old)
     if old.meter is not None and meter_given:
         _set_meter(old.meter, meter_values)
 
@@ -347,6 +348,7 @@ def _modify_const_entry(pipe: Pipeline, tm: TableMap, te: p4runtime_pb2.TableEnt
         raise not_found(f"table '{tm.name}': no such entry to modify")
     if counters is not None:
         entry.packets, entry.bytes = counters
+        tm.table.counters_written(entry)
     if entry.meter is not None and meter_given:
         _set_meter(entry.meter, meter_values)
 
@@ -408,6 +410,7 @@ def table_views(scope: ReadScope, tm: TableMap) -> list[EntryView]:
 
 def _named_entries(scope: ReadScope, tm: TableMap, te: p4runtime_pb2.TableEntry) -> list[EntryView]:
     """The entry ``te``'s match names, or every entry when it names none."""
+    tm.table.sync()                  # direct counters counted natively, if they are
     if not te.match:
         return table_views(scope, tm)
     match, prio = build_match(tm, te)
@@ -533,9 +536,12 @@ def _direct_entries(scope: ReadScope, te: p4runtime_pb2.TableEntry, kind: str) -
     """(table, entry) pairs a DirectCounterEntry / DirectMeterEntry read names."""
     if te.table_id and (te.match or te.is_default_action):
         tm, e = _direct_target(scope.pipe, te, kind)
+        tm.table.sync()              # direct counters counted natively, if they are
         return _pairs([(tm, [entry_view(e)])])
     pipe = scope.pipe
     tables = [pipe.map.table(te.table_id)] if te.table_id else list(pipe.map.tables.values())
+    for tm in tables:
+        tm.table.sync()
     has = (lambda tm: tm.direct_counter is not None) if kind == "counter" else (lambda tm: tm.direct_meter is not None)
     if te.table_id and not has(tables[0]):
         raise invalid(f"table '{tables[0].name}' has no direct {kind}")
@@ -550,6 +556,7 @@ def write_direct_counter(pipe: Pipeline, utype: int, dce: p4runtime_pb2.DirectCo
     tm, entry = _direct_target(pipe, dce.table_entry, "counter")
     if dce.HasField("data"):
         entry.packets, entry.bytes = counter_values(dce.data, tm.direct_counter.unit, f"table '{tm.name}'")
+        tm.table.counters_written(entry)
 
 
 def read_direct_counters(scope: ReadScope, dce: p4runtime_pb2.DirectCounterEntry

@@ -109,14 +109,7 @@ class CodeGenerator:
         return name
 
     def _error_codes(self) -> dict[str, int]:
-        codes = {name: json_int(value, f"value of error '{name}'", 0)
-                 for name, value in self.js.get("errors", [])}
-        nxt = max(codes.values(), default=-1) + 1
-        for name in CORE_ERRORS:      # BMv2 adds the core errors the JSON lacks
-            if name not in codes:
-                codes[name] = nxt
-                nxt += 1
-        return codes
+        return error_codes(self.js)
 
     # -- whole module --------------------------------------------------------------------
     def generate(self) -> tuple[str, dict[str, Any]]:
@@ -279,7 +272,7 @@ class CodeGenerator:
             dst = self.pc.lvalue(params[0])
             src = params[1]
             if src.get("type") == "lookahead":
-                o.block(self._lookahead_lines(*_lookahead_args(src["value"]), "_v"))
+                o.block(self._lookahead_lines(*lookahead_args(src["value"]), "_v"))
                 o(dst.store("_v"))
             else:
                 o(dst.assign(self.ec.value(src)))
@@ -428,7 +421,7 @@ class CodeGenerator:
             bases = self.bind(tuple(u.headers[idx].base for u in ust.unions))
             return f"(F[{bases}[F[{ust.next_slot}] - 1] + {1 + info.index}] & {_mask(info.width)})", info.width
         if t == "lookahead":
-            off, width = _lookahead_args(v)
+            off, width = lookahead_args(v)
             nbytes = (off + width + 7) // 8
             tail = nbytes * 8 - off - width
             # BMv2 reads past the end of a short packet here; missing bytes read as zero
@@ -760,7 +753,7 @@ class CodeGenerator:
                      *_indented(_run_action(f"{tb}.default_data"))]
             if hit_miss:
                 return Block(lines, [next_tables.get("__MISS__")])
-            return _by_action(lines, action_next, default_next)
+            return by_action(lines, action_next, default_next)
         key = "(" + "".join(p + ", " for p in key_parts) + ")"
         il = self.layout.hidden["ingress_length"]
         if table.kind == EXACT:       # the entry dict itself, keyed by (values,)
@@ -789,7 +782,7 @@ class CodeGenerator:
         lines += ["    " + ln for ln in hit]
         if hit_miss:
             return Block(lines, [next_tables.get("__HIT__"), next_tables.get("__MISS__")], cond="e is not None")
-        return _by_action(lines, action_next, default_next)
+        return by_action(lines, action_next, default_next)
 
     def _profile_action(self, profile: ActionProfile) -> list[str]:
         """Run the action of the member an indirect table's entry ``e`` leads to: its member,
@@ -831,6 +824,17 @@ class CodeGenerator:
             o(f"{nx}.update({{{items}}})")
 
 
+def error_codes(js: dict) -> dict[str, int]:
+    """The program's parser errors by name, with the core errors BMv2 adds where the JSON lacks them."""
+    codes = {name: json_int(value, f"value of error '{name}'", 0) for name, value in js.get("errors", [])}
+    nxt = max(codes.values(), default=-1) + 1
+    for name in CORE_ERRORS:
+        if name not in codes:
+            codes[name] = nxt
+            nxt += 1
+    return codes
+
+
 def _run_action(data: str) -> list[str]:
     """Run the action ``a`` with ``data``: an action with nothing to do has no function (None)."""
     return ["af = a.fn", "if af is not None:", f"    af(F, {data})"]
@@ -840,19 +844,20 @@ def _indented(lines: list[str]) -> list[str]:
     return ["    " + ln for ln in lines]
 
 
-def _by_action(lines: list[str], action_next: dict[int, str | None], default_next: str | None) -> Block:
-    """A block that goes on by the action that ran; actions going to the same node share an arm."""
+def by_action(lines: list[str], action_next: dict[int, str | None], default_next: str | None,
+              selector: str = "-1 if a is None else a.id") -> Block:
+    """A block that goes on by the action that ran (``selector``: its id, -1 when none ran);
+    actions going to the same node share an arm."""
     arms: dict[str | None, list[int]] = {}
     for aid, nxt in action_next.items():
         if nxt != default_next:
             arms.setdefault(nxt, []).append(aid)
     if not arms:
         return Block(lines, [default_next])
-    return Block(lines, [*arms, default_next], selector="-1 if a is None else a.id",
-                 cases=[tuple(ids) for ids in arms.values()])
+    return Block(lines, [*arms, default_next], selector=selector, cases=[tuple(ids) for ids in arms.values()])
 
 
-def _lookahead_args(v: list) -> tuple[int, int]:
+def lookahead_args(v: list) -> tuple[int, int]:
     """(bit offset, width) of a lookahead operand."""
     return json_width(v[0], "lookahead offset", 0), json_width(v[1], "lookahead width")
 

@@ -29,14 +29,10 @@ each build only the KEEP_BUILDS most recently used stay (loading one marks it us
 from __future__ import annotations
 
 import ast
-import fcntl
 import hashlib
 import importlib.util
 import os
 import shutil
-import signal
-import stat
-import subprocess
 import sys
 import sysconfig
 import tempfile
@@ -45,6 +41,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Callable
 
+from .. import build_cache
+from ..build_cache import CacheError, default_cache_dir
 from .program import Program
 from .unchecked_slots import without_index_checks_in
 
@@ -54,7 +52,6 @@ FORMAT = 4                       # bump when the factory's shape changes: older 
 # 74 at -O2 (the Python path: 96), and the module is 4.7 MB against 5.7. -O2 builds the fabric
 # program in ~75 s of one core on an earlier machine (-O1: ~42 s), 123 s on a 2-core AMD EPYC VM.
 C_FLAGS = ("-shared", "-fPIC", "-O2", "-w")
-BUILD_TIMEOUT_S = 900
 KEEP_BUILDS = 24                 # modules kept in the cache, the most recently used (~150 MB at most)
 _loaded: dict[str, ModuleType] = {}    # module name -> module, once per process
 _support: dict[str, ModuleType] = {}   # kind -> softswitch's own compiled module loaded last
@@ -66,15 +63,8 @@ SUPPORT_SOURCES = {kind: Path(__file__).resolve().parent.parent / name
                    for kind, name in (("port_io", "port_io.pyx"), ("packet_path", "packet_path.py"))}
 
 
-class CompileError(Exception):
+class CompileError(CacheError):
     """The compiled path cannot be had; the message says why (what is missing, what failed)."""
-
-
-def default_cache_dir() -> Path:
-    if os.environ.get("SOFTSWITCH_CACHE"):
-        return Path(os.environ["SOFTSWITCH_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "aifabric" / "softswitch"
 
 
 def factory_source(program: Program) -> str:
@@ -117,8 +107,7 @@ class PathCompiler:
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.cc = cc or os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
         self.include = sysconfig.get_paths()["include"]
-        self._running: subprocess.Popen | None = None     # the build step under way
-        self._cancelled = False
+        self._runner = build_cache.Runner(CompileError)
 
     def missing(self) -> str | None:
         """Why nothing can be compiled here (None: it can)."""
@@ -172,13 +161,7 @@ class PathCompiler:
 
     def cancel(self) -> None:
         """Stop a build under way (the switch is stopping): build() raises CompileError."""
-        self._cancelled = True
-        proc = self._running
-        if proc is not None and proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        self._runner.cancel()
 
     # -- helpers -------------------------------------------------------------------------
     def _name(self, program: Program) -> str:
@@ -203,8 +186,7 @@ class PathCompiler:
         """Module ``name`` of ``source`` (Cython's .py or .pyx) in the cache, built unless it
         is there (another process building it is waited for)."""
         path = self._module_path(name)
-        with open(self.cache_dir / f"{name}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with build_cache.locked(self.cache_dir, name):
             if not path.exists():
                 for stale in self.cache_dir.glob(f".{name}-*"):    # a build whose process was killed
                     shutil.rmtree(stale, ignore_errors=True)
@@ -213,31 +195,12 @@ class PathCompiler:
         return name, path
 
     def _prune(self) -> None:
-        """Delete all but the KEEP_BUILDS most recently used modules of each kind, and their lock
-        files (a process still running one keeps its copy; a module deleted is built again when
-        needed)."""
-        def last_used(p: Path) -> float:
-            try:
-                return p.stat().st_mtime
-            except FileNotFoundError:       # another process pruned it meanwhile
-                return 0.0
-        for prefix in (PATH_PREFIX, *(f"softswitch_{kind}_" for kind in SUPPORT_SOURCES)):
-            modules = sorted(self.cache_dir.glob(f"{prefix}*{_ext_suffix()}"), key=last_used, reverse=True)
-            for old in modules[KEEP_BUILDS:]:
-                old.unlink(missing_ok=True)
-                (self.cache_dir / (old.name[:-len(_ext_suffix())] + ".lock")).unlink(missing_ok=True)
+        """Only the KEEP_BUILDS most recently used modules of each kind stay (build_cache.prune)."""
+        build_cache.prune(self.cache_dir, (PATH_PREFIX, *(f"softswitch_{kind}_" for kind in SUPPORT_SOURCES)),
+                          _ext_suffix(), KEEP_BUILDS)
 
     def _safe_dir(self) -> None:
-        """The cache directory exists, is ours alone, and no other user can replace it: each
-        directory above it is root's or ours, and writable by nobody else unless sticky (/tmp)."""
-        self.cache_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        _check_ours(self.cache_dir, "cache directory")
-        for parent in self.cache_dir.resolve().parents:
-            st = os.stat(parent)
-            if st.st_uid not in (0, os.geteuid()) or (st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX):
-                raise CompileError(f"cache directory {self.cache_dir}: {parent} above it could be changed by "
-                                   f"another user (owner uid {st.st_uid}, mode {stat.filemode(st.st_mode)}): "
-                                   "not loading code from it (set SOFTSWITCH_CACHE)")
+        build_cache.safe_dir(self.cache_dir, CompileError)
 
     def _compile(self, name: str, source: str, suffix: str, path: Path) -> None:
         work = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=self.cache_dir))
@@ -278,29 +241,7 @@ class PathCompiler:
 
     def _run(self, cmd: list[str], what: str) -> None:
         """One build step, in a process group of its own (cancel() stops it whole)."""
-        if self._cancelled:
-            raise CompileError("cancelled: the switch is stopping")
-        try:
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                    start_new_session=True)
-        except OSError as e:
-            raise CompileError(f"{what} cannot run: {e}") from None
-        self._running = proc
-        if self._cancelled:            # cancel() came between the check above and the start
-            self.cancel()
-        try:
-            out, err = proc.communicate(timeout=BUILD_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            raise CompileError(f"{what} took over {BUILD_TIMEOUT_S} s") from None
-        finally:
-            self._running = None
-        if self._cancelled:
-            raise CompileError("cancelled: the switch is stopping")
-        if proc.returncode != 0:
-            tail = "\n".join((err or out).strip().splitlines()[-5:])
-            raise CompileError(f"{what} failed (exit {proc.returncode}): {tail}")
+        self._runner.run(cmd, what)
 
 
 def loaded_support(kind: str) -> ModuleType | None:
@@ -314,8 +255,4 @@ def _ext_suffix() -> str:
 
 
 def _check_ours(path: Path, what: str) -> None:
-    """CompileError unless ``path`` (not a link) is owned by this user and writable by nobody else."""
-    st = os.lstat(path)
-    if stat.S_ISLNK(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
-        raise CompileError(f"{what} {path} could have been written by another user (owner uid {st.st_uid}, "
-                           f"mode {stat.filemode(st.st_mode)}): not loading code from it")
+    build_cache.check_ours(path, what, CompileError)

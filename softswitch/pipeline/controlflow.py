@@ -82,19 +82,52 @@ def post_dominators(init: str | None, blocks: dict[str, Block]) -> dict[str, str
     return ipdom
 
 
+class PythonSyntax:
+    """How the Structurer writes its branches: Python's (the C generator has its own,
+    native/codegen.py): the arms are indented, nothing closes them."""
+
+    def if_(self, cond: str) -> str:
+        return f"if {cond}:"
+
+    def if_not(self, cond: str) -> str:
+        return f"if not ({cond}):"
+
+    def else_(self) -> str:
+        return "else:"
+
+    def select(self, selector: str) -> str:
+        return f"_i = {selector}"
+
+    def case(self, first: bool, values: tuple[int, ...]) -> str:
+        test = f"_i == {values[0]}" if len(values) == 1 else f"_i in {values!r}"
+        return f"{'if' if first else 'elif'} {test}:"
+
+    def end(self) -> str | None:
+        return None
+
+    def empty(self) -> str:
+        return "pass"
+
+    def leave(self) -> str | None:
+        return "return"
+
+
 class Structurer:
-    """Emits the nodes reachable from a start node as nested Python lines.
+    """Emits the nodes reachable from a start node as nested lines (Python's, or another
+    language's through ``syntax``).
 
     ``fallback(node)`` gives the source of a call that runs the rest of the control from
     ``node`` through the node loop (used past MAX_NESTING). ``budget`` bounds how many node
     bodies may be emitted, since a node reached from several arms that meet only later is
     emitted once per arm; past it ``emit`` returns None."""
 
-    def __init__(self, blocks: dict[str, Block], ipdom: dict[str, str | None], fallback, budget: int):
+    def __init__(self, blocks: dict[str, Block], ipdom: dict[str, str | None], fallback, budget: int,
+                 syntax=None):
         self.blocks = blocks
         self.ipdom = ipdom
         self.fallback = fallback
         self.budget = budget
+        self.syntax = syntax or PythonSyntax()
         self.lines: list[str] = []
 
     def emit(self, init: str | None) -> list[str] | None:
@@ -104,15 +137,21 @@ class Structurer:
             return None
         return self.lines
 
-    def _out(self, depth: int, line: str) -> None:
-        self.lines.append("    " * depth + line)
+    def _out(self, depth: int, line: str | None) -> None:
+        if line is not None:
+            self.lines.append("    " * depth + line)
+
+    def _arm(self, node: str | None, stop: str | None, depth: int) -> None:
+        self._run(node, stop, depth + 1)
+        self._out(depth, self.syntax.end())
 
     def _run(self, node: str | None, stop: str | None, depth: int) -> None:
         start = len(self.lines)
+        sx = self.syntax
         while node is not END and node != stop:
             if depth > MAX_NESTING:
                 self._out(depth, self.fallback(node))
-                self._out(depth, "return")
+                self._out(depth, sx.leave())
                 return
             self.budget -= 1
             if self.budget < 0:
@@ -128,30 +167,29 @@ class Structurer:
             if b.cond is not None:
                 yes, no = b.succs
                 if yes == join:           # only the false arm does something
-                    self._out(depth, f"if not ({b.cond}):")
-                    self._run(no, join, depth + 1)
+                    self._out(depth, sx.if_not(b.cond))
+                    self._arm(no, join, depth)
                 else:
-                    self._out(depth, f"if {b.cond}:")
-                    self._run(yes, join, depth + 1)
+                    self._out(depth, sx.if_(b.cond))
+                    self._arm(yes, join, depth)
                     if no != join:
-                        self._out(depth, "else:")
-                        self._run(no, join, depth + 1)
+                        self._out(depth, sx.else_())
+                        self._arm(no, join, depth)
             else:
-                self._out(depth, f"_i = {b.selector}")
+                self._out(depth, sx.select(b.selector))
                 default = b.succs[-1]
-                kw = "if"
+                first = True
                 for values, succ in zip(b.cases, b.succs):
                     if succ == default:
                         continue          # the else arm takes it
-                    test = f"_i == {values[0]}" if len(values) == 1 else f"_i in {values!r}"
-                    self._out(depth, f"{kw} {test}:")
-                    self._run(succ, join, depth + 1)
-                    kw = "elif"
-                self._out(depth, "else:")
-                self._run(default, join, depth + 1)
+                    self._out(depth, sx.case(first, values))
+                    self._arm(succ, join, depth)
+                    first = False
+                self._out(depth, sx.else_())
+                self._arm(default, join, depth)
             node = join
         if len(self.lines) == start:
-            self._out(depth, "pass")
+            self._out(depth, sx.empty())
 
 
 class _OverBudget(Exception):

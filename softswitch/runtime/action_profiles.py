@@ -62,6 +62,11 @@ class ActionProfile:
         self.groups: dict[int, Group] = {}
         self._handles = HandleAllocator()
         self.by_handle: dict[int, Member] = {}
+        self.mirror: Any = None           # native/objects.py: told every change (None: Python path)
+
+    def _changed(self) -> None:
+        if self.mirror is not None:
+            self.mirror.profile_changed(self)
 
     # -- members -------------------------------------------------------------------------
     def insert_member(self, member_id: int, action: ActionSpec, data: tuple) -> None:
@@ -72,10 +77,12 @@ class ActionProfile:
         m = Member(member_id, action, data)
         self._add_handle(m)
         self.members[member_id] = m
+        self._changed()
 
     def modify_member(self, member_id: int, action: ActionSpec, data: tuple) -> None:
         m = self._member(member_id)
         m.action, m.data = action, data
+        self._changed()
 
     def delete_member(self, member_id: int, in_use: bool) -> None:
         m = self._member(member_id)
@@ -86,6 +93,7 @@ class ActionProfile:
             self._handles.release(h)
             del self.by_handle[h]
         del self.members[member_id]
+        self._changed()
 
     def _add_handle(self, m: Member) -> None:
         h = self._handles.get()
@@ -105,11 +113,13 @@ class ActionProfile:
         g = Group(group_id, max_size)
         self._set_group_members(g, weights)
         self.groups[group_id] = g
+        self._changed()
 
     def modify_group(self, group_id: int, max_size: int, weights: dict[int, int]) -> None:
         g = self.group(group_id)
         self._set_group_members(g, weights)
         g.max_size = max_size
+        self._changed()
 
     def delete_group(self, group_id: int, in_use: bool) -> None:
         g = self.group(group_id)
@@ -119,6 +129,7 @@ class ActionProfile:
         del self.groups[group_id]
         for mid in sorted(g.weights):
             self._purge_copies(self.members[mid])
+        self._changed()
 
     def group(self, group_id: int) -> Group:
         g = self.groups.get(group_id)
@@ -159,3 +170,4 @@ class ActionProfile:
         self.groups.clear()
         self.by_handle.clear()
         self._handles = HandleAllocator()
+        self._changed()

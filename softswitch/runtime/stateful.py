@@ -3,11 +3,16 @@
 Semantics follow BMv2 (src/bm_sim/counters.cpp, meters.cpp, stateful.cpp): counters count
 bytes as the packet's ingress length; out-of-range indexes are ignored (BMv2 logs them and
 leaves everything unchanged); meters are BMv2's token buckets with rates per microsecond.
+
+``mirror``: None on the Python path; on the native path (native/objects.py) the native objects
+count, meter and hold the registers: writes are told to it, and reads (``read``, and ``sync``
+before the lists are read whole) come from it.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 GREEN, YELLOW, RED = 0, 1, 2
 
@@ -24,18 +29,30 @@ class CounterArray:
         self.binding = binding
         self.packets = [0] * size
         self.bytes = [0] * size
+        self.mirror: Any = None
 
     def read(self, index: int) -> tuple[int, int]:
+        if self.mirror is not None:
+            self.packets[index], self.bytes[index] = self.mirror.counter_read(self, index)
         return self.packets[index], self.bytes[index]
 
     def write(self, index: int, packets: int, nbytes: int) -> None:
         self.packets[index] = packets
         self.bytes[index] = nbytes
+        if self.mirror is not None:
+            self.mirror.counter_written(self, index)
 
     def reset(self) -> None:
         # in place: generated code holds the two lists (primitives.p_count)
         self.packets[:] = [0] * self.size
         self.bytes[:] = [0] * self.size
+        if self.mirror is not None:
+            self.mirror.counters_reset(self)
+
+    def sync(self) -> None:
+        """Bring ``packets`` and ``bytes`` up to date (the native path counts)."""
+        if self.mirror is not None:
+            self.mirror.counters_read(self)
 
 
 @dataclass
@@ -54,6 +71,7 @@ class Meter:
     by_bytes: bool
     rates: list[_Rate] = field(default_factory=list)   # peak first, committed second
     time_init_us: int = field(default_factory=lambda: time.monotonic_ns() // 1000)
+    mirror: Callable[["Meter"], None] | None = field(default=None, repr=False, compare=False)  # told each (re)configuration
 
     @property
     def configured(self) -> bool:
@@ -64,6 +82,8 @@ class Meter:
         committed = _Rate(cir / 1e6, cburst, YELLOW, tokens=cburst)
         peak = _Rate(pir / 1e6, pburst, RED, tokens=pburst)
         self.rates = [peak, committed]
+        if self.mirror is not None:
+            self.mirror(self)
         # time_init stays the meter's creation time: BMv2's set_rate resets the buckets, not
         # the time origin the token counts are taken from
 
@@ -77,6 +97,8 @@ class Meter:
 
     def reset(self) -> None:
         self.rates = []
+        if self.mirror is not None:
+            self.mirror(self)
 
     def execute(self, nbytes: int, now_us: int | None = None) -> int:
         if not self.rates:
@@ -106,6 +128,7 @@ class MeterArray:
         self.binding = binding
         self.result_target = result_target
         self.meters = [Meter(by_bytes) for _ in range(size)]
+        self.mirror: Any = None
 
     def execute(self, index: int, nbytes: int) -> int | None:
         """Colour of the packet, or None for an out-of-range index (nothing is written)."""
@@ -125,15 +148,27 @@ class RegisterArray:
         self.bitwidth = bitwidth
         self.mask = (1 << bitwidth) - 1
         self.values = [0] * size
+        self.mirror: Any = None
 
     def read(self, index: int) -> int | None:
         if 0 <= index < self.size:
+            if self.mirror is not None:
+                self.values[index] = self.mirror.register_read(self, index)
             return self.values[index]
         return None
 
     def write(self, index: int, value: int) -> None:
         if 0 <= index < self.size:
             self.values[index] = value & self.mask
+            if self.mirror is not None:
+                self.mirror.register_written(self, index)
 
     def reset(self) -> None:
         self.values = [0] * self.size
+        if self.mirror is not None:
+            self.mirror.registers_reset(self)
+
+    def sync(self) -> None:
+        """Bring ``values`` up to date (the native path holds the registers)."""
+        if self.mirror is not None:
+            self.mirror.registers_read(self)

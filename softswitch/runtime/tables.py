@@ -11,6 +11,10 @@ Match values are ints. An entry's ``match`` holds one item per key field, normal
 Exact tables are a dict; LPM tables a dict per prefix length, longest first; ternary, range
 and optional tables a list in priority order (higher P4Runtime priority wins). LPM and the
 ordered kinds answer from a small cache of recent keys, emptied on every write.
+
+``mirror``: None on the Python path; on the native path (native/objects.py) each table tells
+it every change the control plane makes (and ``sync`` brings the direct counters back), so the
+native table is always this one.
 """
 from __future__ import annotations
 
@@ -90,6 +94,7 @@ class MatchTable:
         self._plens: list[int] = []
         self._ordered: list[Entry] = []
         self._cache: dict[tuple, Entry | None] = {}
+        self.mirror: Any = None           # native/objects.py: told every change (None: Python path)
         # the lookup for this match kind, chosen once (a packet pays no dispatch on the kind);
         # LPM and ordered ones search and remember: the generated code asks cached_get() first
         self.lookup: Callable[[tuple], Entry | None] = (
@@ -135,6 +140,8 @@ class MatchTable:
             entry.meter = Meter(self.meter_array.by_bytes)
         self._entries[ident] = entry
         self._index_add(entry)
+        if self.mirror is not None:
+            self.mirror.entry_added(self, entry)
 
     def modify(self, entry: Entry) -> Entry:
         """Replace the action of an existing entry; counters and meter are kept."""
@@ -146,6 +153,8 @@ class MatchTable:
         old.member, old.group = entry.member, entry.group
         old.extra = entry.extra or old.extra
         self._cache.clear()
+        if self.mirror is not None:
+            self.mirror.entry_modified(self, old)
         return old
 
     def delete(self, match: tuple, priority: int = 0) -> Entry:
@@ -155,6 +164,8 @@ class MatchTable:
         if entry is None:
             raise TableError("NOT_FOUND", f"table '{self.name}': no such entry to delete")
         self._index_remove(entry)
+        if self.mirror is not None:
+            self.mirror.entry_deleted(self, entry)
         return entry
 
     def clear(self) -> None:
@@ -163,14 +174,30 @@ class MatchTable:
         self._plens = []
         self._ordered = []
         self._cache.clear()
+        if self.mirror is not None:
+            self.mirror.table_cleared(self)
 
     def set_default(self, action: ActionSpec, data: tuple) -> None:
         if self.default_const:
             raise TableError("PERMISSION_DENIED", f"table '{self.name}' has a const default action")
         self.default_action, self.default_data = action, data
+        if self.mirror is not None:
+            self.mirror.default_changed(self)
 
     def reset_default(self) -> None:
         self.default_action, self.default_data = self.initial_default
+        if self.mirror is not None:
+            self.mirror.default_changed(self)
+
+    def counters_written(self, entry: Entry) -> None:
+        """The control plane set ``entry``'s direct counter (its packets and bytes)."""
+        if self.mirror is not None:
+            self.mirror.entry_counters_written(self, entry)
+
+    def sync(self) -> None:
+        """Bring the entries' direct counters up to date (the native path counts them)."""
+        if self.mirror is not None:
+            self.mirror.entry_counters_read(self)
 
     def _check_mutable(self) -> None:
         if self.immutable:

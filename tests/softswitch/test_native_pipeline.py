@@ -1,0 +1,353 @@
+"""softswitch's native pipeline (native/codegen.py, objects.c, objects.py) against the Python
+path, its reference, in this process (no ports, no fabric):
+
+- every packet scenario of tests/scenarios (the STF-checked test programs of tests/p4 and the
+  fabric program with the entries its controller writes, written through softswitch's own
+  P4Runtime code) frame by frame: the same outcome, the same frame out, the same packet state
+  slot by slot, and afterwards the same registers and counters;
+- random packet states (test_softswitch_generated.random_state: any header valid or not, any
+  field value) through both controls of every program, slot by slot;
+- random frames (random bytes, and mutations of the scenarios' frames) through every program;
+- the native tables of every match kind against the Python ones under random writes (insert,
+  modify, delete, defaults), key by key;
+- the hash algorithms against hashes.py.
+"""
+from __future__ import annotations
+
+import ctypes
+import random
+from pathlib import Path
+
+import pytest
+from google.protobuf import text_format
+from p4.config.v1 import p4info_pb2
+from p4.v1 import p4runtime_pb2
+
+import scenarios
+from scenarios.runner import Send, Setup, Step, _entity, program_files
+from softswitch import hashes
+from softswitch.native.build import missing
+from softswitch.native.codegen import ALGORITHM_IDS, Unsupported, generate
+from softswitch.native.pipeline_run import NativePipeline, python_run
+from softswitch.p4runtime import pre_entries
+from softswitch.p4runtime.device import _WRITERS
+from softswitch.p4runtime.pipeline import Pipeline
+from softswitch.pipeline.helpers import Abort
+from softswitch.pipeline.program import Program
+from softswitch.runtime.tables import Entry, KeyField, MatchTable
+from controller.p4info import P4Info
+from test_softswitch_generated import random_state
+
+REPO = Path(__file__).resolve().parents[2]
+PROGRAMS = [p for p in sorted([*REPO.glob("tests/p4/build/*.json"), REPO / "p4src/build/fabric.json"]) if p.exists()]
+# what the native generator refuses, by program: the reason must say it (never a silent fallback)
+REFUSED = {"parser_features": "variable-length field", "varbit_checksum": "variable-length field"}
+
+pytestmark = pytest.mark.skipif(missing() is not None, reason=str(missing()))
+
+Update = p4runtime_pb2.Update
+
+
+# ---- two pipelines given the same writes ------------------------------------------------------
+class Pair:
+    """The program twice: a reference on the Python path, and one mirrored into the native
+    objects (its Python objects check the writes; the native ones run the packets)."""
+
+    def __init__(self, program: str):
+        json_path, p4info_path = program_files(program)
+        info = text_format.Parse(p4info_path.read_text(), p4info_pb2.P4Info())
+        config = json_path.read_bytes()
+        self.ref = Pipeline(info, config, None)
+        self.nat = Pipeline(info, config, None)
+        self.p4info = P4Info(info)
+        self.native = _native(self.nat.program)
+        self.ref.program.namespace["_randint"] = lambda lo, hi: lo      # random() gives its low bound on both
+        self.native.lib.ss_rng_low(self.native.objects.o, 1)
+
+    def write(self, utype: int, entities) -> None:
+        for e in entities:
+            ent = _entity(e)
+            for pipe in (self.ref, self.nat):
+                kind = ent.WhichOneof("entity")
+                if kind == "packet_replication_engine_entry":
+                    pre_entries.write_pre(pipe.pre, utype, ent.packet_replication_engine_entry)
+                else:
+                    _WRITERS[kind](pipe, utype, getattr(ent, kind))
+
+    def setup(self) -> Setup:
+        pair = self
+
+        class Conn:
+            def insert(self, ents): pair.write(Update.INSERT, ents)
+            def modify(self, ents): pair.write(Update.MODIFY, ents)
+            def delete(self, ents): pair.write(Update.DELETE, ents)
+            def read(self, ents): raise NotImplementedError("reads: compared object by object instead")
+
+        return _PipelineSetup(self.p4info, Conn(), target="softswitch")
+
+
+class _PipelineSetup(Setup):
+    """The pipeline alone has no queues or CLI: such steps are skipped (they are the data plane's)."""
+
+    def switch_cli(self, *commands: str) -> str:
+        raise NotImplementedError("queues: the data plane's")
+
+    def bmv2_thrift(self, *calls: str) -> str:
+        raise NotImplementedError("BMv2 only")
+
+
+def _native(program: Program) -> NativePipeline:
+    return NativePipeline(program)
+
+
+def _scenarios() -> list:
+    import importlib
+    import pkgutil
+    found = []
+    for mod in pkgutil.iter_modules(scenarios.__path__):
+        if mod.name != "runner" and not mod.name.startswith("_"):
+            found += importlib.import_module(f"scenarios.{mod.name}").SCENARIOS
+    return [sc for sc in found if sc.program not in REFUSED]
+
+
+SCENARIOS = _scenarios()
+
+
+def compare_frame(pair: Pair, frame: bytes, port: int, where: str) -> str:
+    """Both paths on one frame: outcome, frame out and packet state equal; returns the outcome."""
+    want = python_run(pair.ref.program, frame, port)
+    got = pair.native.run(frame, port)
+    assert got.outcome == want.outcome, f"{where}: outcome {got.outcome} != {want.outcome}"
+    assert got.frame == want.frame, f"{where}: frame out\n native {got.frame.hex()}\n python {want.frame.hex()}"
+    diff = [(i, g, w) for i, (g, w) in enumerate(zip(got.state, want.state)) if g != w]
+    assert not diff, f"{where}: slots differ (slot, native, python): {diff[:8]}"
+    return want.outcome
+
+
+def compare_objects(pair: Pair, where: str) -> None:
+    """Registers, counter arrays and direct counters read back from native equal the reference's."""
+    ref, nat = pair.ref.program, pair.nat.program
+    for name, r in ref.registers.items():
+        n = nat.registers[name]
+        n.sync()
+        assert n.values == r.values, f"{where}: register {name}"
+    for name, c in ref.counters.items():
+        if c.is_direct:
+            continue
+        n = nat.counters[name]
+        n.sync()
+        assert (n.packets, n.bytes) == (c.packets, c.bytes), f"{where}: counter {name}"
+    for name, t in ref.tables.items():
+        n = nat.tables[name]
+        n.sync()
+        want = sorted((repr(e.match), e.priority, e.packets, e.bytes) for e in t)
+        got = sorted((repr(e.match), e.priority, e.packets, e.bytes) for e in n)
+        assert got == want, f"{where}: direct counters of {name}"
+
+
+@pytest.mark.parametrize("sc", SCENARIOS, ids=lambda s: s.name)
+def test_scenario_frames_and_objects(sc):
+    pair = Pair(sc.program)
+    s = pair.setup()
+    sc.setup(s)
+    outcomes = []
+    for i, item in enumerate(sc.packets):
+        if isinstance(item, Step):
+            try:
+                item.run(s)
+            except NotImplementedError:          # a step that reads: the objects are compared below
+                pass
+            continue
+        if item.port is None:                    # a packet-out: the data plane's, not the pipeline's
+            continue
+        for k in range(item.repeat):
+            outcomes.append(compare_frame(pair, item.frame, item.port, f"{sc.name} packet {i}.{k}"))
+        for port, frame in item.after:
+            outcomes.append(compare_frame(pair, frame, port, f"{sc.name} packet {i} after"))
+    compare_objects(pair, sc.name)
+    assert outcomes, "no frame was compared"
+
+
+def test_refused_programs_say_why():
+    for stem, reason in REFUSED.items():
+        prog = Program((REPO / "tests/p4/build" / f"{stem}.json").read_text())
+        with pytest.raises(Unsupported, match=reason):
+            generate(prog)
+
+
+M64 = (1 << 64) - 1
+
+
+def _field_slots(prog: Program) -> dict[int, tuple[int, bool]]:
+    """slot -> (width, signed) of every field. Other slots (valid bits, stack indexes, hidden
+    registers) are 64 bits natively: a random state's packet length of 0 less a removed header
+    is -20 on the Python path, 2**64 - 20 natively, the same register."""
+    return {h.base + 1 + f.index: (f.width, f.signed) for h in prog.layout.headers.values()
+            for f in h.type.fields if f.width is not None}
+
+
+@pytest.mark.parametrize("path", [p for p in PROGRAMS if p.stem not in REFUSED], ids=lambda p: p.stem)
+def test_random_states_through_both_controls(path: Path):
+    """Random packet states through ingress then egress, tables empty (defaults run)."""
+    prog = Program(path.read_text())
+    ref = Program(path.read_text())
+    ref.namespace["_randint"] = lambda lo, hi: lo
+    nat = _native(prog)
+    nat.lib.ss_rng_low(nat.objects.o, 1)
+    lib = nat.lib
+    lib.ss_slot_write.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+    lib.ss_ingress.argtypes = lib.ss_egress.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    lib.ss_state_init.argtypes = [ctypes.c_void_p]
+    rng = random.Random(path.stem)
+    pair = (ctypes.c_uint64 * 2)()
+    fields = _field_slots(ref)
+    for i in range(150):
+        F = random_state(ref, rng)
+        for slot, (width, signed) in fields.items():       # signed fields hold their signed value
+            if signed and F[slot] >> (width - 1):
+                F[slot] -= 1 << width
+        lib.ss_state_init(nat.state)
+        for slot, v in enumerate(F):
+            if isinstance(v, int):
+                v &= (1 << 128) - 1
+                pair[0], pair[1] = v & (1 << 64) - 1, v >> 64
+                lib.ss_slot_write(nat.state, slot, pair)
+        for step, fn in (("ingress", ref.ingress), ("egress", ref.egress)):
+            try:
+                fn(F)
+                want = 0
+            except Abort:
+                want = 1
+            got = getattr(lib, f"ss_{step}")(nat.objects.o, nat.state)
+            assert got == want, f"state {i} {step}: status {got}, Python path {'abort' if want else 'ok'}"
+            if want:
+                break
+            native = nat.slots()
+            diff = [(k, a, b) for k, (a, b) in enumerate(zip(native, F)) if not isinstance(b, bytes)
+                    and a != (b if k in fields else b & M64)]
+            assert not diff, f"state {i} after {step} (slot, native, python): {diff[:8]}"
+
+
+@pytest.mark.parametrize("path", [p for p in PROGRAMS if p.stem not in REFUSED], ids=lambda p: p.stem)
+def test_random_frames(path: Path):
+    """Random bytes and mutated scenario frames: the same outcome, frame and state (parser errors,
+    short frames, checksum errors included)."""
+    stem = path.stem
+    pair = Pair(stem)
+    for sc in SCENARIOS:
+        if sc.program == stem:
+            sc.setup(pair.setup())
+            break
+    frames = [item.frame for sc in SCENARIOS if sc.program == stem for item in sc.packets
+              if isinstance(item, Send) and item.port is not None]
+    rng = random.Random(stem)
+    corpus = [bytes(rng.getrandbits(8) for _ in range(rng.randrange(0, 120))) for _ in range(60)]
+    for f in frames:
+        for _ in range(6):
+            b = bytearray(f)
+            for _ in range(rng.randrange(1, 4)):
+                if b:
+                    b[rng.randrange(len(b))] = rng.getrandbits(8)
+            corpus.append(bytes(b[:rng.randrange(len(b) + 1)] if rng.random() < 0.3 else b))
+    for i, frame in enumerate(corpus):
+        compare_frame(pair, frame, rng.randrange(1, 5), f"{stem} random frame {i}")
+
+
+# ---- tables alone ---------------------------------------------------------------------------
+def test_every_match_kind_under_random_writes():
+    """A native table of each kind against MatchTable: random inserts, modifies, deletes and
+    default changes, then every key of a sample looked up in both."""
+    nat_prog = Program((REPO / "tests/p4/build/tables.json").read_text())
+    nat = _native(nat_prog)
+    rng = random.Random(7)
+    for name, table in nat_prog.tables.items():
+        if not table.key or table.immutable or table.profile is not None:
+            continue
+        _random_writes(table, rng)
+        ix = nat.objects.table_ix[name]
+        for _ in range(300):
+            key = tuple(rng.choice([0, (1 << k.width) - 1, rng.getrandbits(k.width)]) for k in table.key)
+            want = table._lookup_exact(key) if table.kind == "exact" else table.lookup(key)
+            got = _native_lookup(nat, ix, table, key)
+            assert got == _entry_ident(want), f"{name}: key {key}"
+
+
+def _random_writes(table: MatchTable, rng: random.Random) -> None:
+    specs = list(table.actions.values())
+    live = []
+    for _ in range(120):
+        op = rng.random()
+        if op < 0.6 or not live:
+            match = tuple(_random_match(k, rng) for k in table.key)
+            prio = rng.randrange(1, 6) if table.needs_priority else 0
+            spec = rng.choice(specs)
+            data = tuple(rng.getrandbits(w) for _, w in spec.params)
+            try:
+                table.insert(Entry(match, prio, spec, data))
+                live.append((match, prio))
+            except Exception:
+                pass
+        elif op < 0.8:
+            match, prio = rng.choice(live)
+            spec = rng.choice(specs)
+            table.modify(Entry(match, prio, spec, tuple(rng.getrandbits(w) for _, w in spec.params)))
+        elif op < 0.95:
+            match, prio = live.pop(rng.randrange(len(live)))
+            table.delete(match, prio)
+        else:
+            spec = rng.choice(specs)
+            if not table.default_const:
+                table.set_default(spec, tuple(rng.getrandbits(w) for _, w in spec.params))
+
+
+def _random_match(k: KeyField, rng: random.Random):
+    w = k.width
+    v = rng.choice([0, rng.getrandbits(w), rng.getrandbits(w)])
+    if k.match_type in ("exact", "valid"):
+        return v & ((1 << w) - 1) if k.match_type == "exact" else rng.randrange(2)
+    if k.match_type == "lpm":
+        plen = rng.randrange(w + 1)
+        return (v >> (w - plen) << (w - plen), plen)
+    if k.match_type == "ternary":
+        mask = rng.choice([0, (1 << w) - 1, rng.getrandbits(w)])
+        return (v & mask, mask)
+    if k.match_type == "optional":
+        mask = rng.choice([0, (1 << w) - 1])
+        return (v & mask, mask)
+    lo, hi = sorted((rng.getrandbits(w), rng.getrandbits(w)))
+    return (lo, hi)
+
+
+def _entry_ident(e) -> tuple | None:
+    return None if e is None else (e.match, e.priority, e.action.id if e.action else -1, e.data)
+
+
+def _native_lookup(nat: NativePipeline, ix: int, table: MatchTable, key: tuple):
+    """The entry the native table finds for ``key``, by its handle (objects.py's map back)."""
+    lib = nat.lib
+    fn = lib.ss_table_find
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+    from softswitch.native.objects import words
+    h = fn(nat.objects.o, ix, words(key))
+    if h < 0:
+        return None
+    for entry, handle in nat.objects._handles[table.name].values():
+        if handle == h:
+            return _entry_ident(entry)
+    raise AssertionError(f"native handle {h} is no entry of {table.name}")
+
+
+# ---- hashes --------------------------------------------------------------------------------
+@pytest.mark.parametrize("algo", sorted(ALGORITHM_IDS))
+def test_hash_algorithms_are_hashes_py(algo: str):
+    nat = _native(Program((REPO / "tests/p4/build/basic_router.json").read_text()))
+    fn = nat.lib.ss_hash_bytes
+    fn.restype = ctypes.c_uint64
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
+    ref = hashes.get_algorithm(algo)
+    rng = random.Random(algo)
+    inputs = [b"", b"\x00", b"\x80", b"123456789", bytes(range(256))]
+    inputs += [bytes(rng.getrandbits(8) for _ in range(rng.randrange(1, 64))) for _ in range(50)]
+    for data in inputs:
+        assert fn(ALGORITHM_IDS[algo], data, len(data)) == ref(data) & ((1 << 64) - 1), (algo, data.hex())
