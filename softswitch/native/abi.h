@@ -66,6 +66,39 @@ void ss_clear_metadata(void *st);
 ss_objects *ss_objects_new(void);
 void ss_objects_free(ss_objects *o);
 
+/* ---- control functions of the run-time objects (native/objects.c; Python: native/objects.py) --
+ * Called only under the data plane's batch lock. Values of up to 128 bits are passed as two
+ * uint64_t words, low first. Tables, profiles, registers, counter and meter arrays are numbered
+ * as native/codegen.py lists them. Entries are addressed by the handle ss_table_add answers.
+ * A negative answer: no such table, entry, index... */
+int ss_table_add(ss_objects *o, int table, const uint64_t *match, int32_t priority, int action,
+                 const uint64_t *data, int ndata, int64_t member, int64_t group);
+int ss_table_modify(ss_objects *o, int table, int handle, int action, const uint64_t *data, int ndata,
+                    int64_t member, int64_t group);
+int ss_table_delete(ss_objects *o, int table, int handle);
+int ss_table_clear(ss_objects *o, int table);
+int ss_table_set_default(ss_objects *o, int table, int action, const uint64_t *data, int ndata);
+int ss_table_entry_counters(ss_objects *o, int table, int handle, uint64_t *packets, uint64_t *bytes, int write);
+int ss_table_entry_meter(ss_objects *o, int table, int handle, int set, double cir, int64_t cburst,
+                         double pir, int64_t pburst);
+int ss_profile_reset(ss_objects *o, int profile);
+int ss_profile_add_member(ss_objects *o, int profile, int64_t member_id, int action, const uint64_t *data, int ndata);
+int ss_profile_set_handle(ss_objects *o, int profile, uint32_t handle, int64_t member_id);
+int ss_profile_add_group(ss_objects *o, int profile, int64_t group_id, const uint32_t *handles, uint32_t n);
+int ss_register_access(ss_objects *o, int reg, uint32_t index, uint64_t *value, int write);
+int ss_register_reset(ss_objects *o, int reg);
+int ss_counter_access(ss_objects *o, int counter, uint32_t index, uint64_t *packets, uint64_t *bytes, int write);
+int ss_counter_reset(ss_objects *o, int counter);
+int ss_meter_config(ss_objects *o, int meter, uint32_t index, int set, double cir, int64_t cburst,
+                    double pir, int64_t pburst);
+void ss_rng_low(ss_objects *o, int on);     /* tests: random() answers its low bound */
+
+/* generated per program, for tests and the Python side: a slot's raw bits as two words */
+int ss_slot_count(void);
+void ss_slot_read(const void *st, int slot, uint64_t *pair);
+void ss_slot_write(void *st, int slot, const uint64_t *pair);
+int ss_state_error(const void *st);
+
 /* ---- the data plane (native/dataplane.c) ---------------------------------------------- */
 typedef struct ss_dataplane ss_dataplane;
 /* time in microseconds since the data plane started, as BMv2 reports it */
