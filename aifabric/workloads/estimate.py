@@ -6,7 +6,9 @@ ideal ring or pairwise exchange at the link's full rate, nccl-tests' bus bandwid
 starts when the sender is ready and lasts ``bytes / link rate``; its receive spans what is left
 of the transfer once the receiver is ready (nothing, if the data came before). Streams run side by side as if each had the link to
 itself: contention between streams, and between ranks sharing fabric links, is left out, which
-is what the measurement on the fabric adds. Latency is left out too.
+is what the measurement on the fabric adds. Latency is left out too. With ``in_network`` the
+data-parallel all-reduces are summed in the switches: each rank's link carries its gradients up
+once and the sum down once, ``bytes / link rate`` (factor 1 instead of the ring's 2(n-1)/n).
 
 The result per rank: step time (its last op's end), compute, communication per collective kind
 (time the ops take, overlapped or not) and exposed communication (step - compute: time the
@@ -19,7 +21,7 @@ from dataclasses import dataclass, field
 
 from aifabric.workloads.errors import WorkloadError
 from aifabric.workloads.generator import Workload
-from aifabric.workloads.ops import BUSBW_FACTOR, Kind, Op
+from aifabric.workloads.ops import BUSBW_FACTOR, Kind, Op, Stream
 
 
 @dataclass(frozen=True)
@@ -57,15 +59,24 @@ class Estimate:
                           for r in self.ranks]}
 
 
-def estimate(workload: Workload, emulated: bool = False) -> Estimate:
-    """Real-scale figures on the real link rate, or (``emulated``) the scaled ones on the emulated links."""
+IN_NETWORK_FACTOR = 1.0
+
+
+def estimate(workload: Workload, emulated: bool = False, in_network: bool = False) -> Estimate:
+    """Real-scale figures on the real link rate, or (``emulated``) the scaled ones on the emulated
+    links; ``in_network``: the data-parallel all-reduces summed in the switches."""
     rate = workload.scale.emulated_bytes_per_s if emulated else workload.scale.real_bytes_per_s
-    return _Timeline(workload, rate, emulated).run()
+    return _Timeline(workload, rate, emulated, in_network).run()
+
+
+def in_switches(op: Op) -> bool:
+    """An op the switches sum when the run is in-network: a data-parallel all-reduce."""
+    return op.kind is Kind.ALL_REDUCE and op.stream is Stream.DP
 
 
 class _Timeline:
-    def __init__(self, workload: Workload, rate: float, emulated: bool) -> None:
-        self.w, self.rate, self.emulated = workload, rate, emulated
+    def __init__(self, workload: Workload, rate: float, emulated: bool, in_network: bool = False) -> None:
+        self.w, self.rate, self.emulated, self.in_network = workload, rate, emulated, in_network
         n = len(workload.ranks)
         self.start: list[list[float | None]] = [[None] * len(ops) for ops in workload.ranks]
         self.end: list[list[float | None]] = [[None] * len(ops) for ops in workload.ranks]
@@ -80,7 +91,8 @@ class _Timeline:
     def _duration(self, op: Op) -> float:
         if op.is_compute:
             return op.emulated_seconds if self.emulated else op.seconds
-        return self._size(op) * BUSBW_FACTOR[op.kind](len(op.group)) / self.rate
+        factor = IN_NETWORK_FACTOR if self.in_network and in_switches(op) else BUSBW_FACTOR[op.kind](len(op.group))
+        return self._size(op) * factor / self.rate
 
     def _ready(self, op: Op) -> float:
         deps = [self.end[op.rank][d] for d in op.deps]

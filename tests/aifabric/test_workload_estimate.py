@@ -37,6 +37,19 @@ def test_buckets_per_layer_hide_all_but_the_last_behind_backward():
     assert est.ranks[0].comm_s_by_kind["all_reduce"] == pytest.approx((4 * LAYER_BYTES + EMBEDDING_BYTES) / RATE)
 
 
+def test_in_network_data_parallel_all_reduces_cross_each_link_once():
+    # groups of 4: a ring all-reduce puts 2(n-1)/n = 1.5 x the bytes on each link, the switches
+    # 1 x; the TP all-reduces (groups of 4 too) stay on the ring's factor
+    par = Parallelism(dp=4, tp=4, micro_batch=2, bucket_mb=100)
+    w = generate(Job(SMALL, par, sustained_tflops=1), Scale(real_link_gbps=800))
+    ring, switches = estimate(w), estimate(w, in_network=True)
+    dp_bytes = sum(op.bytes for op in w.ops(0) if op.stream.value == "dp")
+    assert dp_bytes > 0
+    assert ring.ranks[0].comm_s_by_kind["all_reduce"] - switches.ranks[0].comm_s_by_kind["all_reduce"] == \
+        pytest.approx(dp_bytes * (1.5 - 1.0) / RATE, rel=1e-9)
+    assert ring.step_s - switches.step_s == pytest.approx(dp_bytes * 0.5 / RATE, rel=1e-9)   # the last bucket is exposed
+
+
 def test_the_emulated_iteration_is_the_real_one_dilated():
     w = generate(Job(SMALL, Parallelism(dp=2, tp=2, pp=2, micro_batch=2, micro_batches=4, bucket_mb=0.1)),
                  Scale(factor=64, real_link_gbps=400, emulated_link_mbps=10))
