@@ -19,7 +19,8 @@ from .build import NativeBuilder
 from .codegen import Native, generate
 from .objects import NativeObjects
 
-SENT, DROPPED_INGRESS, DROPPED_EGRESS, AFTER_INGRESS = 0, 1, 2, 3
+SENT, DROPPED_INGRESS, DROPPED_EGRESS, AFTER_INGRESS, MULTICAST = 0, 1, 2, 3, 4
+REPLICATION = 5        # packet_path.REPLICATION
 DROP_PORT = 511
 NO_TRUNCATION = 1 << 62
 MAX_FRAME = 16384
@@ -35,7 +36,7 @@ class FrameResult:
 
 def outcome_name(code: int) -> str:
     names = {SENT: "sent", DROPPED_INGRESS: "dropped_ingress", DROPPED_EGRESS: "dropped_egress",
-             AFTER_INGRESS: "after_ingress"}
+             AFTER_INGRESS: "after_ingress", MULTICAST: "multicast"}
     return names[code] if code >= 0 else f"error:{STATUS_NAMES.get(-code, -code)}"
 
 
@@ -49,9 +50,9 @@ class NativePipeline:
         lib = self.lib
         P, U32 = ctypes.c_void_p, ctypes.c_uint32
         lib.ss_run_frame.restype = ctypes.c_int
-        lib.ss_run_frame.argtypes = [P, P, ctypes.c_char_p, U32, U32, ctypes.c_int, P, U32, P]
+        lib.ss_run_frame.argtypes = [P, P, ctypes.c_char_p, U32, U32, ctypes.c_int, ctypes.c_int, U32, P, U32, P]
         lib.ss_time_frames.restype = ctypes.c_uint64
-        lib.ss_time_frames.argtypes = [P, P, ctypes.c_char_p, U32, U32, U32, P, U32, P]
+        lib.ss_time_frames.argtypes = [P, P, ctypes.c_char_p, U32, U32, U32, ctypes.c_int, P, U32, P]
         lib.ss_state_size.restype = ctypes.c_size_t
         lib.ss_slot_read.argtypes = [P, ctypes.c_int, P]
         self.objects = NativeObjects(program, self.native, lib)
@@ -88,22 +89,27 @@ class NativePipeline:
             values.append(v)
         return values
 
-    def run(self, frame: bytes, port: int, stop_after_ingress: bool = False) -> FrameResult:
+    def run(self, frame: bytes, port: int, stop_after_ingress: bool = False,
+            replica: tuple[int, int] | None = None) -> FrameResult:
+        """``replica``: (port, rid) of the one copy a multicast packet makes (None: it stops there)."""
         n = ctypes.c_uint32()
+        rport, rid = replica if replica is not None else (-1, 0)
         code = self.lib.ss_run_frame(self.objects.o, self.state, frame, len(frame), port, int(stop_after_ingress),
-                                     self.out, MAX_FRAME, ctypes.byref(n))
+                                     rport, rid, self.out, MAX_FRAME, ctypes.byref(n))
         sent = self.out.raw[:n.value] if code == SENT else b""
         return FrameResult(outcome_name(code), sent, self.slots())
 
-    def time_frames(self, frame: bytes, port: int, n: int) -> tuple[float, str]:
-        """CPU microseconds per frame of ``n`` runs of ``frame``, and the last run's outcome."""
+    def time_frames(self, frame: bytes, port: int, n: int, replica_port: int = -1) -> tuple[float, str]:
+        """CPU microseconds per frame of ``n`` runs of ``frame`` (a multicast one as one copy to
+        ``replica_port``, rid 1), and the last run's outcome."""
         last = ctypes.c_int()
-        ns = self.lib.ss_time_frames(self.objects.o, self.state, frame, len(frame), port, n, self.out, MAX_FRAME,
-                                     ctypes.byref(last))
+        ns = self.lib.ss_time_frames(self.objects.o, self.state, frame, len(frame), port, n, replica_port, self.out,
+                                     MAX_FRAME, ctypes.byref(last))
         return ns / n / 1000, outcome_name(last.value)
 
 
-def python_run(program: Program, frame: bytes, port: int, stop_after_ingress: bool = False) -> FrameResult:
+def python_run(program: Program, frame: bytes, port: int, stop_after_ingress: bool = False,
+               replica: tuple[int, int] | None = None) -> FrameResult:
     """``NativePipeline.run`` on the Python path (program's generated or compiled functions)."""
     from ..pipeline.helpers import Abort
     s, h = program.intrinsics, program.layout.hidden
@@ -127,10 +133,19 @@ def python_run(program: Program, frame: bytes, port: int, stop_after_ingress: bo
         program.ingress(F)
         if stop_after_ingress:
             return done("after_ingress")
-        egress = F[s["egress_spec"]]
-        if egress == DROP_PORT:
-            return done("dropped_ingress")
-        F[s["instance_type"]] = 0
+        if s["mcast_grp"] is not None and F[s["mcast_grp"]]:
+            if replica is None:
+                return done("multicast")
+            F[s["instance_type"]] = REPLICATION
+            egress, rid = replica
+            if s["egress_rid"] is not None:
+                F[s["egress_rid"]] = rid
+            F[h["truncate_length"]] = NO_TRUNCATION
+        else:
+            egress = F[s["egress_spec"]]
+            if egress == DROP_PORT:
+                return done("dropped_ingress")
+            F[s["instance_type"]] = 0
         F[s["egress_port"]] = egress
         F[s["egress_spec"]] = (DROP_PORT + 1) & 0x1FF
         F[s["packet_length"]] = F[h["packet_length"]]
