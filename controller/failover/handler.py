@@ -37,8 +37,9 @@ the routes never recomputed:
    `fabric_metrics` serves it for a controller with a handler).
 
 What a caller can read: `port_alive`, `link_up`, `dead_ports`, `failures`, `events` (every
-transition with the time the last heartbeat was heard, decided and written) and `reroutes`
-(each with its start and end). All times are ``time.monotonic()``.
+transition with the time the last heartbeat was heard, decided and written), `reroutes`
+(each with its start and end) and `heartbeats_sent_on` (heartbeats sent out of each port: a
+port's egress counter counts them with its data). All times are ``time.monotonic()``.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ import logging
 import queue
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -128,6 +130,8 @@ class FailureHandler:
         self.events: list[PortEvent] = []
         self.reroutes: list[Reroute] = []
         self.heartbeats_sent = 0
+        # per (switch, port): a port's egress counter counts these packet-outs besides its data
+        self.heartbeats_sent_on: Counter[PortKey] = Counter()
         self.heartbeats_heard = 0
         self.link_timeout_us = self.config.link_timeout_us     # raised when the machine makes it too short
         if link_timeout_us is not None and self.link_timeout_us is not None:
@@ -282,6 +286,7 @@ class FailureHandler:
             try:
                 conn.packet_out(p4runtime_pb2.PacketOut(payload=frame, metadata=self._out_meta[(switch, port)]))
                 self.heartbeats_sent += 1
+                self.heartbeats_sent_on[(switch, port)] += 1
             except SwitchError:
                 pass   # the session just broke: the reconcile loop reconnects
 

@@ -16,6 +16,7 @@ import os
 import signal
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import pytest
@@ -37,6 +38,13 @@ CORE_LINK = ("c0", "p0a0")
 LOAD_PPS = {"softswitch": 500.0, "bmv2": 150.0}
 AGG = "p1a0"
 WAIT_S = 15.0
+# Egress queue depth of every port, packets (both targets' default is 64). 20 switches share 2
+# busy cores: a switch starved for a few hundred ms works through its backlog in a burst, and a
+# port carrying 300-400 packets/s (the backup core after a cut, a host port) overflowed 64
+# packets (seen, counted with the port counters: c1 took in 1500 packets and sent out 1443,
+# flows lost 23 and 34 of 300). These tests are about failover, not about buffer sizes.
+QUEUE_DEPTH = 1024
+DEFAULT_QUEUE_DEPTH = 64
 
 
 @pytest.fixture(scope="module", params=FABRIC_TARGETS)
@@ -48,6 +56,8 @@ def lab(request, tmp_path_factory):
 
     with Lab(fat_tree(4), target=request.param, log_dir=tmp_path_factory.mktemp("failover"),
              failover=HeartbeatConfig(link_interval_ms=link_interval_for(request.param))) as lab:
+        with ThreadPoolExecutor(len(lab.fabric.switches)) as pool:    # BMv2's CLI is a process each
+            list(pool.map(lambda sw: lab.switch(sw.name).set_queue_depth(QUEUE_DEPTH), lab.fabric.switches))
         yield lab
 
 
@@ -120,8 +130,9 @@ def test_heartbeats_under_load_never_kill_a_healthy_port(lab):
 
 def test_heartbeats_pass_data_queued_on_a_saturated_link(lab):
     """Both uplinks of p0e0 limited to 50 packets/s and offered 8 times that: their 64-packet
-    queues hold 1.3 s of data, more than the 500 ms detection time. Heartbeats (packet-outs,
-    priority 7, own queue) leave ahead of it, so no port is found dead."""
+    queues (the targets' default, set here for the test) hold 1.3 s of data, more than the 500 ms
+    detection time. Heartbeats (packet-outs, priority 7, own queue) leave ahead of it, so no
+    port is found dead."""
     from hostagent.traffic.drive import run_traffic
     from hostagent.traffic.flows import FlowSpec
 
@@ -132,11 +143,13 @@ def test_heartbeats_pass_data_queued_on_a_saturated_link(lab):
              for i, (src, dst) in enumerate(pairs)]
     for port in uplinks:
         edge.set_queue_rate(rate, port)
+        edge.set_queue_depth(DEFAULT_QUEUE_DEPTH, port)
     try:
         results = run_traffic({n: lab.host(n) for pair in pairs for n in pair}, flows, quiet=1.0, deadline=30.0)
     finally:
         for port in uplinks:
             edge.set_queue_rate(0, port)
+            edge.set_queue_depth(QUEUE_DEPTH, port)
     delivered = sum(r.received.unique for r in results if r.received is not None)
     offered = sum(f.size for f in flows)
     # the uplinks carried at most their rate: the queues were full, data waited and was dropped
@@ -249,9 +262,7 @@ def test_aggregation_switch_killed_then_restarted(lab):
         _routes_avoid(lab, {AGG}, set())
         _all_pairs_reached(lab)
     finally:
-        node.forget_target()
-        node.start()
-        node.wait_ready(30)
+        node.restart_target(30)      # with its queue settings
     _wait("the switch programmed again", lambda: controller.agents[AGG].status.in_sync, timeout=60)
     _wait("its links alive again and the routes through it back",
           lambda: handler.failures() == [] and _rerouted_back(handler, rerouted), timeout=30)
@@ -284,16 +295,29 @@ class _WayUp:
         cells = ctl.read_port_counters(self.agg, *([counter] if counter else []))
         return {port: cells[port].packets if port in cells else 0 for port in (self.dead_port, self.backup_port)}
 
+    def heartbeats(self) -> dict[int, int]:
+        """The controller's heartbeats sent out of the dead and backup ports so far."""
+        from controller.failover.handler import running_handler
+
+        handler = running_handler(self.lab.controller)
+        sent = handler.heartbeats_sent_on if handler is not None else {}
+        return {port: sent.get((self.agg, port), 0) for port in (self.dead_port, self.backup_port)}
+
     def send(self, size: int) -> tuple[dict[str, int], dict[int, int], dict[int, int]]:
-        """Received per flow, and packets sent out of (and moved off) the dead and backup ports."""
+        """Received per flow, and data packets sent out of (and moved off) the dead and backup
+        ports. The egress counter also counts the controller's heartbeats, which leave by every
+        port, the dead one too, one an interval for as long as the traffic takes (seen on a busy
+        machine: 82 on the dead port while 1500 data packets took the backup): those sent
+        meanwhile are taken off."""
         from controller.failover.entries import FAILED_OVER
         from hostagent.traffic.drive import run_traffic
 
-        before, moved_before = self.counters(), self.counters(FAILED_OVER)
+        beats_before, before, moved_before = self.heartbeats(), self.counters(), self.counters(FAILED_OVER)
         results = run_traffic(self.hosts, self.flows(size), quiet=1.0, deadline=30.0)
-        after, moved_after = self.counters(), self.counters(FAILED_OVER)
+        after, moved_after, beats_after = self.counters(), self.counters(FAILED_OVER), self.heartbeats()
         got = {f"{r.flow.src}->{r.flow.dst}": r.received.unique if r.received else 0 for r in results}
-        return (got, {p: after[p] - before[p] for p in after}, {p: moved_after[p] - moved_before[p] for p in after})
+        sent = {p: after[p] - before[p] - (beats_after[p] - beats_before[p]) for p in after}
+        return got, sent, {p: moved_after[p] - moved_before[p] for p in after}
 
     def lost_across(self, size: int, cut) -> dict[str, int]:
         """Packets each flow of ``size`` lost while ``cut()`` ran a third of the way through it."""
@@ -323,18 +347,12 @@ class _WayUp:
         assert moved[self.dead_port] >= 0.9 * size, f"failed_over did not count the packets moved off the dead port: {moved}"
 
 
-def test_data_plane_failover_alone_carries_the_way_up_without_a_reroute(lab, request):
+def test_data_plane_failover_alone_carries_the_way_up_without_a_reroute(lab):
     """Failure handling with ``reroute=False`` (as `aifabric up --failover --no-reroute` starts
     it), link heartbeats off: a core link cut, both ends found dead by the controller and written
     to port_status; flows from pod 0 upward keep arriving through the aggregation switch's other
     core port (the failover table's backup), with no reroute and the model's links untouched."""
 
-    if lab.target == "bmv2":
-        # seen once in two full runs: every flow from pod 0 upward lost (283-300 of 300) after the
-        # cut, though both ends were written dead; the cause is not found yet. Reported, not hidden:
-        # -ra lists it as XFAIL (or XPASS) by this reason.
-        request.applymarker(pytest.mark.xfail(reason="BMv2: the way up sometimes lost whole after the cut "
-                                              "(cause not found yet)", strict=False))
     lab.failure_handler.stop()
     handler = start_failure_handling(lab.controller, replace(lab.failover, link_interval_ms=None), reroute=False)
     assert not handler.reroute_enabled
