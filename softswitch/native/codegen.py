@@ -628,8 +628,9 @@ class CGenerator:
             else:
                 raise ProgramError(f"calculation '{name}': unsupported input type '{t}'")
         body.append("if (b.nbits % 8) ss_bits_put(&b, 0, 8 - b.nbits % 8);")
+        body.append("if (b.overflow) S->err = SS_ERR_TOO_LONG;      /* an input over 2 KiB: the packet fails */")
         body.append(f"return ss_hash({ALGORITHM_IDS[algo]}, b.buf, b.nbits / 8);")
-        self.out.append(f"static uint64_t {fn}(ss_objects *o, const ss_st *S) {{  /* calculation */")
+        self.out.append(f"static uint64_t {fn}(ss_objects *o, ss_st *S) {{  /* calculation */")
         self.out += ["    " + ln for ln in body] + ["}", ""]
         return fn
 

@@ -554,18 +554,6 @@ uint64_t ss_random(ss_objects *o, uint64_t lo, uint64_t hi)
 }
 
 /* ---- calculations -------------------------------------------------------------------------- */
-void ss_bits_put(ss_bits *b, ss_u128 value, uint32_t width)
-{
-    if (b->nbits + width > 8 * sizeof b->buf) { b->overflow = 1; return; }
-    for (uint32_t i = 0; i < width; i++) {          /* MSB first */
-        uint32_t bit = (uint32_t)(value >> (width - 1 - i)) & 1;
-        uint32_t at = b->nbits + i;
-        if (bit) b->buf[at >> 3] |= (uint8_t)(0x80 >> (at & 7));
-        else b->buf[at >> 3] &= (uint8_t)~(0x80 >> (at & 7));
-    }
-    b->nbits += width;
-}
-
 typedef struct crc_cfg { int width; uint64_t poly, init, xout; int reflected; } crc_cfg;
 
 static uint64_t reflect_bits(uint64_t v, int n)

@@ -124,8 +124,25 @@ enum ss_algo { SS_ALGO_CRC16, SS_ALGO_CRC32, SS_ALGO_CRC_CCITT, SS_ALGO_CSUM16, 
                SS_ALGO_COUNT };
 uint64_t ss_hash(int algo, const uint8_t *buf, uint32_t n);
 
-/* bit packing of a calculation's input, MSB first (hashes.pack_bits) */
+/* bit packing of a calculation's input, MSB first (hashes.pack_bits): value's low width bits
+ * after the nbits already there; whole bytes at once where they fall on a byte boundary */
 typedef struct ss_bits { uint8_t buf[2048]; uint32_t nbits; int overflow; } ss_bits;
-void ss_bits_put(ss_bits *b, ss_u128 value, uint32_t width);
+static inline void ss_bits_put(ss_bits *b, ss_u128 value, uint32_t width)
+{
+    if (b->nbits + width > 8 * sizeof b->buf) { b->overflow = 1; return; }
+    while (width) {
+        uint32_t used = b->nbits & 7, at = b->nbits >> 3;
+        if (!used && width >= 8) {
+            b->buf[at] = (uint8_t)(value >> (width - 8));
+            b->nbits += 8; width -= 8;
+            continue;
+        }
+        uint32_t room = 8 - used, take = width < room ? width : room;
+        uint8_t bits = (uint8_t)((value >> (width - take)) & ((1u << take) - 1));
+        if (!used) b->buf[at] = 0;
+        b->buf[at] |= (uint8_t)(bits << (room - take));
+        b->nbits += take; width -= take;
+    }
+}
 
 #endif
