@@ -30,8 +30,8 @@ from hostagent.collectives import choice, in_network
 from hostagent.collectives.algorithms import halving_doubling, hierarchical, pairwise, ring, tree
 from hostagent.collectives.arrays import CODES, DTYPES, ReduceOp, dtype_name
 from hostagent.collectives.headers import CallHeader, NonFinite, Refused, agree
-from hostagent.collectives.links import Link, make_tag
-from hostagent.collectives.reliable import Aborted, CollectiveError, ReliableTransport
+from hostagent.collectives.links import SUBGROUP_BITS, Link, call_id, make_tag
+from hostagent.collectives.reliable import Aborted, CollectiveError, ReliableTransport, TransportConfig
 
 P2P_CALL = 0  # send/recv tags live in call 0, which no collective uses
 DEFAULT_TIMEOUT_S = 30.0
@@ -95,7 +95,8 @@ class ProcessGroup:
 
     groups: the topology's groups of ranks (e.g. per edge switch) for hierarchical algorithms;
     default: ranks whose addresses share a /24. aggregation: this rank's in-network aggregation
-    job (aggregation.worker.JobConfig) if the switches run one for the group."""
+    job (aggregation.worker.JobConfig) if the switches run one for the group. transport: the
+    reliable transport's settings (window, retransmission timeout, silence, test drops)."""
 
     def __init__(
         self,
@@ -106,23 +107,51 @@ class ProcessGroup:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         groups: list[list[int]] | None = None,
         aggregation: Any = None,
-        window: int = 64,
-        rto_s: float = 0.03,
-        drop_outgoing: float = 0.0,
-        drop_seed: int = 0,
-        silent_after_s: float = 10.0,
+        transport: TransportConfig = TransportConfig(),
     ) -> None:
-        self.rank, self.world = rank, len(peers)
+        self.transport = ReliableTransport(rank, peers, group_id, transport)
+        self._start(list(range(len(peers))), 0, timeout_s, groups if groups is not None else choice.groups_by_subnet(peers),
+                    aggregation)
+
+    def _start(self, members: list[int], subgroup: int, timeout_s: float, groups: list[list[int]], aggregation: Any) -> None:
+        """members: this group's ranks in the transport's numbering (the root group's ranks)."""
+        self.members = members
+        self.rank, self.world = members.index(self.transport.rank), len(members)
+        self.subgroup = subgroup  # 0: the root group; its subgroups 1, 2, ... in the order they were made
         self.timeout_s = timeout_s
-        self.groups = groups if groups is not None else choice.groups_by_subnet(peers)
-        self.transport = ReliableTransport(rank, peers, group_id, window, rto_s, drop_outgoing, drop_seed, silent_after_s)
+        self.groups = groups
         self.in_network = in_network.Backend(aggregation) if aggregation is not None else None
         self.choices: list[tuple[str, str, int]] = []  # (operation, algorithm, bytes) auto chose
         self._calls = 0
+        self._subgroups: list[ProcessGroup] = []
         self._broken: str | None = None
         self._queue: queue.Queue[_Call | None] = queue.Queue()
-        self._thread = threading.Thread(target=self._serve, name=f"pg-rank{rank}", daemon=True)
+        self._thread = threading.Thread(target=self._serve, name=f"pg{subgroup}-rank{self.rank}", daemon=True)
         self._thread.start()
+
+    def new_group(self, ranks: list[int], *, aggregation: Any = None) -> ProcessGroup | None:
+        """A group of some of this group's ranks (in this group's numbering; their order numbers
+        them 0..len-1 in the new group) over the same transport, as torch.distributed.new_group:
+        every rank calls it with the same ranks, in the same order of new_group calls, members or
+        not; members get the new group, the others None. Its calls are numbered in a space of their
+        own and run on a thread of their own, so they neither meet the parent's messages nor wait
+        for its calls; a failure breaks it alone. Errors name ranks as the root group numbers them."""
+        if self.subgroup:
+            raise ValueError("new_group is made from the root group, which every rank is in")
+        if len(set(ranks)) != len(ranks) or not ranks or not all(0 <= r < self.world for r in ranks):
+            raise ValueError(f"new_group: ranks {ranks} must be distinct ranks of 0..{self.world - 1}")
+        if len(self._subgroups) + 1 >= 1 << SUBGROUP_BITS:
+            raise ValueError(f"new_group: at most {(1 << SUBGROUP_BITS) - 1} subgroups")
+        number = len(self._subgroups) + 1
+        self._subgroups.append(None)  # numbered on every rank alike, member or not
+        if self.rank not in ranks:
+            return None
+        sub = ProcessGroup.__new__(ProcessGroup)
+        sub.transport = self.transport
+        inside = [[ranks.index(r) for r in g if r in ranks] for g in self.groups]
+        sub._start([self.members[r] for r in ranks], number, self.timeout_s, [g for g in inside if g], aggregation)
+        self._subgroups[-1] = sub
+        return sub
 
     # --- operations ---------------------------------------------------------------------------
 
@@ -192,10 +221,12 @@ class ProcessGroup:
         """Point to point, outside the call order: returns once the message is in flight."""
         x = _flat(x)
         data = bytes([CODES[dtype_name(x)]]) + x.tobytes()
-        self.transport.send(dst, make_tag(P2P_CALL, 0, tag), data, time.monotonic() + (timeout_s or self.timeout_s))
+        self.transport.send(self.members[dst], make_tag(call_id(self.subgroup, P2P_CALL), 0, tag), data,
+                            time.monotonic() + (timeout_s or self.timeout_s))
 
     def recv(self, src: int, tag: int = 0, timeout_s: float | None = None) -> np.ndarray:
-        data = self.transport.recv(src, make_tag(P2P_CALL, 0, tag), time.monotonic() + (timeout_s or self.timeout_s))
+        data = self.transport.recv(self.members[src], make_tag(call_id(self.subgroup, P2P_CALL), 0, tag),
+                                   time.monotonic() + (timeout_s or self.timeout_s))
         return np.frombuffer(data[1:], dtype=list(DTYPES.values())[data[0]]).copy()
 
     # --- bookkeeping --------------------------------------------------------------------------
@@ -206,15 +237,21 @@ class ProcessGroup:
         return s
 
     def close(self) -> None:
+        """Ends this group's calls (and its subgroups'); the root group also closes the transport."""
+        for sub in self._subgroups:
+            if sub is not None:
+                sub.close()
         self._queue.put(None)
         self._thread.join(timeout=5.0)
+        if self.in_network is not None:
+            self.in_network.close()
+        if self.subgroup:
+            return
         try:
             self.transport.flush(time.monotonic() + 1.0)  # our last packets' acknowledgements
         except CollectiveError:
             pass  # a peer already gone; nothing left to deliver to it
         self.transport.close()
-        if self.in_network is not None:
-            self.in_network.close()
 
     def __enter__(self) -> ProcessGroup:
         return self
@@ -246,14 +283,14 @@ class ProcessGroup:
                 if self._broken:
                     raise CollectiveError(f"the group is broken by an earlier failure: {self._broken}")
                 deadline = time.monotonic() + call.timeout_s
-                link = Link(self.transport, list(range(self.world)), call.number, deadline, call.dtype)
+                link = Link(self.transport, self.members, call_id(self.subgroup, call.number), deadline, call.dtype)
                 work._result = call.run(link)
             except BaseException as exc:  # every failure ends the call here and is handed to wait()
                 work._error = exc
                 if not self._broken:
                     self._broken = f"{work.operation.name.lower()} #{call.number}: {exc}"
                     if not isinstance(exc, (Aborted, Refused)):
-                        self.transport.abort(call.number, f"{work.operation.name.lower()}: {exc}")
+                        self.transport.abort(call_id(self.subgroup, call.number), f"{work.operation.name.lower()}: {exc}")
             finally:
                 work._done.set()
 

@@ -2,8 +2,8 @@
 
 Algorithms are written against a Link, so the same ring or tree runs over the whole group or over
 a subset (a rack's members, the racks' leaders) in hierarchical algorithms. A message's tag is
-(call number, sub-link space, step): unique within a group's life, so messages of different calls
-or sub-links never meet.
+(call, sub-link space, step), the call being the (sub)group's number and the call's own (call_id):
+unique within a group's life, so messages of different calls, subgroups or sub-links never meet.
 """
 
 from __future__ import annotations
@@ -11,10 +11,18 @@ from __future__ import annotations
 import numpy as np
 
 from hostagent.collectives.arrays import from_bytes, to_bytes
-from hostagent.collectives.reliable import CollectiveError, ReliableTransport
+from hostagent.collectives.reliable import CALL_NUMBER_BITS, CollectiveError, ReliableTransport
 
 SPACE_BITS = 12
 STEP_BITS = 20
+SUBGROUP_BITS = 32 - CALL_NUMBER_BITS
+
+
+def call_id(subgroup: int, number: int) -> int:
+    """A call's number on the wire: its (sub)group's number above the call's own."""
+    if not (0 <= subgroup < 1 << SUBGROUP_BITS and 0 <= number < 1 << CALL_NUMBER_BITS):
+        raise ValueError(f"subgroup {subgroup} or call number {number} out of range")
+    return (subgroup << CALL_NUMBER_BITS) | number
 
 
 def make_tag(call: int, space: int, step: int) -> int:

@@ -40,6 +40,7 @@ HEARTBEAT_S = 0.25
 ACK_EVERY = 8  # packets taken from one source before an acknowledgement goes out at once
 SACK = struct.Struct("!I")
 MAX_SACKS = (PAYLOAD - 4) // SACK.size
+CALL_NUMBER_BITS = 24  # a call id (tag >> 32) is its subgroup's number above these bits and its own number
 
 
 class Kind(enum.IntEnum):
@@ -86,27 +87,31 @@ class _Inbox:
     count: int
 
 
+@dataclass(frozen=True)
+class TransportConfig:
+    """How a group's ranks move packets: `window` unacknowledged packets per peer, `rto_s` the
+    first (and least) retransmission timeout, a peer silent for `silent_after_s` is dead;
+    `drop_outgoing` (seeded by `drop_seed`) drops that share of sent packets, for loss tests."""
+    window: int = 64
+    rto_s: float = 0.03
+    silent_after_s: float = 10.0
+    drop_outgoing: float = 0.0
+    drop_seed: int = 0
+
+
 class ReliableTransport:
     """Messages to and from the other ranks of one group; `peers[r]` is rank r's (ip, port)."""
 
-    def __init__(
-        self,
-        rank: int,
-        peers: list[tuple[str, int]],
-        group: int = 0,
-        window: int = 64,
-        rto_s: float = 0.03,
-        drop_outgoing: float = 0.0,
-        drop_seed: int = 0,
-        silent_after_s: float = 10.0,
-    ) -> None:
+    def __init__(self, rank: int, peers: list[tuple[str, int]], group: int = 0,
+                 config: TransportConfig = TransportConfig()) -> None:
         self.rank = rank
-        self.silent_after_s = silent_after_s
+        self.config = config
+        self.silent_after_s = config.silent_after_s
         self.peers = [tuple(p) for p in peers]
         self.group = group
-        self.window = window
-        self.rto_s = rto_s
-        self.endpoint = UdpEndpoint(self.peers[rank], drop_outgoing, drop_seed=drop_seed)
+        self.window = config.window
+        self.rto_s = rto_s = config.rto_s
+        self.endpoint = UdpEndpoint(self.peers[rank], config.drop_outgoing, drop_seed=config.drop_seed)
         self.stats: TransferStats = self.endpoint.stats
         self._by_address = {p: r for r, p in enumerate(self.peers)}
         self._cond = threading.Condition()
@@ -194,8 +199,8 @@ class ReliableTransport:
     def _check(self, tag: int, peer: int, watch: Sequence[int]) -> None:
         """Raise if another rank aborted this call (or an earlier one) or a watched rank stopped."""
         call = tag >> 32
-        for number, (by, reason) in self.aborts.items():
-            if number <= call and by != self.rank:
+        for number, (by, reason) in self.aborts.items():  # calls of the same (sub)group only
+            if number >> CALL_NUMBER_BITS == call >> CALL_NUMBER_BITS and number <= call and by != self.rank:
                 raise Aborted(by, reason)
         now = time.monotonic()
         for r in (peer, *watch):

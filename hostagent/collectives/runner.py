@@ -9,27 +9,22 @@ timing it; prints one JSON report. The fabric tests and benchmarks/collectives.p
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import sys
 import time
 from typing import Sequence
 
-from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT
-from hostagent.collectives.aggregation.worker import JobConfig
 from hostagent.collectives.arrays import DTYPES
 from hostagent.collectives.group import ProcessGroup
+from hostagent.collectives.rank_program import add_group_args, group_from_args, json_main, peer_ips
 from hostagent.collectives.reliable import CollectiveError
-from hostagent.collectives.verify import all_to_all_split, check, make_input
+from hostagent.collectives.verify import check, inputs_for
 
 GROUP_PORT = 47000
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m hostagent.collectives.runner", description=__doc__.splitlines()[0])
-    p.add_argument("--rank", type=int, required=True)
-    p.add_argument("--peers", required=True, help="every rank's IP, comma-separated, in rank order")
-    p.add_argument("--port", type=int, default=GROUP_PORT)
+    add_group_args(p, port=GROUP_PORT)
     p.add_argument("--calls", required=True, help="OP:ALGO,... (ops: all_reduce, reduce_scatter, all_gather, "
                    "all_to_all, broadcast, reduce, barrier)")
     p.add_argument("--elements", type=int, nargs="+", required=True, help="buffer lengths, each run with every call")
@@ -37,16 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--root", type=int, default=0)
     p.add_argument("--repeat", type=int, default=1, help="timed runs of each call (a barrier before each)")
-    p.add_argument("--timeout", type=float, default=60.0, help="each call's deadline, seconds")
     p.add_argument("--groups", help="topology groups of ranks, e.g. '0,1;2,3' (default: by /24)")
-    p.add_argument("--silent-after", type=float, default=10.0,
-                   help="seconds without a packet (heartbeats included) before a rank is declared dead")
-    p.add_argument("--window", type=int, default=64, help="unacknowledged packets per peer")
-    p.add_argument("--rto", type=float, default=0.05, help="first retransmission timeout, seconds")
-    p.add_argument("--aggregator", help="in-network job: the fallback aggregator's IP")
-    p.add_argument("--job", type=int, help="in-network job id")
-    p.add_argument("--worker-id", type=int, help="in-network: this rank's worker_id on the wire")
-    p.add_argument("--slots", type=int, default=32)
     p.add_argument("--even-splits", action="store_true",
                    help="all_to_all: ELEMENTS/n to each rank (default: a few, uneven, some empty)")
     return p
@@ -70,31 +56,16 @@ def _call(pg: ProcessGroup, op: str, algo: str, x, root: int):
     raise ValueError(f"unknown operation {op!r}")
 
 
-def _inputs(op: str, seed: int, n: int, length: int, dtype: str, even: bool) -> list:
-    if op == "all_to_all":
-        split = (lambda s, r: length // n) if even else (lambda s, r: all_to_all_split(s, r, length))
-        return [[make_input(seed, 1000 * s + r, split(s, r), dtype) for r in range(n)] for s in range(n)]
-    return [make_input(seed, r, length, dtype) for r in range(n)]
-
-
 def run(args: argparse.Namespace) -> dict:
-    ips = [ip for ip in args.peers.split(",") if ip]
-    n = len(ips)
-    aggregation = None
-    if args.job is not None:
-        aggregation = JobConfig(job_id=args.job, worker_id=args.rank if args.worker_id is None else args.worker_id,
-                                num_workers=n, aggregator=(args.aggregator, AGG_UDP_PORT), slots=args.slots,
-                                bind=(ips[args.rank], AGG_UDP_PORT), timeout=0.1, max_retries=200)
+    n = len(peer_ips(args))
     groups = [[int(r) for r in g.split(",")] for g in args.groups.split(";")] if args.groups else None
     calls = [c.split(":") for c in args.calls.split(",")]
     report: dict = {"rank": args.rank, "world": n, "dtype": args.dtype, "calls": []}
-    with ProcessGroup(args.rank, [(ip, args.port) for ip in ips], timeout_s=args.timeout, groups=groups,
-                      aggregation=aggregation, window=args.window, rto_s=args.rto,
-                      silent_after_s=args.silent_after) as pg:
+    with group_from_args(args, groups=groups) as pg:
         for length in args.elements:
             for op, algo in calls:
                 entry = {"op": op, "algo": algo, "elements": length, "bytes": length * DTYPES[args.dtype].itemsize}
-                inputs = _inputs(op, args.seed, n, length, args.dtype, args.even_splits)
+                inputs = inputs_for(op, args.seed, n, length, args.dtype, args.even_splits)
                 times = []
                 try:
                     for _ in range(args.repeat):
@@ -119,14 +90,7 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        report = run(args)
-    except (OSError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(json.dumps(report), flush=True)
-    return 0 if report["ok"] else 1
+    return json_main(build_parser(), run, argv)
 
 
 if __name__ == "__main__":

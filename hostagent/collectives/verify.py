@@ -25,6 +25,15 @@ def all_to_all_split(sender: int, receiver: int, length: int) -> int:
     return (sender + 3 * receiver + length) % 7
 
 
+def inputs_for(op: str, seed: int, n: int, length: int, dtype: str, even: bool = False) -> list:
+    """Every rank's input to a call of `op` with buffers of `length`: for all_to_all each rank's
+    list of per-destination arrays (length // n each when `even`, else all_to_all_split's)."""
+    if op == "all_to_all":
+        split = (lambda s, r: length // n) if even else (lambda s, r: all_to_all_split(s, r, length))
+        return [[make_input(seed, 1000 * s + r, split(s, r), dtype) for r in range(n)] for s in range(n)]
+    return [make_input(seed, r, length, dtype) for r in range(n)]
+
+
 @dataclass(frozen=True)
 class Verdict:
     ok: bool

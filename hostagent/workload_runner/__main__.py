@@ -20,7 +20,7 @@ import zlib
 import numpy as np
 
 from hostagent.collectives.group import ProcessGroup
-from hostagent.collectives.reliable import CollectiveError
+from hostagent.collectives.reliable import CollectiveError, TransportConfig
 from hostagent.workload_runner.accounting import split
 
 ELEMENT = 4   # float32: emulated bytes become this many-byte elements
@@ -36,7 +36,7 @@ class Rank:
             if rank in members:
                 self.groups[tuple(members)] = ProcessGroup(
                     members.index(rank), [(ips[m], base + index) for m in members], group_id=index + 1,
-                    timeout_s=timeout, silent_after_s=silent_after)
+                    timeout_s=timeout, transport=TransportConfig(silent_after_s=silent_after))
         self.world = self.groups[tuple(range(len(ips)))]
 
     def close(self) -> None:

@@ -22,7 +22,7 @@ from hostagent.collectives.arrays import DTYPES, UNIT_ROUNDOFF, sum_error_bound
 from hostagent.collectives.group import ALGORITHMS, Op, ProcessGroup, Work
 from hostagent.collectives.headers import Mismatch, NonFinite
 from hostagent.collectives.ps import JobSpec, ParameterServer
-from hostagent.collectives.reliable import CollectiveError, ReliableTransport
+from hostagent.collectives.reliable import CollectiveError, ReliableTransport, TransportConfig
 from hostagent.collectives.tensors import check_aggregated
 
 WORLDS = (2, 3, 5, 8, 16)
@@ -176,7 +176,7 @@ def test_one_percent_loss_is_recovered_and_counted() -> None:
     """Seeded 1% send loss in every rank's socket layer: every algorithm still right, and the
     drops show up as retransmissions."""
     n, L = 5, 4097
-    pgs = make_groups(n, timeout_s=20.0, drop_outgoing=0.01, drop_seed=3)
+    pgs = make_groups(n, timeout_s=20.0, transport=TransportConfig(drop_outgoing=0.01, drop_seed=3))
     try:
         terms = [tensor("float32", r, L, seed=11) for r in range(n)]
         for algo in ("ring", "tree", "halving_doubling", "hierarchical"):
@@ -202,7 +202,7 @@ def test_delayed_acknowledgements_cover_every_packet_without_a_resend() -> None:
     delayed) before the first retransmission timeout could pass, so nothing is sent twice."""
     net = fresh_net()
     peers = [(net + "10", PORT), (net + "11", PORT)]
-    a, b = (ReliableTransport(r, peers, rto_s=1.5) for r in range(2))
+    a, b = (ReliableTransport(r, peers, config=TransportConfig(rto_s=1.5)) for r in range(2))
     try:
         deadline = time.monotonic() + 5.0
         for tag in range(3):
@@ -237,7 +237,7 @@ def test_a_rank_that_stops_mid_call_makes_every_other_raise_in_time() -> None:
     """Rank 3's socket closes 50 ms into a long all_reduce (its heartbeats stop with it); every
     other rank raises within the deadline naming rank 3, not the neighbour it was waiting on."""
     n, deadline = 4, 3.0
-    pgs = make_groups(n, timeout_s=deadline, rto_s=0.05, silent_after_s=0.5)
+    pgs = make_groups(n, timeout_s=deadline, transport=TransportConfig(rto_s=0.05, silent_after_s=0.5))
     try:
         x = np.ones(400_000, np.float32)
         started = time.monotonic()
