@@ -663,3 +663,21 @@ int ss_table_find(ss_objects *o, int table, const uint64_t *key)
     ss_entry *e = ss_table_lookup(t, k);
     return e ? (int)(e - t->e) : -1;
 }
+
+/* tests: the action id and data (two words a value, at most cap values) of entry handle, or of
+ * the default action for handle -1; returns how many data values, -1 for no such entry */
+int ss_table_entry_action(ss_objects *o, int table, int handle, int *action, uint64_t *data, int cap)
+{
+    ss_table *t = table_at(o, table);
+    if (!t) return -1;
+    const ss_u128 *d;
+    int n;
+    if (handle == -1) { *action = t->default_action; d = t->default_data; n = t->ndefault; }
+    else {
+        ss_entry *e = entry_at(t, handle);
+        if (!e) return -1;
+        *action = e->action; d = e->data; n = e->ndata;
+    }
+    for (int i = 0; i < n && i < cap; i++) { data[2 * i] = (uint64_t)d[i]; data[2 * i + 1] = (uint64_t)(d[i] >> 64); }
+    return n;
+}

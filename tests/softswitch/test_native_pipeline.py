@@ -54,15 +54,20 @@ class Pair:
     """The program twice: a reference on the Python path, and one mirrored into the native
     objects (its Python objects check the writes; the native ones run the packets)."""
 
-    def __init__(self, program: str):
+    def __init__(self, program: str, attach: bool = True):
         json_path, p4info_path = program_files(program)
         info = text_format.Parse(p4info_path.read_text(), p4info_pb2.P4Info())
         config = json_path.read_bytes()
         self.ref = Pipeline(info, config, None)
         self.nat = Pipeline(info, config, None)
         self.p4info = P4Info(info)
-        self.native = _native(self.nat.program)
         self.ref.program.namespace["_randint"] = lambda lo, hi: lo      # random() gives its low bound on both
+        if attach:
+            self.attach()
+
+    def attach(self) -> None:
+        """The native pipeline, its objects made from what the Python ones hold now."""
+        self.native = _native(self.nat.program)
         self.native.lib.ss_rng_low(self.native.objects.o, 1)
 
     def write(self, utype: int, entities) -> None:
@@ -174,6 +179,59 @@ def test_scenario_frames_and_objects(sc):
     OUTCOMES.setdefault(sc.program, Counter()).update(outcomes)
 
 
+def test_objects_written_before_attaching_and_read_after_detaching():
+    """The fabric's entries written before the native objects exist are replayed into them
+    (attach); after the frames, detaching leaves the counters and registers the native path
+    counted in the Python objects, which then run alone."""
+    sc = next(sc for sc in SCENARIOS if sc.name == "fabric")
+    pair = Pair("fabric", attach=False)
+    sc.setup(pair.setup())
+    pair.attach()
+    sent = 0
+    for i, item in enumerate(sc.packets):
+        if isinstance(item, Send) and item.port is not None:
+            sent += compare_frame(pair, item.frame, item.port, f"fabric packet {i}") == "sent"
+    assert sent > 10
+    pair.native.objects.detach()
+    ref, nat = pair.ref.program, pair.nat.program
+    assert all(t.mirror is None for t in nat.tables.values())
+    for name, c in ref.counters.items():
+        if not c.is_direct:
+            assert (nat.counters[name].packets, nat.counters[name].bytes) == (c.packets, c.bytes), name
+    for name, r in ref.registers.items():
+        assert nat.registers[name].values == r.values, name
+    for name, t in ref.tables.items():
+        assert sorted((repr(e.match), e.packets) for e in nat.tables[name]) == \
+            sorted((repr(e.match), e.packets) for e in t), name
+    assert any(c.packets != [0] * c.size for c in nat.counters.values() if not c.is_direct)
+
+
+def test_one_build_per_program_text_and_no_library_another_user_could_have_written(tmp_path: Path):
+    import os
+    from softswitch.native.build import BuildError, NativeBuilder
+    source = generate(Program((REPO / "tests/p4/build/basic_router.json").read_text())).source
+    builder = NativeBuilder(tmp_path, with_dataplane=False)
+    path = builder.build(source)
+    stamp = path.stat().st_mtime_ns
+    assert builder.build(source) == path and path.stat().st_mtime_ns == stamp      # cached, not rebuilt
+    assert [p.name for p in tmp_path.glob("*.so")] == [path.name]
+    os.chmod(path, 0o666)
+    with pytest.raises(BuildError, match="could have been written by another user"):
+        _load_fresh(tmp_path, source)
+
+
+def _load_fresh(cache: Path, source: str):
+    """Load ``source``'s library as a new process would (nothing loaded yet)."""
+    from softswitch.native import build
+    saved = dict(build._loaded)
+    build._loaded.clear()
+    try:
+        return build.NativeBuilder(cache, with_dataplane=False).load(source)
+    finally:
+        build._loaded.clear()
+        build._loaded.update(saved)
+
+
 def test_refused_programs_say_why():
     for stem, reason in REFUSED.items():
         prog = Program((REPO / "tests/p4/build" / f"{stem}.json").read_text())
@@ -262,10 +320,12 @@ def test_random_frames(path: Path):
 # ---- tables alone ---------------------------------------------------------------------------
 def test_every_match_kind_under_random_writes():
     """A native table of each kind against MatchTable: random inserts, modifies, deletes and
-    default changes, then every key of a sample looked up in both."""
+    default changes, then every key of a sample looked up in both: the same entry (by match
+    and priority) with the same action and data natively, or on a miss the same default."""
     nat_prog = Program((REPO / "tests/p4/build/tables.json").read_text())
     nat = _native(nat_prog)
     rng = random.Random(7)
+    tried = 0
     for name, table in nat_prog.tables.items():
         if not table.key or table.immutable or table.profile is not None:
             continue
@@ -274,10 +334,14 @@ def test_every_match_kind_under_random_writes():
         for _ in range(300):
             key = tuple(rng.choice([0, (1 << k.width) - 1, rng.getrandbits(k.width)]) for k in table.key)
             want = table._lookup_exact(key) if table.kind == "exact" else table.lookup(key)
-            got = _native_lookup(nat, ix, table, key)
-            assert got == _entry_ident(want), f"{name}: key {key}"
-
-
+            if want is None:
+                a = table.default_action
+                want_ident = ("default", -1 if a is None else a.id, tuple(table.default_data))
+            else:
+                want_ident = _entry_ident(want)
+            assert _native_lookup(nat, ix, table, key) == want_ident, f"{name}: key {key}"
+            tried += 1
+    assert tried >= 900
 def _random_writes(table: MatchTable, rng: random.Random) -> None:
     specs = list(table.actions.values())
     live = []
@@ -329,18 +393,24 @@ def _entry_ident(e) -> tuple | None:
 
 
 def _native_lookup(nat: NativePipeline, ix: int, table: MatchTable, key: tuple):
-    """The entry the native table finds for ``key``, by its handle (objects.py's map back)."""
-    lib = nat.lib
-    fn = lib.ss_table_find
-    fn.restype = ctypes.c_int
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+    """What the native table finds for ``key``: the entry (its match and priority through
+    objects.py's handles, its action and data as the native table holds them), or its default."""
     from softswitch.native.objects import words
-    h = fn(nat.objects.o, ix, words(key))
+    lib = nat.lib
+    lib.ss_table_find.restype = ctypes.c_int
+    lib.ss_table_find.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+    lib.ss_table_entry_action.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
+                                          ctypes.c_void_p, ctypes.c_int]
+    h = lib.ss_table_find(nat.objects.o, ix, words(key))
+    action, data = ctypes.c_int(), (ctypes.c_uint64 * 64)()
+    n = lib.ss_table_entry_action(nat.objects.o, ix, -1 if h < 0 else h, ctypes.byref(action), data, 32)
+    assert n >= 0, f"native table {table.name} has no entry {h}"
+    values = tuple(data[2 * i] | data[2 * i + 1] << 64 for i in range(n))
     if h < 0:
-        return None
+        return ("default", action.value, values)
     for entry, handle in nat.objects._handles[table.name].values():
         if handle == h:
-            return _entry_ident(entry)
+            return (entry.match, entry.priority, action.value, values)
     raise AssertionError(f"native handle {h} is no entry of {table.name}")
 
 
