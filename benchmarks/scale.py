@@ -51,13 +51,29 @@ def _stat(pid: int) -> list[str]:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
 
 
+class ProcessGone(RuntimeError):
+    """A measured process is gone: its CPU and memory would read 0 and pull every mean down."""
+
+
 def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (all its threads), in seconds; 0 when it is gone."""
+    """utime + stime of a process (all its threads), in seconds; ProcessGone when it is gone."""
     try:
         fields = _stat(pid)
     except OSError:
-        return 0.0
+        raise ProcessGone(f"process {pid} is gone") from None
     return (int(fields[11]) + int(fields[12])) / CLK_TCK      # fields 14 and 15 of stat(5)
+
+
+def gone(pids: dict[str, int]) -> list[str]:
+    """Names of the processes (name -> pid) that are gone, zombies included."""
+    out = []
+    for name, pid in pids.items():
+        try:
+            if _stat(pid)[0] in ("Z", "X"):
+                out.append(name)
+        except OSError:
+            out.append(name)
+    return sorted(out)
 
 
 def container_overhead_mib(image: str = "debian:bookworm") -> float | None:
@@ -91,12 +107,18 @@ def measure(k: int, target: str) -> dict:
     fabric = fat_tree(k)
     before_mib = mem_available_mib()
     with Lab(fabric, target=target, progress=report.progress) as lab:
-        pids = list(lab.switch_pids().values())
-        bringup_cpu = [cpu_seconds(p) for p in pids]
-        t0, idle0 = time.monotonic(), [cpu_seconds(p) for p in pids]
-        time.sleep(IDLE_WINDOW_S)
-        idle_share = [(cpu_seconds(p) - c) / (time.monotonic() - t0) for p, c in zip(pids, idle0)]
-        rss, pss = [rss_mib(p) for p in pids], [pss_mib(p) for p in pids]
+        names = lab.switch_pids()
+        pids = list(names.values())
+        try:
+            bringup_cpu = [cpu_seconds(p) for p in pids]
+            t0, idle0 = time.monotonic(), [cpu_seconds(p) for p in pids]
+            time.sleep(IDLE_WINDOW_S)
+            idle_share = [(cpu_seconds(p) - c) / (time.monotonic() - t0) for p, c in zip(pids, idle0)]
+            rss, pss = [rss_mib(p) for p in pids], [pss_mib(p) for p in pids]
+        except ProcessGone:
+            pass                   # which ones: named just below
+        if gone(names):        # a gone switch reads 0 CPU and 0 MiB: no mean is made with it
+            return {"k": k, "target": target, "status": f"switch process gone: {', '.join(gone(names))}"}
         host_rss = [rss_mib(h.pid) for h in lab.net.hosts]
         used_mib = before_mib - mem_available_mib()
         a, b = fabric.hosts[0], fabric.hosts[-1]

@@ -151,7 +151,8 @@ PAST_EXECUTABLES: dict[str, str] = {}     # "softswitch@COMMIT" -> its executabl
 
 def cpu_seconds(pids: list[int]) -> dict[int, float]:
     """User + system CPU time of each process with all its (live) descendants, in seconds;
-    /proc is read once for all of them."""
+    /proc is read once for all of them. A process of ``pids`` that is gone raises TargetGone
+    (it would read 0: a negative or tiny CPU time per packet)."""
     children: dict[int, list[int]] = {}
     times: dict[int, float] = {}
     for entry in os.listdir("/proc"):
@@ -163,9 +164,12 @@ def cpu_seconds(pids: list[int]) -> dict[int, float]:
             continue
         fields = stat[stat.rindex(")") + 2:].split()     # after "pid (comm) "
         children.setdefault(int(fields[1]), []).append(int(entry))
-        times[int(entry)] = (int(fields[11]) + int(fields[12])) / CLK_TCK
+        if fields[0] not in ("Z", "X"):          # a zombie has exited: gone, though still listed
+            times[int(entry)] = (int(fields[11]) + int(fields[12])) / CLK_TCK
     out = {}
     for pid in pids:
+        if pid not in times:
+            raise TargetGone(f"process {pid} is gone: its CPU time cannot be read")
         total, todo = 0.0, [pid]
         while todo:
             p = todo.pop()
@@ -173,6 +177,10 @@ def cpu_seconds(pids: list[int]) -> dict[int, float]:
             todo += children.get(p, [])
         out[pid] = total
     return out
+
+
+class TargetGone(RuntimeError):
+    """The measured target process is gone (it exited or was killed during the run)."""
 
 
 class GeneratorFailed(RuntimeError):
