@@ -563,11 +563,14 @@ static uint64_t reflect_bits(uint64_t v, int n)
     return r;
 }
 
+/* table[0..255]: the byte table; table[256]: the register's start (the init, reflected for a
+ * reflected CRC): both made on first use */
 static uint64_t crc_run(const crc_cfg *c, uint64_t *table, int *ready, const uint8_t *buf, uint32_t n)
 {
     int w = c->width;
     uint64_t mask = w == 64 ? ~0ull : (1ull << w) - 1;
     if (!*ready) {
+        table[256] = c->reflected ? reflect_bits(c->init, w) : c->init;
         for (int i = 0; i < 256; i++) {
             uint64_t r;
             if (c->reflected) {
@@ -583,12 +586,10 @@ static uint64_t crc_run(const crc_cfg *c, uint64_t *table, int *ready, const uin
         }
         *ready = 1;
     }
-    uint64_t crc;
+    uint64_t crc = table[256];
     if (c->reflected) {
-        crc = reflect_bits(c->init, w);
         for (uint32_t i = 0; i < n; i++) crc = table[(crc ^ buf[i]) & 0xff] ^ (crc >> 8);
     } else {
-        crc = c->init;
         for (uint32_t i = 0; i < n; i++) crc = (table[((crc >> (w - 8)) ^ buf[i]) & 0xff] ^ (crc << 8)) & mask;
     }
     return (crc ^ c->xout) & mask;
@@ -596,7 +597,7 @@ static uint64_t crc_run(const crc_cfg *c, uint64_t *table, int *ready, const uin
 
 static const crc_cfg CRC16 = {16, 0x8005, 0, 0, 1}, CRC32 = {32, 0x04C11DB7, 0xFFFFFFFF, 0xFFFFFFFF, 1},
                      CCITT = {16, 0x1021, 0xFFFF, 0, 0}, CRC8 = {8, 0x07, 0, 0, 0}, CRC64 = {64, 0x1B, 0, 0, 1};
-static uint64_t t16[256], t32[256], tcc[256], t8[256], t64[256];
+static uint64_t t16[257], t32[257], tcc[257], t8[257], t64[257];
 static int r16, r32, rcc, r8, r64;
 
 static uint64_t csum16(const uint8_t *buf, uint32_t n)
