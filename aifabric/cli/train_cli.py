@@ -1,7 +1,10 @@
 """``aifabric train``: a training workload executed on a fabric (aifabric.experiments.train_runner):
 the job of `aifabric workload show`'s options, its ranks placed on the --topo fabric's hosts,
-scaled to the emulated links, --iterations iterations; a table per iteration (the slowest rank:
-step, compute, exposed communication, idle, time per collective kind), a timeline PNG and JSON."""
+scaled to the emulated links, --iterations iterations, on links limited to --rate packets/s under
+a load-balancing mode (--lb), its data-parallel all-reduces by ring or in the switches
+(--collectives). A table per iteration (the slowest rank: step, compute, exposed communication,
+idle, time per collective kind), the analytic estimate of the same iteration beside it, the link
+load, a timeline PNG and JSON."""
 from __future__ import annotations
 
 import argparse
@@ -14,14 +17,26 @@ from aifabric.cli import topo_args, workload_cli
 from aifabric.lab import report
 from aifabric.workloads import WorkloadError, generate, place
 from emulation.p4switch import TARGETS
+from hostagent.collectives.aggregation.protocol import FRAME_BYTES
 
 DEFAULT_PNG = "out/train_timeline.png"
+COLLECTIVES = ("ring", "in_network")
+LB_MODES = ("ecmp", "spray", "flowlet", "te")    # aifabric.experiments.fabric_conditions.LB_MODES
+DEFAULT_RATE_PPS = 100
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     workload_cli.add_arguments(p)
     p.add_argument("--iterations", type=int, default=2)
     p.add_argument("--target", choices=TARGETS, default="softswitch")
+    p.add_argument("--collectives", choices=COLLECTIVES, default="ring",
+                   help="the data-parallel all-reduces by ring, or summed in the switches (in_network: one host "
+                        "must run no rank, for the fallback aggregator); every other collective by ring")
+    p.add_argument("--lb", choices=LB_MODES, default="ecmp", help="load-balancing mode of every switch")
+    p.add_argument("--rate", type=int, default=DEFAULT_RATE_PPS,
+                   help=f"every link's rate, packets/s per direction (sets the emulated link rate: "
+                        f"{FRAME_BYTES}-byte frames; default {DEFAULT_RATE_PPS})")
+    p.add_argument("--seed", type=int, default=0, help="moves the groups' UDP ports, so ECMP hashes them anew")
     p.add_argument("--png", metavar="PATH", help=f"the timeline (default {DEFAULT_PNG})")
 
 
@@ -29,35 +44,65 @@ def run(args: argparse.Namespace) -> int:
     if os.geteuid() != 0:
         print("aifabric: error: must run as root (network namespaces, raw sockets)", file=sys.stderr)
         return 2
+    from aifabric.experiments.fabric_conditions import FabricConditions
     from aifabric.experiments.train_runner import draw_timeline, run_workload
     from aifabric.lab.lab import Lab
+    from controller.aggregation import JobManager
 
     defaults = argparse.ArgumentParser()
     workload_cli.add_arguments(defaults)
+    args.emulated_mbps = args.rate * FRAME_BYTES * 8 / 1e6
     try:
         job = workload_cli.job_of(args, defaults.parse_args(["--preset", "tiny"]))
         fabric = topo_args.fabric_of(args)
         placement = place(fabric, job.parallelism)
         scale = workload_cli.scale_of(args, job)
         workload = generate(job, scale, placement)
+        if args.collectives == "in_network" and job.parallelism.world >= len(fabric.hosts):
+            raise ValueError(f"--collectives in_network needs a host that runs no rank: {fabric.describe()} has "
+                             f"{len(fabric.hosts)} hosts for {job.parallelism.world} ranks")
     except (WorkloadError, ValueError) as e:
         print(f"aifabric: error: {e}", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix="aifabric-train-") as tmp, \
             Lab(fabric, target=args.target, progress=report.progress) as lab:
-        run_ = run_workload(lab, workload, args.iterations, Path(tmp) / "plan.json")
+        conditions = FabricConditions(lab, args.rate)
+        manager = JobManager(lab.controller) if args.collectives == "in_network" else None
+        with conditions.load_balancing(args.lb):
+            run_ = run_workload(lab, workload, args.iterations, Path(tmp) / "plan.json", manager=manager,
+                                rate_pps=args.rate, seed=args.seed)
     if not run_.ok:
         print("aifabric: training failed: " + "; ".join(run_.errors), file=sys.stderr)
         return 1
-    print(report.table(["iteration", "step (s)", "compute (s)", "exposed comm (s)", "idle (s)", "comm by kind (s)"],
-                       run_.iteration_rows(),
-                       title=f"{job.shape.name} on {fabric.describe()}, {job.parallelism.world} ranks, emulated "
-                             f"time (x{scale.time_dilation:.3g} the real one); the slowest rank"))
+    print(render(run_, job, fabric, scale, args))
     png = args.png or DEFAULT_PNG
     draw_timeline(png, run_)
     print(f"timeline written to {Path(png).resolve()}")
     if args.json:
-        report.write_json(args.json, {**workload.job.to_dict(), "scale": scale.to_dict(), "hosts": run_.hosts,
-                                      "cpu_busy": run_.cpu_busy, "wall_s": run_.wall_s, "ranks": run_.reports})
+        report.write_json(args.json, {**workload.job.to_dict(), "scale": scale.to_dict(), "collectives": args.collectives,
+                                      "lb": args.lb, "rate_pps": args.rate, "seed": args.seed, **run_.summary(),
+                                      "ranks": run_.reports})
         print(f"figures written to {Path(args.json).resolve()}")
     return 0
+
+
+def render(run_, job, fabric, scale, args) -> str:
+    """The iteration table, the estimate beside the measurement, link load and where the sums were made."""
+    title = (f"{job.shape.name} on {fabric.describe()}, {job.parallelism.world} ranks, {args.lb}, "
+             f"DP all-reduce {args.collectives}, links {args.rate} packets/s; emulated time "
+             f"(x{scale.time_dilation:.3g} the real one); the slowest rank")
+    out = [report.table(["iteration", "step (s)", "compute (s)", "exposed comm (s)", "idle (s)", "comm by kind (s)"],
+                        run_.iteration_rows(), title=title)]
+    out.append(report.table(["iteration", "step (s)", "estimate (s)", "measured / estimate", "exposed comm (s)",
+                             "estimate exposed (s)"], run_.comparison_rows(),
+                            title="Measured against the analytic link-bound estimate (aifabric/workloads/estimate.py)"))
+    load = run_.link_load
+    out.append(f"link load: busiest {load['busiest']} {load['busiest_packets']} packets "
+               f"({100 * load['busiest_share']:.0f}% of its rate over the run); fabric links: "
+               f"{load['fabric_directions_used']} of {load['fabric_directions']} directions used, mean "
+               f"{100 * load['fabric_mean_share']:.0f}%, max/mean {load['fabric_imbalance']}; CPU {100 * run_.cpu_busy:.0f}% busy")
+    if args.collectives == "in_network":
+        out.append(f"in the switches: {'yes' if run_.in_network else 'NO (slot pool full: on the aggregator)'}; "
+                   f"chunks completed {run_.agg_ops.get('completed', 0)}, fallback aggregator packets "
+                   f"{run_.server_stats.get('packets_in', 'unknown')}")
+    return "\n".join(out)

@@ -3,24 +3,37 @@
 hands every rank its ops and the process groups (the world, every collective's group, every
 send/recv pair), each group on its own UDP port. Reports per iteration and rank step time, compute,
 exposed communication and time per collective kind, draws a timeline per rank and writes JSON.
-Collectives run by ring (the library's host algorithms) whatever the workload asks.
+Collectives run by ring (the library's host algorithms); with a job manager the data-parallel
+all-reduces are summed in the switches instead (`in_network_groups`: one in-network job per DP
+group, a host that is no rank as every job's fallback aggregator). Every run also reads the
+link load (aifabric.experiments.link_load) and sets the analytic estimate of the same iteration
+(aifabric.workloads.estimate, on the emulated links, in-network or ring) beside each measured one.
 """
 from __future__ import annotations
 
 import json
 import sys
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aifabric.experiments.allreduce_lab import cpu_times
-from aifabric.experiments.train_lab import collect_ranks
+from aifabric.experiments.aggregation_job import DEFAULT_SLOTS, in_network_jobs
+from aifabric.experiments.allreduce_lab import LinkPlan
+from aifabric.experiments.collectives_bench import min_rto_s
+from aifabric.experiments.link_load import LinkLoad, link_packets
+from aifabric.experiments.rank_processes import busy_between, collect_ranks, cpu_times
 from aifabric.lab import report
 from aifabric.lab.lab import Lab
-from aifabric.workloads import Workload
+from aifabric.workloads import Workload, estimate
+from aifabric.workloads.estimate import in_switches
+from controller.aggregation import JobManager
+from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT, FRAME_BYTES
 
 RUNNER = "hostagent.workload_runner"
 BASE_PORT = 48000
+RANK_WINDOW = 64         # packets in flight per link of a rank's process groups (the library's default)
+SEED_PORTS = 97          # a seed's port shift: more than a workload's groups, and odd so hashes move
 COLOURS = {"compute": "tab:gray", "all_reduce": "tab:blue", "reduce_scatter": "tab:cyan", "all_gather": "tab:purple",
            "all_to_all": "tab:red", "broadcast": "tab:olive", "send": "tab:orange", "recv": "tab:brown"}
 
@@ -36,8 +49,43 @@ def groups_of(workload: Workload) -> list[list[int]]:
     return [list(g) for g in seen]
 
 
-def plan_of(workload: Workload, addresses: list[str], iterations: int) -> dict:
-    return {"addresses": addresses, "groups": groups_of(workload), "iterations": iterations, "base_port": BASE_PORT,
+def in_network_groups(workload: Workload) -> list[list[int]]:
+    """The groups whose all-reduces the switches sum: every data-parallel group, in first use. A
+    rank is in one at most (its worker binds the aggregation port): a later group with a rank
+    already taken (MoE's expert-DP beside the dense DP group) stays on the ring."""
+    taken: set[int] = set()
+    groups: list[list[int]] = []
+    for op in workload.all_ops():
+        if in_switches(op) and list(op.group) not in groups and not taken & set(op.group):
+            groups.append(list(op.group))
+            taken |= set(op.group)
+    return groups
+
+
+def timeouts_for(rate_pps: float) -> dict:
+    """The ranks' transport settings on links limited to ``rate_pps`` (aifabric.experiments.allreduce_lab
+    .LinkPlan: the hosts' token bucket passes ``rate_pps`` aggregation frames' worth of bits): the
+    first retransmission timeout is the time a full window of the largest frames takes through one
+    link, the in-network resend timeout that of two windows of aggregation frames. Not limited: the
+    library's defaults."""
+    if not rate_pps:
+        return {}
+    link = LinkPlan(rate_pps=int(rate_pps))
+    return {"window": RANK_WINDOW, "rto_s": min_rto_s(link, RANK_WINDOW),
+            "agg_timeout_s": max(0.1, 2 * DEFAULT_SLOTS * FRAME_BYTES * 8 / link.rate_bits)}
+
+
+def free_host(lab: Lab, hosts: list[str]) -> str:
+    """A host of the fabric that runs no rank: the in-network jobs' fallback aggregator."""
+    for h in lab.fabric.hosts:
+        if h.name not in hosts:
+            return h.name
+    raise ValueError(f"in-network collectives need a host that runs no rank for the fallback aggregator: "
+                     f"all {len(hosts)} hosts of {lab.fabric.describe()} are ranks")
+
+
+def plan_of(workload: Workload, addresses: list[str], iterations: int, base_port: int = BASE_PORT) -> dict:
+    return {"addresses": addresses, "groups": groups_of(workload), "iterations": iterations, "base_port": base_port,
             "ops": [[op.to_dict() for op in ops] for ops in workload.ranks]}
 
 
@@ -48,6 +96,32 @@ class WorkloadRun:
     errors: list[str] = field(default_factory=list)
     cpu_busy: float = 0.0
     wall_s: float = 0.0
+    in_network: bool = False           # every DP group's job in the switches
+    agg_ops: dict[str, int] = field(default_factory=dict)
+    server_stats: dict = field(default_factory=dict)
+    link_load: dict = field(default_factory=dict)
+    estimate: dict = field(default_factory=dict)      # the analytic step on the emulated links
+
+    def slowest(self, i: int) -> dict:
+        return max((r["iterations"][i] for r in self.reports), key=lambda it: it["step_s"])
+
+    def comparison_rows(self) -> list[tuple]:
+        """Per iteration: measured step and exposed communication (slowest rank) beside the
+        analytic estimate's, and measured / estimated."""
+        est_step, est_exposed = self.estimate["step_s"], self.estimate["exposed_comm_s"]
+        rows = []
+        for i in range(len(self.reports[0]["iterations"])):
+            it = self.slowest(i)
+            rows.append((i, it["step_s"], est_step, it["step_s"] / est_step if est_step else 0.0,
+                         it["exposed_comm_s"], est_exposed))
+        return rows
+
+    def summary(self) -> dict:
+        return {"hosts": self.hosts, "ok": self.ok, "errors": self.errors, "cpu_busy": round(self.cpu_busy, 3),
+                "wall_s": round(self.wall_s, 2), "in_network": self.in_network, "agg_ops": self.agg_ops,
+                "server": self.server_stats, "link_load": self.link_load, "estimate": self.estimate,
+                "iterations": [{k: v for k, v in self.slowest(i).items() if k != "ops"}
+                               for i in range(len(self.reports[0]["iterations"]))] if self.ok else []}
 
     @property
     def ok(self) -> bool:
@@ -68,25 +142,50 @@ class WorkloadRun:
 
 
 def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str | Path, *, timeout: float = 60.0,
-                 silent_after: float = 5.0, deadline_s: float = 600.0,
-                 kill_rank_after: tuple[int, float] | None = None) -> WorkloadRun:
-    """Every rank's ops, ``iterations`` times; ``kill_rank_after`` (rank, seconds) kills that rank's
-    process that long after the start, to show how a run ends when a host dies."""
+                 silent_after: float = 5.0, deadline_s: float = 600.0, manager: JobManager | None = None,
+                 rate_pps: float = 0.0, seed: int = 0, kill_rank_after: tuple[int, float] | None = None) -> WorkloadRun:
+    """Every rank's ops, ``iterations`` times; with ``manager`` the data-parallel all-reduces in
+    the switches. ``rate_pps``: the links' rate (0: not limited), for the link load's shares and
+    the ranks' first retransmission timeouts. ``seed`` moves the
+    groups' UDP ports (``SEED_PORTS`` apart), so ECMP hashes the same traffic onto other paths. ``kill_rank_after``
+    (rank, seconds) kills that rank's process that long after the start, to show how a run ends
+    when a host dies."""
     if workload.placement is None:
         raise ValueError("the workload needs a placement on the fabric's hosts (aifabric.workloads.place)")
     world = workload.job.parallelism.world
     hosts = [workload.placement.host(r) for r in range(world)]
     addresses = [str(lab.fabric.host(h).ip4.ip) for h in hosts]
-    Path(plan_path).write_text(json.dumps(plan_of(workload, addresses, iterations)))
+    plan = {**plan_of(workload, addresses, iterations, BASE_PORT + SEED_PORTS * seed), **timeouts_for(rate_pps)}
+    ports = range(plan["base_port"], plan["base_port"] + len(plan["groups"]))
+    if ports.stop > AGG_UDP_PORT:          # kept below it and the ring baseline's port above it
+        raise ValueError(f"seed {seed}: the groups' UDP ports {ports.start}..{ports.stop - 1} would reach the "
+                         f"aggregation port {AGG_UDP_PORT}, which the switches intercept; take a smaller seed")
     run = WorkloadRun(hosts)
-    cpu0, t0 = cpu_times(), time.monotonic()
-    procs = [lab.host(h).popen([sys.executable, "-m", RUNNER, "--rank", str(r), "--plan", str(Path(plan_path).resolve()),
-                                "--timeout", str(timeout), "--silent-after", str(silent_after)])
-             for r, h in enumerate(hosts)]
-    run.reports, run.errors = collect_ranks(hosts, procs, deadline_s, kill_rank_after)
-    run.wall_s = time.monotonic() - t0
-    cpu1 = cpu_times()
-    run.cpu_busy = 1 - (cpu1[1] - cpu0[1]) / (cpu1[0] - cpu0[0]) if cpu1[0] > cpu0[0] else 0.0
+    groups = in_network_groups(workload) if manager is not None else []
+    jobs = (in_network_jobs(lab, [[hosts[r] for r in g] for g in groups], manager=manager,
+                            server=free_host(lab, hosts)) if groups else nullcontext())
+    with jobs as agg:
+        if agg is not None:
+            index = {tuple(g): i for i, g in enumerate(plan["groups"])}
+            plan["aggregation"] = {str(r): {"group": index[tuple(g)], "slots": agg.slots,
+                                            **{k: agg.config(hosts[r])[k] for k in ("job_id", "worker_id", "aggregator")}}
+                                   for g in groups for r in g}
+            run.in_network = agg.in_network
+        Path(plan_path).write_text(json.dumps(plan))
+        links0, cpu0, t0 = link_packets(lab), cpu_times(), time.monotonic()
+        procs = [lab.host(h).popen([sys.executable, "-m", RUNNER, "--rank", str(r), "--plan",
+                                    str(Path(plan_path).resolve()), "--timeout", str(timeout),
+                                    "--silent-after", str(silent_after)])
+                 for r, h in enumerate(hosts)]
+        run.reports, run.errors = collect_ranks(hosts, procs, deadline_s, kill_rank_after)
+        run.wall_s = time.monotonic() - t0
+        run.cpu_busy = busy_between(cpu0, cpu_times())
+        run.link_load = LinkLoad.between(lab, links0, link_packets(lab), run.wall_s, rate_pps).summary()
+    if agg is not None:
+        run.agg_ops, run.server_stats = agg.agg_ops, agg.server_stats
+    est = estimate(workload, emulated=True, in_network=bool(groups)).slowest
+    run.estimate = {"step_s": est.step_s, "compute_s": est.compute_s, "exposed_comm_s": est.exposed_comm_s,
+                    "comm_s_by_kind": est.comm_s_by_kind, "in_network": bool(groups)}
     return run
 
 

@@ -2,7 +2,13 @@
 
 plan.json (written by aifabric.experiments.train_runner): {"addresses": [ip per rank], "groups":
 [[ranks], ...] (a process group each; its index sets its UDP port and id), "ops": [per rank, the
-op dicts of aifabric.workloads], "iterations": N, "base_port": P}. Every stream runs on its own
+op dicts of aifabric.workloads], "iterations": N, "base_port": P, optionally "aggregation": {rank:
+{"group", "job_id", "worker_id", "aggregator", "slots"}}: that group's all-reduces are summed in
+the switches by the rank's in-network job (one a rank: its worker binds the aggregation port),
+every other collective by ring}, and optionally the transport's "window" (packets in flight per
+link), "rto_s" (first retransmission timeout) and "agg_timeout_s" (in-network chunk resend
+timeout): on rate-limited links the lab sets them to what a full window takes through one link,
+as shorter ones resend what is only queued}. Every stream runs on its own
 thread, an op starting once its deps are done and the stream's previous op ended; a barrier of
 all ranks starts each iteration. Prints one JSON report: per iteration, each op's start and end
 (seconds from the iteration's start) and the accounting of hostagent.workload_runner.accounting.
@@ -19,11 +25,16 @@ import zlib
 
 import numpy as np
 
+from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT
+from hostagent.collectives.aggregation.worker import JobConfig
 from hostagent.collectives.group import ProcessGroup
 from hostagent.collectives.reliable import CollectiveError, TransportConfig
 from hostagent.workload_runner.accounting import split
 
 ELEMENT = 4   # float32: emulated bytes become this many-byte elements
+WINDOW = 64                   # the library's defaults, for links not limited: packets in flight per link,
+DEFAULT_RTO_S = 0.03          # first retransmission timeout,
+DEFAULT_AGG_TIMEOUT_S = 0.1   # in-network chunk resend timeout
 
 
 class Rank:
@@ -32,11 +43,16 @@ class Rank:
         self.ops = plan["ops"][rank]
         ips, base = plan["addresses"], plan["base_port"]
         self.groups: dict[tuple[int, ...], ProcessGroup] = {}
+        job = plan.get("aggregation", {}).get(str(rank))
+        window, rto = plan.get("window", WINDOW), plan.get("rto_s", DEFAULT_RTO_S)
+        agg_timeout = plan.get("agg_timeout_s", DEFAULT_AGG_TIMEOUT_S)
         for index, members in enumerate(plan["groups"]):
             if rank in members:
+                in_network = job is not None and job["group"] == index
                 self.groups[tuple(members)] = ProcessGroup(
                     members.index(rank), [(ips[m], base + index) for m in members], group_id=index + 1,
-                    timeout_s=timeout, transport=TransportConfig(silent_after_s=silent_after))
+                    timeout_s=timeout, transport=TransportConfig(window=window, rto_s=rto, silent_after_s=silent_after),
+                    aggregation=_job_config(job, len(members), ips[rank], agg_timeout) if in_network else None)
         self.world = self.groups[tuple(range(len(ips)))]
 
     def close(self) -> None:
@@ -78,7 +94,7 @@ class Rank:
         pg = self.groups[tuple(op["group"])]
         size = len(op["group"])
         if kind == "all_reduce":
-            pg.all_reduce(np.zeros(n, np.float32), algo="ring")
+            pg.all_reduce(np.zeros(n, np.float32), algo="in_network" if pg.in_network is not None else "ring")
         elif kind == "reduce_scatter":
             pg.reduce_scatter(np.zeros(n, np.float32), algo="ring")
         elif kind == "all_gather":
@@ -130,6 +146,12 @@ class Rank:
         return {"ops": ops, **split(ops, 0.0, end)}
 
 
+def _job_config(job: dict, members: int, ip: str, timeout: float) -> JobConfig:
+    return JobConfig(job_id=job["job_id"], worker_id=job["worker_id"], num_workers=members,
+                     aggregator=(job["aggregator"], AGG_UDP_PORT), slots=job["slots"], bind=(ip, AGG_UDP_PORT),
+                     timeout=timeout, max_retries=200)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m hostagent.workload_runner", description=__doc__.splitlines()[0])
     p.add_argument("--rank", type=int, required=True)
@@ -139,7 +161,8 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     with open(args.plan) as f:
         plan = json.load(f)
-    report: dict = {"rank": args.rank, "iterations": []}
+    job = plan.get("aggregation", {}).get(str(args.rank))
+    report: dict = {"rank": args.rank, "in_network_group": job["group"] if job else None, "iterations": []}
     rank = Rank(args.rank, plan, args.timeout, args.silent_after)
     try:
         for _ in range(plan["iterations"]):

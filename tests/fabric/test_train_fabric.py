@@ -1,14 +1,28 @@
-"""Data-parallel training through a real k=4 fat-tree (softswitch; one fabric for the module):
-8 ranks, one per host over four pods, learn the digits with their gradients summed in the
-switches and by ring. Each run must follow the single-process reference over the same steps
-(same seed, shards, batches): the in-network run the reference that replays the switches'
-quantisation, the ring run the exact one, both within 1 point of its final accuracy; every rank
-finishes. A rank killed mid-run ends the run with an error naming it on every rank, and the
-fabric is torn down after.
+"""Training through a real k=4 fat-tree (softswitch), one fabric for the whole module.
+
+A model trained data-parallel: 8 ranks, one per host over four pods, learn the digits with their
+gradients summed in the switches and by ring. Each run must follow the single-process reference
+over the same steps (same seed, shards, batches): the in-network run the reference that replays
+the switches' quantisation, the ring run the exact one, both within 1 point of its final
+accuracy; every rank finishes. A rank killed mid-run ends the run with an error naming it on
+every rank.
+
+A training workload (aifabric.workloads, the tiny preset) executed by `aifabric train`'s runner:
+two iterations with data parallelism alone and with DP x TP x PP, every rank on the host its
+placement gives it. Every rank finishes both iterations with every op run, and the accounting
+holds on each rank: the time not spent computing is spent in communication the rank waits on
+(step = compute + exposed communication, idle within a few percent), and compute is the ops'
+emulated durations. With in-network collectives the data-parallel all-reduces are summed by
+the switches (their chunks completed, nothing at the fallback aggregator) while TP stays on the
+ring. A rank killed mid-run ends every other rank's run with an error naming it.
+
+The fabric is torn down after.
 """
 from __future__ import annotations
 
+import math
 import os
+import re
 
 import pytest
 
@@ -26,21 +40,27 @@ SERVER = "p3e1h1"     # the in-network job's fallback aggregator (must see nothi
 
 
 @pytest.fixture(scope="module")
-def training(tmp_path_factory):
-    pytest.importorskip("sklearn")
-    from aifabric.experiments.train_lab import digits_split, references
+def lab():
     from aifabric.lab.lab import Lab
     from controller.aggregation import JobManager
-    from hostagent.training.step import Config
     from topologies.fabric import fat_tree
+
+    fabric = fat_tree(4)
+    with Lab(fabric, target="softswitch") as lab:
+        yield lab, JobManager(lab.controller)
+    assert_torn_down(fabric)
+
+
+@pytest.fixture(scope="module")
+def training(lab, tmp_path_factory):
+    pytest.importorskip("sklearn")
+    from aifabric.experiments.train_lab import digits_split, references
+    from hostagent.training.step import Config
 
     data = tmp_path_factory.mktemp("train") / "digits.npz"
     split = digits_split(data)
     refs = references(split, Config(), len(HOSTS), STEPS)
-    fabric = fat_tree(4)
-    with Lab(fabric, target="softswitch") as lab:
-        yield lab, JobManager(lab.controller), data, refs
-    assert_torn_down(fabric)
+    return (*lab, data, refs)
 
 
 def _gap(a, b, key="loss"):
@@ -81,7 +101,7 @@ def test_ring_training_follows_the_exact_reference(training):
     assert abs(run.steps()[-1]["test_acc"] - refs["exact"][-1]["test_acc"]) <= 0.01
 
 
-def test_a_killed_rank_stops_the_run_with_its_name(training):
+def test_a_killed_rank_stops_the_training_with_its_name(training):
     from aifabric.experiments.train_lab import TrainingFailed, require_ok, train_on_fabric
     lab, _, data, _ = training
     run = train_on_fabric(lab, HOSTS, "ring", data, 100000, silent_after=3.0, kill_rank_after=(3, 4.0),
@@ -94,3 +114,77 @@ def test_a_killed_rank_stops_the_run_with_its_name(training):
     assert any("rank 3" in e for e in others), others       # the silent rank is named
     with pytest.raises(TrainingFailed, match="killed"):
         require_ok(run)
+
+
+# --- a training workload by aifabric train's runner --------------------------------------------
+
+def _workload(fabric, **par):
+    from aifabric.workloads import Job, Parallelism, Scale, estimate, fit, generate, place, preset
+    job = Job(preset("tiny"), Parallelism(**par))
+    scale = fit(estimate(generate(job, Scale(1.0))).step_s, 1.0)
+    return generate(job, scale, place(fabric, job.parallelism))
+
+
+def _accounting_holds(run, workload, iterations):
+    assert run.ok, run.errors
+    for rank, rep in enumerate(run.reports):
+        ops = workload.ops(rank)
+        assert len(rep["iterations"]) == iterations
+        for it in rep["iterations"]:
+            assert [o["id"] for o in it["ops"]] == [op.id for op in ops]
+            for o, op in zip(it["ops"], ops):
+                assert all(it["ops"][d]["end"] <= o["start"] for d in op.deps)   # dependencies respected
+            step = it["step_s"]
+            assert it["compute_s"] + it["exposed_comm_s"] + it["idle_s"] == pytest.approx(step)
+            assert it["idle_s"] <= 0.05 * step + 0.01, it                       # nothing but compute and comm
+            emulated = sum(op.emulated_seconds for op in ops if op.is_compute)
+            assert emulated <= it["compute_s"] <= 1.2 * emulated + 0.02          # compute = the ops' durations
+            assert it["exposed_comm_s"] > 0 and set(it["comm_by_kind_s"]) == {op.kind.value for op in ops
+                                                                                if not op.is_compute}
+
+
+@pytest.mark.parametrize("par", [dict(dp=8), dict(dp=2, tp=2, pp=2, micro_batches=2)], ids=["dp8", "dp2-tp2-pp2"])
+def test_every_rank_runs_its_ops_and_the_accounting_holds(lab, par, tmp_path):
+    from aifabric.experiments.train_runner import run_workload
+    workload = _workload(lab[0].fabric, **par)
+    run = run_workload(lab[0], workload, 2, tmp_path / "plan.json")
+    _accounting_holds(run, workload, 2)
+    assert not run.in_network and run.agg_ops == {}
+    assert run.estimate["step_s"] > 0 and not run.estimate["in_network"]
+
+
+def test_data_parallel_all_reduces_in_the_switches(lab, tmp_path):
+    """dp=4 x tp=2: two DP groups of 4, so two in-network jobs at once; TP pairs on the ring."""
+    from aifabric.experiments.train_runner import in_network_groups, run_workload
+    the_lab, manager = lab
+    workload = _workload(the_lab.fabric, dp=4, tp=2)
+    groups = in_network_groups(workload)
+    assert sorted(map(sorted, groups)) == [[0, 2, 4, 6], [1, 3, 5, 7]]     # Megatron's order: TP fastest
+    run = run_workload(the_lab, workload, 1, tmp_path / "plan.json", manager=manager)
+    _accounting_holds(run, workload, 1)
+    assert run.in_network and run.estimate["in_network"]
+    # every chunk of 64 values of every DP all-reduce was finished by a root switch, per group
+    chunks = sum(math.ceil(max(1, op.emulated_bytes // 4) / 64) for g in groups for op in workload.ops(g[0])
+                 if op.stream.value == "dp" and op.kind.value == "all_reduce")
+    assert chunks > 0 and run.agg_ops["completed"] >= chunks, (run.agg_ops, chunks)
+    assert run.server_stats.get("packets_in", -1) == 0                   # the fallback aggregator saw nothing
+    assert all(r["in_network_group"] is not None for r in run.reports)
+    load = run.link_load
+    assert load["fabric_packets"] > 0 and load["busiest"]
+
+
+def test_a_killed_rank_stops_every_rank_of_the_workload_with_its_name(lab, tmp_path):
+    from aifabric.experiments.train_runner import run_workload
+    workload = _workload(lab[0].fabric, dp=2, tp=2, pp=2, micro_batches=2)
+    run = run_workload(lab[0], workload, 1000, tmp_path / "plan.json", silent_after=3.0, kill_rank_after=(5, 3.0),
+                       deadline_s=60.0)
+    assert not run.ok
+    host = workload.placement.host(5)
+    assert f"rank 5 ({host}): killed" in run.errors
+    others = [e for e in run.errors if not e.startswith("rank 5 ")]
+    assert len(others) == 7, run.errors                    # every other rank stopped with an error, none hung
+    assert all("PeerSilent" in e or "Aborted" in e for e in others), others
+    # the first rank to give up waited on rank 5 itself (no other rank was dead yet), at the
+    # iteration's barrier or in an op of a group with it; the rest may blame whoever stopped first
+    assert any("barrier: PeerSilent: rank 5 is silent" in e or
+               re.search(r"PeerSilent: rank \d+ is silent: [^()]*\([^()]*\); dead or unreachable \(global rank 5\)", e) for e in others), others

@@ -1,0 +1,68 @@
+"""The conditions a workload meets on a running fabric: links limited to one rate, and a
+load-balancing mode on every switch.
+
+`FabricConditions(lab, rate_pps)` limits every switch port to ``rate_pps`` packets/s and every
+host uplink to ``rate_pps`` aggregation frames' worth of bits (aifabric.experiments.allreduce_lab
+.limit_links; its token bucket holds two of the largest frames, so ring frames pass: the links,
+not the CPU, should be the bottleneck) and holds the lab's load-balancing state; ``with conditions.load_balancing(mode):``
+runs what it wraps under ``mode`` and puts ECMP back after:
+
+* ``ecmp``, ``spray`` (a random member per packet), ``flowlet`` (gap ``FLOWLET_GAP_US``): the
+  switches' ``lb_mode`` (controller.load_balance.LbModes);
+* ``te``: ECMP plus Hedera's loop (controller.load_balance.te.loop.TeLoop): the edge switches
+  sample packets, and every ``TE_PERIOD_S`` the controller places the elephants and pins them.
+
+PLB and DCQCN are not offered: their host agents act on TCP and RoCEv2 (UDP 4791) flows, and
+the collectives' transport is neither, so they would neither repath nor slow it.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+from aifabric.experiments.allreduce_lab import LinkPlan, limit_links
+from aifabric.experiments.collectives_bench import MAX_FRAME
+from aifabric.lab.lab import Lab
+from controller.load_balance import LbModes
+from controller.load_balance.te.engine import TeConfig
+from controller.load_balance.te.loop import TeLoop
+
+LB_MODES = ("ecmp", "spray", "flowlet", "te")
+FLOWLET_GAP_US = 50_000      # five packet times at 100 packets/s: a pause, not a packet's spacing
+TE_PERIOD_S = 0.5
+TE_ONE_IN = 8
+
+
+class FabricConditions:
+    def __init__(self, lab: Lab, rate_pps: int) -> None:
+        self.lab, self.plan = lab, LinkPlan(rate_pps=rate_pps, burst_bytes=2 * MAX_FRAME)
+        limit_links(lab, self.plan)
+        self.modes = LbModes(lab.controller)
+        self._te: TeLoop | None = None        # made on first use: its sampler is a state source
+        self.te_rounds = 0
+
+    @property
+    def rate_pps(self) -> int:
+        return self.plan.rate_pps
+
+    def _te_loop(self) -> TeLoop:
+        if self._te is None:
+            self._te = TeLoop(self.lab.controller, TeConfig(host_link_bps=self.plan.rate_bits),
+                              period_s=TE_PERIOD_S, one_in=TE_ONE_IN)
+        return self._te
+
+    @contextmanager
+    def load_balancing(self, mode: str) -> Iterator[None]:
+        if mode not in LB_MODES:
+            raise ValueError(f"load-balancing mode {mode!r}: one of {', '.join(LB_MODES)}")
+        self.modes.set(mode if mode in ("spray", "flowlet") else "ecmp", gap_us=FLOWLET_GAP_US)
+        te = self._te_loop() if mode == "te" else None
+        if te is not None:
+            te.start()
+        try:
+            yield
+        finally:
+            if te is not None:
+                te.stop()
+                self.te_rounds = len(te.rounds)
+            self.modes.set("ecmp")

@@ -1,0 +1,215 @@
+"""`aifabric bench train` (benchmarks/train.py): one training workload across load-balancing modes,
+data-parallel all-reduce by ring or in the switches, and topologies, with the same seeds.
+
+For each topology one fabric is brought up; its links are limited to ``rate_pps`` packets/s per
+direction (switch queues and host token buckets, aifabric.experiments.fabric_conditions), so the
+links and not the two CPUs should set the pace; the CPU busy share of every run is reported to
+show how far that holds. The workload (a preset, its parallelism, scaled so the analytic
+iteration lasts ``fit_seconds`` on those links) is placed on the fabric's hosts and run
+``iterations`` times per (seed, mode, collectives); a seed moves the groups' UDP ports, so ECMP
+hashes the same traffic onto other paths. Seeds are the outer loop, so every combination meets
+the machine's drift alike. Per run the step time and exposed communication are the slowest
+rank's in the last iteration (the first also opens every group); the table gives the medians
+over seeds beside the analytic link-bound estimate, the link load and the CPU share. A run that
+fails is a row "failed (why)", never dropped.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from aifabric.experiments.fabric_conditions import LB_MODES, FabricConditions
+from aifabric.experiments.train_runner import WorkloadRun, run_workload
+from aifabric.lab import report
+from aifabric.lab.lab import Lab
+from aifabric.workloads import Job, Parallelism, Scale, estimate, fit, generate, place, preset
+from controller.aggregation import JobManager
+from hostagent.collectives.aggregation.protocol import FRAME_BYTES
+from topologies.fabric import Fabric
+from topologies.shapes import build
+
+COLLECTIVES = ("ring", "in_network")
+# every shape holds the 8 ranks and a host that runs none (the in-network jobs' fallback aggregator)
+TOPOLOGIES: dict[str, tuple[str, dict[str, int]]] = {
+    "fattree": ("fat_tree", {"k": 4}),
+    "rail": ("rail_optimised", {"servers": 5, "gpus": 2, "spines": 2}),
+    "dualplane": ("dual_plane", {"leaves": 4, "spines": 2, "hosts_per_leaf": 3}),
+}
+KEYS = ("step_s", "exposed_comm_s", "estimate_step_s", "busiest_share", "fabric_imbalance", "cpu_busy")
+
+
+@dataclass(frozen=True)
+class TrainBenchPlan:
+    preset: str = "tiny"
+    dp: int = 4
+    tp: int = 2
+    pp: int = 1
+    micro_batches: int = 1
+    iterations: int = 2
+    fit_seconds: float = 2.0
+    rate_pps: int = 100
+    topologies: tuple[str, ...] = tuple(TOPOLOGIES)
+    modes: tuple[str, ...] = LB_MODES
+    collectives: tuple[str, ...] = COLLECTIVES
+    seeds: tuple[int, ...] = (0, 1, 2)
+    target: str = "softswitch"
+
+    @property
+    def emulated_mbps(self) -> float:
+        return self.rate_pps * FRAME_BYTES * 8 / 1e6
+
+    def job(self) -> Job:
+        return Job(preset(self.preset), Parallelism(dp=self.dp, tp=self.tp, pp=self.pp,
+                                                    micro_batches=self.micro_batches))
+
+    def scale(self) -> Scale:
+        real = estimate(generate(self.job(), Scale(1.0, emulated_link_mbps=self.emulated_mbps))).step_s
+        return fit(real, self.fit_seconds, emulated_link_mbps=self.emulated_mbps)
+
+
+def fabric_of(topology: str) -> Fabric:
+    kind, params = TOPOLOGIES[topology]
+    return build(kind, **params)
+
+
+def figures(run: WorkloadRun) -> dict:
+    """A run's figures: the slowest rank's last iteration, the estimate, link load, CPU."""
+    if not run.ok:
+        return {"ok": False, "error": "; ".join(run.errors)[:300]}
+    last = run.slowest(len(run.reports[0]["iterations"]) - 1)
+    return {"ok": True, "step_s": last["step_s"], "exposed_comm_s": last["exposed_comm_s"],
+            "compute_s": last["compute_s"], "estimate_step_s": run.estimate["step_s"],
+            "estimate_exposed_s": run.estimate["exposed_comm_s"],
+            "busiest_share": run.link_load["busiest_share"], "fabric_imbalance": run.link_load["fabric_imbalance"],
+            "busiest": run.link_load["busiest"], "cpu_busy": run.cpu_busy, "in_network": run.in_network,
+            "agg_completed": run.agg_ops.get("completed", 0),
+            "aggregator_packets": run.server_stats.get("packets_in")}
+
+
+def run_topology(plan: TrainBenchPlan, topology: str, scale: Scale, runs: list[dict]) -> None:
+    """Every (seed, mode, collectives) on one fabric; a run that raises is recorded as failed with
+    its error, and so is every run of a fabric that did not come up."""
+    combos = [(seed, mode, coll) for seed in plan.seeds for mode in plan.modes for coll in plan.collectives]
+    done = 0
+    try:
+        fabric = fabric_of(topology)
+        workload = generate(plan.job(), scale, place(fabric, plan.job().parallelism))
+        with tempfile.TemporaryDirectory(prefix="aifabric-bench-train-") as tmp, \
+                Lab(fabric, target=plan.target, progress=report.progress) as lab:
+            conditions = FabricConditions(lab, plan.rate_pps)
+            manager = JobManager(lab.controller)
+            for seed, mode, coll in combos:
+                report.progress(f"{topology} seed {seed} {mode} {coll}")
+                row = {"topology": topology, "mode": mode, "collectives": coll, "seed": seed}
+                try:
+                    with conditions.load_balancing(mode):
+                        run = run_workload(lab, workload, plan.iterations, Path(tmp) / "plan.json",
+                                           manager=manager if coll == "in_network" else None,
+                                           rate_pps=plan.rate_pps, seed=seed, deadline_s=300.0)
+                    row.update(figures(run))
+                except Exception as exc:        # noqa: BLE001 - named in the table, the next run goes on
+                    row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
+                runs.append(row)
+                done += 1
+    except Exception as exc:                    # noqa: BLE001 - the fabric: every run left is failed by name
+        for seed, mode, coll in combos[done:]:
+            runs.append({"topology": topology, "mode": mode, "collectives": coll, "seed": seed, "ok": False,
+                         "error": f"fabric: {type(exc).__name__}: {exc}"[:300]})
+
+
+def summarise(runs: list[dict]) -> list[dict]:
+    """Medians over seeds per (topology, mode, collectives); a combination with a failed seed says so."""
+    rows = []
+    for key in dict.fromkeys((r["topology"], r["mode"], r["collectives"]) for r in runs):
+        sel = [r for r in runs if (r["topology"], r["mode"], r["collectives"]) == key]
+        ok = [r for r in sel if r["ok"]]
+        row = dict(zip(("topology", "mode", "collectives"), key), runs=len(sel), failed=len(sel) - len(ok))
+        row["errors"] = [r["error"] for r in sel if not r["ok"]]
+        for k in KEYS:
+            row[k] = statistics.median(r[k] for r in ok) if ok else None
+        row["agg_completed"] = statistics.median(r["agg_completed"] for r in ok) if ok else None
+        rows.append(row)
+    return rows
+
+
+def _cell(row: dict, key: str, fmt: str) -> str:
+    if row[key] is None:
+        return f"failed ({row['errors'][0][:60]})" if row["errors"] else "-"
+    return format(row[key], fmt)
+
+
+def render(plan: TrainBenchPlan, scale: Scale, rows: list[dict]) -> str:
+    headers = ["topology", "mode", "DP all-reduce", "runs ok", "step (s)", "exposed comm (s)", "estimate (s)",
+               "measured / estimate", "busiest link", "fabric max/mean", "CPU busy"]
+    body = [(r["topology"], r["mode"], r["collectives"], f"{r['runs'] - r['failed']}/{r['runs']}",
+             _cell(r, "step_s", ".2f"), _cell(r, "exposed_comm_s", ".2f"), _cell(r, "estimate_step_s", ".2f"),
+             f"{r['step_s'] / r['estimate_step_s']:.2f}" if r["step_s"] is not None else "-",
+             _cell(r, "busiest_share", ".0%"), _cell(r, "fabric_imbalance", ".2f"), _cell(r, "cpu_busy", ".0%"))
+            for r in rows]
+    job = plan.job()
+    title = (f"{plan.preset} DP{plan.dp} x TP{plan.tp} x PP{plan.pp}, {job.parallelism.world} ranks, links "
+             f"{plan.rate_pps} packets/s ({plan.emulated_mbps:.2f} Mbit/s) per direction, scale 1/{scale.factor:.3g} "
+             f"(emulated time x{scale.time_dilation:.3g}); medians over seeds {list(plan.seeds)}, last of "
+             f"{plan.iterations} iterations, slowest rank")
+    return report.table(headers, body, title=title)
+
+
+def plot(path: str | Path, rows: list[dict], plan: TrainBenchPlan) -> None:
+    plt = report.pyplot()
+    fig, axes = plt.subplots(1, len(plan.topologies), figsize=(5 * len(plan.topologies), 4), sharey=True, squeeze=False)
+    width = 0.8 / len(plan.collectives)
+    for ax, topo in zip(axes[0], plan.topologies):
+        for c, coll in enumerate(plan.collectives):
+            sel = [next((r for r in rows if (r["topology"], r["mode"], r["collectives"]) == (topo, m, coll)), None)
+                   for m in plan.modes]
+            xs = [i + c * width for i in range(len(plan.modes))]
+            ax.bar(xs, [(r["step_s"] or 0) if r else 0 for r in sel], width, label=f"{coll} step")
+            ax.bar(xs, [(r["exposed_comm_s"] or 0) if r else 0 for r in sel], width * 0.5, color="black", alpha=0.35,
+                   label="exposed comm" if c == 0 else None)
+        est = next((r["estimate_step_s"] for r in rows if r["topology"] == topo and r["estimate_step_s"]), None)
+        if est:
+            ax.axhline(est, color="gray", linestyle="--", linewidth=1, label="estimate (ring)")
+        ax.set_xticks([i + width * (len(plan.collectives) - 1) / 2 for i in range(len(plan.modes))], plan.modes)
+        ax.set_title(topo)
+        ax.set_ylabel("seconds (emulated)")
+        ax.legend(fontsize=7)
+    fig.suptitle("Step time per load-balancing mode, DP all-reduce by ring and in the switches (medians)")
+    report.save_figure(fig, path)
+
+
+def run(plan: TrainBenchPlan, json_path: str, png_path: str) -> int:
+    scale = plan.scale()
+    runs: list[dict] = []
+    for topology in plan.topologies:
+        run_topology(plan, topology, scale, runs)
+    rows = summarise(runs)
+    print(render(plan, scale, rows))
+    report.write_json(json_path, {"plan": asdict(plan), "scale": scale.to_dict(), "rows": rows, "runs": runs})
+    plot(png_path, rows, plan)
+    print(f"figures written to {Path(json_path).resolve()}, plot to {Path(png_path).resolve()}")
+    return 0 if all(r["ok"] for r in runs) else 1
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    d = TrainBenchPlan()
+    p.add_argument("--preset", default=d.preset)
+    for name in ("dp", "tp", "pp", "micro_batches", "iterations", "rate_pps"):
+        p.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(d, name))
+    p.add_argument("--fit-seconds", type=float, default=d.fit_seconds, help="the analytic iteration's length on the links")
+    p.add_argument("--topologies", nargs="+", choices=tuple(TOPOLOGIES), default=list(d.topologies))
+    p.add_argument("--modes", nargs="+", choices=LB_MODES, default=list(d.modes))
+    p.add_argument("--collectives", nargs="+", choices=COLLECTIVES, default=list(d.collectives))
+    p.add_argument("--seeds", nargs="+", type=int, default=list(d.seeds))
+    p.add_argument("--json", default="out/bench_train.json")
+    p.add_argument("--png", default="out/bench_train.png")
+
+
+def run_args(a: argparse.Namespace) -> int:
+    plan = TrainBenchPlan(preset=a.preset, dp=a.dp, tp=a.tp, pp=a.pp, micro_batches=a.micro_batches,
+                          iterations=a.iterations, fit_seconds=a.fit_seconds, rate_pps=a.rate_pps,
+                          topologies=tuple(a.topologies), modes=tuple(a.modes), collectives=tuple(a.collectives),
+                          seeds=tuple(a.seeds), target=getattr(a, "target", "softswitch"))
+    return run(plan, a.json, a.png)

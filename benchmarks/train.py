@@ -1,0 +1,27 @@
+#!/usr/bin/env python3
+"""One training workload across load-balancing modes, DP all-reduce by ring or in the switches,
+and topologies (fat-tree, rail-optimised, dual-plane), same seeds, medians
+(aifabric.experiments.train_bench; `aifabric bench train` is the same run): step time, exposed
+communication, the analytic estimate, link load and CPU share; table, JSON and a plot.
+
+    .venv/bin/python -m benchmarks.train [--preset tiny --dp 4 --tp 2] [--rate-pps 100] [--seeds 0 1 2]
+        [--topologies fattree rail dualplane] [--modes ecmp spray flowlet te] [--collectives ring in_network]
+        [--json out/bench_train.json] [--png out/bench_train.png]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from aifabric.experiments import train_bench
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    train_bench.add_arguments(ap)
+    ap.add_argument("--target", default="softswitch")
+    return train_bench.run_args(ap.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

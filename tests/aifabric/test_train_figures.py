@@ -1,0 +1,60 @@
+"""The figures `aifabric train` and `aifabric bench train` report, on hand-made inputs: link load
+from per-direction packet counts, and the bench's medians over seeds (a failed seed named, not
+dropped). The CLI offers the load-balancing modes the lab sets."""
+from __future__ import annotations
+
+import pytest
+
+from aifabric.experiments.link_load import LinkLoad
+
+
+def test_link_load_names_the_busiest_direction_and_the_fabric_imbalance():
+    packets = {"e0->h0": 500, "e0->a0": 300, "a0->e0": 100, "a0->c0": 200, "c0->a0": 0}
+    load = LinkLoad(packets, seconds=10.0, rate_pps=100, switches=frozenset({"e0", "a0", "c0"}))
+    s = load.summary()
+    assert s["busiest"] == "e0->h0" and s["busiest_share"] == 0.5          # 500 of 10 s x 100/s
+    # fabric directions (switch to switch): 300, 100, 200, 0 -> mean 150, max/mean 2
+    assert s["fabric_packets"] == 600 and s["fabric_directions"] == 4 and s["fabric_directions_used"] == 3
+    assert s["fabric_mean_share"] == 0.15 and s["fabric_imbalance"] == 2.0
+
+
+def _run(topo, mode, coll, seed, step, ok=True):
+    base = {"topology": topo, "mode": mode, "collectives": coll, "seed": seed}
+    if not ok:
+        return {**base, "ok": False, "error": "rank 3 (h3): PeerSilent"}
+    return {**base, "ok": True, "step_s": step, "exposed_comm_s": step / 2, "estimate_step_s": 2.0,
+            "busiest_share": 0.5, "fabric_imbalance": 1.5, "cpu_busy": 0.6, "agg_completed": 0}
+
+
+def test_bench_medians_over_seeds_and_failed_seeds_named():
+    from aifabric.experiments.train_bench import summarise
+    runs = [_run("fattree", "ecmp", "ring", s, step) for s, step in enumerate((3.0, 1.0, 1.5))]
+    runs += [_run("fattree", "spray", "ring", 0, 5.0), _run("fattree", "spray", "ring", 1, 0, ok=False)]
+    runs += [_run("rail", "ecmp", "ring", 0, 0, ok=False)]
+    rows = {(r["topology"], r["mode"]): r for r in summarise(runs)}
+    assert rows["fattree", "ecmp"]["step_s"] == 1.5 and rows["fattree", "ecmp"]["exposed_comm_s"] == 0.75
+    assert rows["fattree", "spray"]["failed"] == 1 and rows["fattree", "spray"]["step_s"] == 5.0
+    assert rows["fattree", "spray"]["errors"] == ["rank 3 (h3): PeerSilent"]
+    assert rows["rail", "ecmp"]["step_s"] is None and rows["rail", "ecmp"]["errors"]
+
+
+def test_the_cli_offers_the_modes_the_lab_sets():
+    from aifabric.cli.train_cli import LB_MODES as cli_modes
+    from aifabric.experiments.fabric_conditions import LB_MODES
+    assert cli_modes == LB_MODES
+
+
+def test_a_seed_whose_ports_would_meet_the_aggregation_port_is_refused(tmp_path):
+    from aifabric.experiments import train_runner
+    from aifabric.workloads import Job, Parallelism, Scale, generate, place, preset
+    from topologies.fabric import fat_tree
+
+    fabric = fat_tree(4)
+    job = Job(preset("tiny"), Parallelism(dp=2))
+    workload = generate(job, Scale(1e3), place(fabric, job.parallelism))
+
+    class NoLab:                       # refused before anything touches a fabric
+        def __init__(self):
+            self.fabric = fabric
+    with pytest.raises(ValueError, match="aggregation port 48864"):
+        train_runner.run_workload(NoLab(), workload, 1, tmp_path / "plan.json", seed=9)
