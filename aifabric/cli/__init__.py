@@ -24,6 +24,8 @@
                                 [--seeds ...]      (`bench lb` is the same command)
     aifabric bench collectives [--ranks 8] [--sizes ...] [--ops ...]    collectives' algbw/busbw per operation,
                                                                         algorithm and size (nccl-tests' way)
+    aifabric bench train [--topologies ...] [--modes ...] [--seeds ...]  a training workload across load-balancing
+                                                                        modes, ring vs in-network, topologies
     aifabric clean                                                      remove leftovers
     aifabric fail link A B | fail switch S                              inject a failure into the fabric
     aifabric restore link A B | restore switch S                        of a running `aifabric up`
@@ -35,7 +37,8 @@
                                                                         a training job's ops per rank, bytes
                                                                         per collective, analytic step time
     aifabric train --preset NAME [--dp N --tp N --pp N] [--iterations N]  that workload executed on a fabric's
-                                                                        hosts: step, compute, exposed comm
+          [--collectives ring|in_network] [--lb MODE] [--rate PPS]      hosts: step, compute, exposed comm,
+                                                                        the estimate beside it, link load
 """
 from __future__ import annotations
 
@@ -130,6 +133,11 @@ def build_parser() -> argparse.ArgumentParser:
     from aifabric.experiments.collectives_bench import add_arguments as collectives_arguments
     collectives_arguments(coll)
     coll.add_argument("--target", choices=("softswitch", "bmv2"), default="softswitch")
+    train = bench_sub.add_parser("train", help="a training workload across load-balancing modes, DP all-reduce by ring "
+                                               "and in the switches, and topologies: step time, medians")
+    from aifabric.experiments.train_bench import add_arguments as train_bench_arguments
+    train_bench_arguments(train)
+    train.add_argument("--target", choices=("softswitch", "bmv2"), default="softswitch")
 
     sub.add_parser("clean", help="remove switch processes, namespaces and veths left by a crash")
     for verb, what in (("fail", "take a link down or kill a switch"), ("restore", "bring a link or switch back")):
@@ -224,6 +232,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "train":       # its own checks, its own lab
         from aifabric.cli import train_cli
         return train_cli.run(args)
+    if args.command == "bench" and args.which == "train":     # its own labs, one per topology
+        if os.geteuid() != 0:
+            print("aifabric: error: must run as root (network namespaces, raw sockets)", file=sys.stderr)
+            return 2
+        from aifabric.experiments import train_bench
+        return train_bench.run_args(args)
     if args.command in ("fail", "restore"):     # a request to the fabric's control socket
         from aifabric.lab import control_socket
         return control_socket.main(args)
