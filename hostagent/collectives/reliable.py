@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from typing import Sequence
 
-from hostagent.collectives.transport import Pending, TransferStats, UdpEndpoint
+from hostagent.collectives.transport import Pending, RtoEstimator, TransferStats, UdpEndpoint
 
 MAGIC = b"CL"
 HEADER = struct.Struct("!2sBIHIQII")  # magic, kind, group, source rank, seq, tag, fragment, fragments
@@ -121,9 +121,7 @@ class ReliableTransport:
         self._floor = [0] * len(peers)  # every seq below it was taken, per source
         self._above: list[set[int]] = [set() for _ in peers]
         self.ack_delay_s = rto_s / 3  # well inside the sender's timeout
-        self._srtt: list[float | None] = [None] * len(peers)
-        self._rttvar = [0.0] * len(peers)
-        self._rto = [rto_s] * len(peers)
+        self._rto = [RtoEstimator(rto_s, MAX_RTO_S) for _ in peers]
         self._owed = [0] * len(peers)  # packets taken since our last acknowledgement, per source
         self._owed_since = [0.0] * len(peers)
         self._partial: dict[tuple[int, int], _Inbox] = {}
@@ -291,16 +289,7 @@ class ReliableTransport:
                 acked.append(p)
         once = [p for p in acked if p.retries == 0]  # Karn: a resent packet's ack times nothing
         if once:
-            self._sample_rtt(src, time.monotonic() - max(p.sent_at for p in once))
-
-    def _sample_rtt(self, src: int, rtt: float) -> None:
-        srtt = self._srtt[src]
-        if srtt is None:
-            self._srtt[src], self._rttvar[src] = rtt, rtt / 2
-        else:
-            self._rttvar[src] = 0.75 * self._rttvar[src] + 0.25 * abs(srtt - rtt)
-            self._srtt[src] = 0.875 * srtt + 0.125 * rtt
-        self._rto[src] = min(max(self.rto_s, self._srtt[src] + 4 * self._rttvar[src]), MAX_RTO_S)
+            self._rto[src].sample(time.monotonic() - max(p.sent_at for p in once))
 
     def _take_data(self, src: int, seq: int, tag: int, frag: int, count: int, body: bytes) -> bool:
         """False for a copy of a packet already taken."""
@@ -326,7 +315,7 @@ class ReliableTransport:
         with self._cond:
             for dst, pending in enumerate(self._pending):
                 for p in pending.values():
-                    if now - p.sent_at > min(self._rto[dst] * (1 << p.retries), MAX_RTO_S):
+                    if now - p.sent_at > self._rto[dst].timeout(p.retries):
                         p.retries += 1
                         p.sent_at = now
                         late.append((dst, p.data))

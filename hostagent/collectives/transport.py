@@ -1,5 +1,6 @@
 """The UDP socket the worker, the ring and the parameter server share, with their counters and
-an optional seeded send-loss knob (`drop_outgoing`) for tests and demos."""
+an optional seeded send-loss knob (`drop_outgoing`) for tests and demos, and the retransmission
+timeout their senders derive from measured round trips (RtoEstimator)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,36 @@ class Pending:
     data: bytes
     sent_at: float
     retries: int = 0
+
+
+class RtoEstimator:
+    """RFC 6298's retransmission timeout: smoothed RTT + 4 deviations from packets sent once
+    (Karn's rule is the caller's: a resent packet's answer times nothing), never below `floor_s`
+    nor above `cap_s`. Before the first sample it is `floor_s`. A fixed timeout shorter than a
+    rate-limited link's queue resends packets that are only waiting, and deepens the queue."""
+
+    def __init__(self, floor_s: float, cap_s: float = 2.0) -> None:
+        self.floor_s, self.cap_s = floor_s, cap_s
+        self.srtt: float | None = None
+        self.rttvar = 0.0
+        self.rto = floor_s
+
+    def sample(self, rtt: float) -> None:
+        if self.srtt is None:
+            self.srtt, self.rttvar = rtt, rtt / 2
+        else:
+            self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - rtt)
+            self.srtt = 0.875 * self.srtt + 0.125 * rtt
+        self.rto = min(max(self.floor_s, self.srtt + 4 * self.rttvar), self.cap_s)
+
+    def backoff(self) -> None:
+        """A timeout passed: double the timeout until a fresh sample sets it again (with Karn's
+        rule, a round trip longer than the timeout would otherwise never be measured)."""
+        self.rto = min(2 * self.rto, self.cap_s)
+
+    def timeout(self, retries: int) -> float:
+        """The wait before resending a packet already resent `retries` times (doubling, capped)."""
+        return min(self.rto * (1 << retries), self.cap_s)
 
 
 class UdpEndpoint:

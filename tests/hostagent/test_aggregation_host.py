@@ -604,3 +604,48 @@ def test_ring_answers_a_late_retransmission_after_the_call_returned() -> None:
     finally:
         close_all(clients)
     assert clients[0].linger_stats.packets_received == 1  # it reached rank 0
+
+
+def test_worker_timeout_follows_the_round_trip() -> None:
+    """A relay holds every packet 0.1 s each way (round trip 0.2 s) against a first timeout of
+    0.02 s: the worker's timeout backs off and then follows the measured round trips, so beyond
+    the first wave chunks are not sent again (a fixed 0.02 s resends each about 10 times)."""
+    import heapq
+    import socket
+    import threading
+
+    net, delay, chunks = fresh_net(), 0.1, 80
+    relay = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    relay.bind((net + "9", AGG_UDP_PORT))
+    relay.settimeout(0.005)
+    worker_addr, ps_addr = (net + "2", AGG_UDP_PORT), (net + "1", AGG_UDP_PORT)
+    stop = threading.Event()
+
+    def forward() -> None:
+        queue: list = []
+        while not stop.is_set():
+            try:
+                data, src = relay.recvfrom(2048)
+                heapq.heappush(queue, (time.monotonic() + delay, data, ps_addr if src == worker_addr else worker_addr))
+            except socket.timeout:
+                pass
+            while queue and queue[0][0] <= time.monotonic():
+                _, data, dst = heapq.heappop(queue)
+                relay.sendto(data, dst)
+
+    thread = threading.Thread(target=forward, daemon=True)
+    thread.start()
+    tensor = np.arange(64 * chunks, dtype=np.int32)
+    try:
+        with ParameterServer([JobSpec(12, 1, 8)], ps_addr).start():
+            config = JobConfig(job_id=12, worker_id=0, num_workers=1, aggregator=(net + "9", AGG_UDP_PORT), slots=8,
+                               bind=worker_addr, timeout=0.02, max_retries=50)
+            with AllReduceClient(config) as client:
+                assert np.array_equal(client.allreduce(tensor), tensor)
+                resent = client.last_stats.retransmissions
+                assert client.rto.srtt is not None and client.rto.srtt >= 2 * delay
+    finally:
+        stop.set()
+        thread.join()
+        relay.close()
+    assert resent <= 8 * 5, f"{resent} retransmissions of {chunks} chunks"

@@ -13,6 +13,11 @@ aggregator's shadow-set rule requires. A job's aggregator state must therefore b
 new set of clients starts on it (a new job, i.e. a new epoch on the switches, or a new parameter
 server process). On stale state the aggregator answers with its old round's seq, which the
 worker ignores: it ends in AllReduceError, never in a wrong sum.
+
+A chunk is resent when its result is later than the retransmission timeout, which follows the
+measured round trips of chunks answered at the first try (RtoEstimator), never below
+JobConfig.timeout, doubled after each timeout until the next sample: on rate-limited links a
+fixed 0.1 s resent chunks that were only queued.
 """
 
 from __future__ import annotations
@@ -38,7 +43,9 @@ from hostagent.collectives.aggregation.protocol import (
     unpack_packet,
     wrap_seq,
 )
-from hostagent.collectives.transport import Pending, TransferStats, UdpEndpoint
+from hostagent.collectives.transport import Pending, RtoEstimator, TransferStats, UdpEndpoint
+
+MAX_RTO_S = 2.0  # a chunk's resend timeout never grows past this
 
 
 class AllReduceError(RuntimeError):
@@ -53,7 +60,7 @@ class JobConfig:
     aggregator: tuple[str, int]  # where CONTRIBs go (the job's fallback aggregator)
     slots: int = DEFAULT_SLOTS
     bind: tuple[str, int] = ("0.0.0.0", AGG_UDP_PORT)
-    timeout: float = 0.1  # seconds before an outstanding chunk is sent again
+    timeout: float = 0.1  # least (and first) seconds before an outstanding chunk is sent again
     max_retries: int = 100  # retransmissions of one chunk before giving up
     drop_outgoing: float = 0.0  # testing knob: fraction of sent packets discarded
     drop_seed: int = 0
@@ -152,6 +159,8 @@ class _Call:
                 f"overflowed int32 at the aggregator"
             )
         del self.outstanding[h.slot]
+        if out.retries == 0:  # Karn: a resent chunk's result times nothing
+            self.client.rto.sample(time.monotonic() - out.sent_at)
         if c >= 0:
             self.sums[c] = values
             self.completed += 1
@@ -162,14 +171,18 @@ class _Call:
 
     def retransmit_due(self, now: float) -> float:
         """Resend every chunk whose timeout passed; the time of the next timeout."""
-        cfg = self.cfg
-        next_due = now + cfg.timeout
+        cfg, estimator = self.cfg, self.client.rto
+        rto, resent = estimator.rto, False
+        next_due = now + rto
         for slot, out in self.outstanding.items():
-            due = out.sent_at + cfg.timeout
+            due = out.sent_at + rto
             if due <= now:
                 self.client.endpoint.resend(out, cfg.aggregator, now, cfg.max_retries, self._give_up(out, slot))
-                due = now + cfg.timeout
+                resent = True
+                due = now + rto
             next_due = min(next_due, due)
+        if resent:
+            estimator.backoff()  # once per timeout, not per chunk resent
         return next_due
 
     def _give_up(self, out: _Outstanding, slot: int) -> Callable[[int], AllReduceError]:
@@ -194,6 +207,7 @@ class AllReduceClient:
         self.config = config
         self.endpoint = UdpEndpoint(config.bind, config.drop_outgoing, config.drop_seed)
         self.last_stats = TransferStats()
+        self.rto = RtoEstimator(config.timeout, MAX_RTO_S)  # from the results' round trips, kept across calls
         self._base = 0  # seq of the next call's chunk 0
         self._last_set: list[int | None] = [None] * config.slots
         self._failed: str | None = None
@@ -232,7 +246,7 @@ class AllReduceClient:
 
     def _run(self, call: _Call) -> None:
         call.start()
-        next_due = time.monotonic() + self.config.timeout
+        next_due = time.monotonic() + self.rto.rto
         while call.completed < call.n:
             got = self.endpoint.recv(next_due - time.monotonic())
             if got is not None:
