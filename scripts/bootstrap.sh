@@ -16,6 +16,8 @@ APT_PACKAGES=(
   python3-crcmod  # C CRCs for softswitch's hashes (checked against its Python ones; optional)
   gcc             # softswitch's compiled packet path (with python3-dev and Cython; optional)
   nftables        # closes BMv2's Thrift ports to other machines (emulation/control_ports.py)
+  npm             # installs the live page's cytoscape.js (controller/web/package.json)
+  chromium chromium-driver   # the live page in a real browser, driven by selenium (tests/fabric/test_web_page.py)
 )
 
 need_root() {
@@ -76,6 +78,16 @@ make_venv() {
   fi
 }
 
+# The live page's browser libraries (controller/web/package.json, pinned by its package-lock.json)
+# into controller/web/node_modules, which the page server serves; again only when the lock changed.
+install_web_libraries() {
+  local dir=controller/web stamp=controller/web/node_modules/.aifabric-installed
+  if [ -f "$stamp" ] && [ ! "$dir/package-lock.json" -nt "$stamp" ]; then return 0; fi
+  echo "bootstrap: installing the live page's libraries with npm into $dir/node_modules"
+  npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error
+  touch "$stamp"
+}
+
 need_root
 install_debian_packages
 # Docker engine, docker-compose and debootstrap for the compose stack (tests/fabric/test_docker_stack.py)
@@ -83,3 +95,4 @@ bash scripts/docker_engine.sh install
 link_kernel_headers
 reserve_switch_ports
 make_venv
+install_web_libraries

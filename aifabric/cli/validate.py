@@ -148,6 +148,8 @@ def validate(args: argparse.Namespace) -> None:
             check_hostagent(args.hostagent)
         if args.metrics:
             check_listen_address("--metrics", args.metrics)
+        if getattr(args, "web", None):
+            check_web_address(args)
         return
     if args.json:
         prepare_output("--json", args.json)
@@ -159,6 +161,19 @@ def validate(args: argparse.Namespace) -> None:
         prepare_output("--png", args.png or demo_int.DEFAULT_PNG)
     if args.which == "allreduce":
         check_allreduce(args)
+
+
+def check_web_address(args: argparse.Namespace) -> None:
+    """--web: our controller (the page shows its view), an address it can listen on."""
+    from aifabric.lab.web_page import parse_web_address
+
+    if args.controller == "none":
+        raise ValueError("--web needs our controller (the page shows what it sees); --controller none runs none")
+    try:
+        host, port = parse_web_address(args.web)
+    except ValueError as e:
+        raise ValueError(f"--web {e}") from None
+    check_listen_address("--web", f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
 
 
 def check_hostagent(mode: str) -> None:
