@@ -36,7 +36,7 @@ from ..pipeline.controlflow import Block, Structurer, post_dominators
 from ..pipeline.errors import ProgramError
 from ..pipeline.expressions import parse_hexstr
 from ..pipeline.layout import FieldInfo, HeaderInstance, HeaderType
-from ..pipeline.primitives import DROP_PORT, MIRROR_SESSION_VALID, is_jump
+from ..pipeline.primitives import DROP_PORT, MIRROR_SESSION_VALID, Arithmetic, call_primitive, header_type_of, is_jump
 from ..pipeline.program import Program
 from ..pipeline.untrusted import json_int
 
@@ -141,7 +141,7 @@ class Lvalue:
         return f"{self.target} = ({self.cast})((ss_u128)({src}) & {_mask(w)});"
 
 
-class CGenerator:
+class CGenerator(Arithmetic):
     def __init__(self, program: Program):
         self.p = program
         self.js = program.json
@@ -301,7 +301,7 @@ class CGenerator:
             raise ProgramError(f"bad expression {e!r}")
         op, left, right = e["op"], e.get("left"), e.get("right")
         if op in ("+", "-", "*", "<<", ">>", "&", "|", "^", "/", "%") and left is not None:
-            return self._binary(op, self.value(left), self.value(right))
+            return self._binary_value(op, self.value(left), self.value(right))
         if op == "-":
             return V(f"(-(ss_i128){self.value(right).src})", signed=True)
         if op in ("==", "!=", ">", "<", ">=", "<="):
@@ -363,7 +363,7 @@ class CGenerator:
                 ProgramError(f"expected a header stack, got {node!r}")
         return c.const
 
-    def _binary(self, op: str, a: V, b: V) -> V:
+    def _binary_value(self, op: str, a: V, b: V) -> V:
         if op == "&":
             signed = a.signed and b.signed
         else:
@@ -402,17 +402,7 @@ class CGenerator:
         return f"(S->s[{a}] == S->s[{b}] && (!S->s[{a}] || ({fields})))"
 
     def header_type_of(self, node: dict) -> HeaderType:
-        if node["type"] == "header":
-            return self.lay.header(node["value"]).type
-        if node["type"] == "expression":
-            e = node["value"]
-            if e.get("type") == "expression":
-                return self.header_type_of(e)
-            if e.get("op") == "?":
-                return self.header_type_of(e["left"])
-            if e.get("op") in ("dereference_header_stack", "dereference_stack"):
-                return self.compile(e["left"]).const.headers[0].type
-        raise Unsupported(f"a header operand of kind {node.get('type')!r}")
+        return header_type_of(self.lay, node, lambda n: self.compile(n).const, _no_unions)
 
     def lvalue(self, p: dict) -> Lvalue:
         t, v = p["type"], p.get("value")
@@ -436,15 +426,7 @@ class CGenerator:
 
     # -- primitives ---------------------------------------------------------------------
     def primitive(self, prim: dict) -> list[str]:
-        op = prim.get("op")
-        params = prim.get("parameters", [])
-        fn = getattr(self, "p_" + str(op), None)
-        if fn is None:
-            raise Unsupported(f"primitive '{op}'")
-        try:
-            return fn(*params)
-        except TypeError as e:
-            raise ProgramError(f"primitive '{op}' has wrong parameters: {e}") from None
+        return call_primitive(self, prim, lambda op: Unsupported(f"primitive '{op}'"))
 
     def p_assign(self, dst, src):
         if dst["type"] == "header":
@@ -577,24 +559,12 @@ class CGenerator:
         return [f"{{ ss_u128 _rx = {self.value(index).src}; ss_register *_r = &o->registers[{r}];",
                 f"  if (_rx < _r->size) _r->v[(uint32_t)_rx] = (uint64_t){self.value(value).src} & _r->mask; }}"]
 
-    def p_add_to_field(self, dst, v):
+    def _accumulate(self, dst, v, op):
         d = self.lvalue(dst)
-        return [d.store(f"({self.read(d).src} + {self.value(v).src})")]
+        return [d.store(self._binary_value(op, self.read(d), self.value(v)))]
 
-    def p_subtract_from_field(self, dst, v):
-        d = self.lvalue(dst)
-        return [d.store(f"({self.read(d).src} - {self.value(v).src})")]
-
-    def _bin(self, d, a, b, op):
-        return [self.lvalue(d).store(self._binary(op, self.value(a), self.value(b)))]
-
-    def p_add(self, d, a, b): return self._bin(d, a, b, "+")
-    def p_subtract(self, d, a, b): return self._bin(d, a, b, "-")
-    def p_bit_xor(self, d, a, b): return self._bin(d, a, b, "^")
-    def p_bit_or(self, d, a, b): return self._bin(d, a, b, "|")
-    def p_bit_and(self, d, a, b): return self._bin(d, a, b, "&")
-    def p_shift_left(self, d, a, b): return self._bin(d, a, b, "<<")
-    def p_shift_right(self, d, a, b): return self._bin(d, a, b, ">>")
+    def _binary(self, d, a, b, op):
+        return [self.lvalue(d).store(self._binary_value(op, self.value(a), self.value(b)))]
 
     # -- calculations -------------------------------------------------------------------
     def calculation(self, name: str) -> str:
@@ -1144,6 +1114,10 @@ class CGenerator:
 
 
 _KIND = {"exact": 0, "lpm": 1, "ternary": 2, "range": 3, "optional": 4, "valid": 5}
+
+
+def _no_unions(node: dict):
+    raise Unsupported("header unions")
 
 
 def generate(program: Program) -> Native:

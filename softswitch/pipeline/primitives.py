@@ -43,7 +43,55 @@ class Lvalue:
         return self.store(value.src, value.bits)
 
 
-class PrimitiveCompiler:
+class Arithmetic:
+    """P4_14-era arithmetic primitives, still accepted by simple_switch, for a compiler that has
+    ``_binary(dst, a, b, op)`` (dst = a op b) and ``_accumulate(dst, v, op)`` (dst = dst op v)."""
+
+    def p_add_to_field(self, dst, v): return self._accumulate(dst, v, "+")
+    def p_subtract_from_field(self, dst, v): return self._accumulate(dst, v, "-")
+    def p_add(self, d, a, b): return self._binary(d, a, b, "+")
+    def p_subtract(self, d, a, b): return self._binary(d, a, b, "-")
+    def p_bit_xor(self, d, a, b): return self._binary(d, a, b, "^")
+    def p_bit_or(self, d, a, b): return self._binary(d, a, b, "|")
+    def p_bit_and(self, d, a, b): return self._binary(d, a, b, "&")
+    def p_shift_left(self, d, a, b): return self._binary(d, a, b, "<<")
+    def p_shift_right(self, d, a, b): return self._binary(d, a, b, ">>")
+
+
+def call_primitive(compiler: Any, prim: dict, unsupported: Callable[[str], Exception]) -> list[str]:
+    """``compiler.p_<op>(*parameters)`` for one primitive call of the JSON (the Python and the
+    native generators' primitives have the same names); ``unsupported(op)``: the error for an
+    op the compiler lacks."""
+    op = prim.get("op")
+    fn = getattr(compiler, "p_" + str(op), None)
+    if fn is None:
+        raise unsupported(str(op))
+    try:
+        return fn(*prim.get("parameters", []))
+    except TypeError as e:
+        raise ProgramError(f"primitive '{op}' has wrong parameters: {e}") from None
+
+
+def header_type_of(layout: Layout, node: dict, stack_of: Callable[[dict], Any], union_of: Callable[[dict], Any]):
+    """The header type of a header operand: a header, a stack element (``stack_of`` gives the
+    layout's stack of an operand), a union member (``union_of``: its union), either arm of a
+    conditional."""
+    if node["type"] == "header":
+        return layout.header(node["value"]).type
+    if node["type"] == "expression":
+        e = node["value"]
+        if e.get("type") == "expression":       # p4c wraps a conditional header twice
+            return header_type_of(layout, e, stack_of, union_of)
+        if e.get("op") == "?":                  # cond ? a : b: both of one header type
+            return header_type_of(layout, e["left"], stack_of, union_of)
+        if e.get("op") in ("dereference_header_stack", "dereference_stack"):
+            return stack_of(e["left"]).headers[0].type
+        if e.get("op") == "access_union_header":
+            return union_of(e["left"]).headers[int(e["right"])].type
+    raise ProgramError(f"cannot tell the header type of {node!r}")
+
+
+class PrimitiveCompiler(Arithmetic):
     def __init__(self, layout: Layout, ec: ExpressionCompiler, objects: Any,
                  calculation_output: Callable[[str], str]):
         self.layout = layout
@@ -83,20 +131,7 @@ class PrimitiveCompiler:
         raise ProgramError(f"cannot assign to a '{t}'")
 
     def _header_type_of(self, node: dict):
-        if node["type"] == "header":
-            return self.layout.header(node["value"]).type
-        if node["type"] == "expression":
-            e = node["value"]
-            if e.get("type") == "expression":       # p4c wraps a conditional header twice
-                return self._header_type_of(e)
-            if e.get("op") == "?":                  # cond ? a : b: both of one header type
-                return self._header_type_of(e["left"])
-            if e.get("op") in ("dereference_header_stack", "dereference_stack"):
-                return self.ec.compile(e["left"]).const.headers[0].type
-            if e.get("op") == "access_union_header":
-                u = self._union_of(e["left"])
-                return u.headers[int(e["right"])].type
-        raise ProgramError(f"cannot tell the header type of {node!r}")
+        return header_type_of(self.layout, node, lambda n: self.ec.compile(n).const, self._union_of)
 
     def _union_of(self, node: dict):
         if node["type"] == "header_union":
@@ -125,15 +160,7 @@ class PrimitiveCompiler:
 
     # -- primitives ----------------------------------------------------------------------
     def compile(self, prim: dict) -> list[str]:
-        op = prim.get("op")
-        params = prim.get("parameters", [])
-        fn = getattr(self, "p_" + str(op), None)
-        if fn is None:
-            raise ProgramError(f"unsupported primitive '{op}'")
-        try:
-            return fn(*params)
-        except TypeError as e:
-            raise ProgramError(f"primitive '{op}' has wrong parameters: {e}") from None
+        return call_primitive(self, prim, lambda op: ProgramError(f"unsupported primitive '{op}'"))
 
     def p_assign(self, dst, src):
         if dst["type"] == "header":
@@ -301,25 +328,12 @@ class PrimitiveCompiler:
         r = self._object(self.obj.registers, reg, "register array")
         return [f"{self.bind(r)}.write({self.ec.data(index)}, {self.ec.data(value)})"]
 
-    # P4_14-era arithmetic primitives, still accepted by simple_switch.
-    def p_add_to_field(self, dst, v):
-        d = self.lvalue(dst)
-        return [d.store(f"({d.target} + {self.ec.data(v)})")]
-
-    def p_subtract_from_field(self, dst, v):
-        d = self.lvalue(dst)
-        return [d.store(f"({d.target} - {self.ec.data(v)})")]
-
     def _binary(self, dst, a, b, op):
         return [self.lvalue(dst).store(f"({self.ec.data(a)} {op} {self.ec.data(b)})")]
 
-    def p_add(self, d, a, b): return self._binary(d, a, b, "+")
-    def p_subtract(self, d, a, b): return self._binary(d, a, b, "-")
-    def p_bit_xor(self, d, a, b): return self._binary(d, a, b, "^")
-    def p_bit_or(self, d, a, b): return self._binary(d, a, b, "|")
-    def p_bit_and(self, d, a, b): return self._binary(d, a, b, "&")
-    def p_shift_left(self, d, a, b): return self._binary(d, a, b, "<<")
-    def p_shift_right(self, d, a, b): return self._binary(d, a, b, ">>")
+    def _accumulate(self, dst, v, op):
+        d = self.lvalue(dst)
+        return [d.store(f"({d.target} {op} {self.ec.data(v)})")]
 
 
 def is_jump(prim: dict) -> bool:
@@ -334,5 +348,5 @@ def jump_target(prim: dict, ec: ExpressionCompiler) -> tuple[str | None, int]:
     return ec.data(params[0]), int(ec.compile(params[1]).const)
 
 
-__all__ = ["PrimitiveCompiler", "Lvalue", "is_jump", "jump_target", "DROP_PORT",
+__all__ = ["PrimitiveCompiler", "Arithmetic", "call_primitive", "header_type_of", "Lvalue", "is_jump", "jump_target", "DROP_PORT",
            "MIRROR_SESSION_VALID", "DATA", "HEADER", "UNION"]
