@@ -19,6 +19,7 @@ import threading
 from .addr import host_port_arg
 from .args import OneLineErrors
 from .fastpath import MODES
+from .native.mode import DEFAULT_MODE as NATIVE_DEFAULT, MODES as NATIVE_MODES, NativeUnavailable
 from .pipeline.compiled import CompileError
 from .pipeline.errors import ProgramError
 from .ports import PortError, PortSpec
@@ -69,6 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the compiled packet path (Cython + a C compiler): auto = when built (in the "
                         "background, cached), now = before the program runs (or fail), off = Python only "
                         "(default: $SOFTSWITCH_COMPILED, else auto)")
+    p.add_argument("--native", choices=NATIVE_MODES, default=os.environ.get("SOFTSWITCH_NATIVE", NATIVE_DEFAULT),
+                   help="the native data path (the program and the loop in C, gcc): auto = when the native "
+                        "generator can do the program (else the Python/compiled path, the reason shown by "
+                        "softswitch-ctl packet_path), on = native or fail, off = never "
+                        f"(default: $SOFTSWITCH_NATIVE, else {NATIVE_DEFAULT})")
     p.add_argument("--log-level", "-L", choices=LOG_LEVELS, default="info")
     p.add_argument("--log-file", default=None, help="log to this file instead of standard error")
     p.add_argument("--log-console", action="store_true", help="accepted for BMv2 compatibility")
@@ -80,6 +86,8 @@ def parse_config(argv: list[str]) -> tuple[SwitchConfig, argparse.Namespace]:
     args = build_parser().parse_args([a for a in argv if a != "--"])
     if args.compiled not in MODES:     # argparse checks a given value, not the default
         raise CliError(f"SOFTSWITCH_COMPILED={args.compiled!r} is not one of {', '.join(MODES)}")
+    if args.native not in NATIVE_MODES:
+        raise CliError(f"SOFTSWITCH_NATIVE={args.native!r} is not one of {', '.join(NATIVE_MODES)}")
     if args.json and args.no_p4:
         raise CliError("give either a JSON program or --no-p4, not both")
     if not args.json and not args.no_p4:
@@ -102,7 +110,8 @@ def parse_config(argv: list[str]) -> tuple[SwitchConfig, argparse.Namespace]:
     cfg = SwitchConfig(device_id=args.device_id, ports=ports, cpu_port=args.cpu_port,
                        drop_port=args.drop_port, grpc_addr=args.grpc_server_addr,
                        runtime_addr=args.runtime_addr, json_path=args.json,
-                       priority_queues=args.priority_queues, compiled=args.compiled)
+                       priority_queues=args.priority_queues, compiled=args.compiled,
+                       native=args.native)
     known_ports = [p.number for p in ports] + ([args.cpu_port] if args.cpu_port is not None else [])
     # (flag, values, bounds check, per-port dict, default attribute)
     for flag, values, check, per_port, default in (
@@ -155,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         setup_logging(args.log_level, args.log_file)
         switch = Switch(cfg)
         switch.start()
-    except (CliError, PortError, ProgramError, CompileError) as e:
+    except (CliError, PortError, ProgramError, CompileError, NativeUnavailable) as e:
         print(f"softswitch: error: {e}", file=sys.stderr)
         return 2
     except FileNotFoundError as e:

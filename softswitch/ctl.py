@@ -94,13 +94,14 @@ class RuntimeControlServer:
                                    "occupancy": sum(len(q) for q in qs), "drops": sum(q.drops for q in qs),
                                    "priority_queues": dp.priority_queues})
             if cmd == "stats" and not nums:
-                ports = {p.number: {"iface": p.iface, "rx": p.rx_packets, "tx": p.tx_packets}
+                ports = {p.number: dict(zip(("iface", "rx", "tx"), (p.iface, *dp.port_counters(p.number)[:2])))
                          for p in dp.ports.values()}
                 return json.dumps({"counters": dataclasses.asdict(dp.counters), "ports": ports})
             if cmd == "packet_path" and not nums:
                 prog = dp.program
                 return json.dumps({"program": prog is not None, "compiled": bool(prog and prog.compiled),
-                                   "batched_io": dp.batched_io, **self.switch.fast_path.status()})
+                                   "batched_io": dp.batched_io, **self.switch.fast_path.status(),
+                                   **self.switch.native_path.status()})
         except ValueError as e:
             return f"error: {e}"
         return f"error: unknown command or wrong arguments: {line!r}"

@@ -174,6 +174,11 @@ class Dataplane:
             for q in queues:
                 (q.set_depth if setting == "depth" else q.set_rate)(value)
 
+    def port_counters(self, port: int) -> tuple[int, int, int]:
+        """(rx, tx, tx_errors) of one of the switch's ports."""
+        p = self.ports[port]
+        return p.rx_packets, p.tx_packets, p.tx_errors
+
     def check_port(self, port: int) -> None:
         """ValueError naming the switch's ports (and CPU port) unless ``port`` is one of them."""
         check_port(port, [*self.ports, *([self.cpu_port] if self.cpu_port is not None else [])])

@@ -8,9 +8,11 @@ from dataclasses import dataclass, field
 
 from .dataplane import DEFAULT_DROP_PORT, Dataplane
 from .fastpath import FastPath
+from .native.mode import DEFAULT_MODE as NATIVE_DEFAULT_MODE, NativePath, NativeProgram
 from .pipeline.program import Program
 from .ports import Port, PortSpec, open_ports
 from .queues import DEFAULT_DEPTH, DEFAULT_RATE
+from .runtime.pre import ReplicationEngine
 
 log = logging.getLogger("softswitch")
 
@@ -31,6 +33,7 @@ class SwitchConfig:
     priority_queues: int = 1                   # egress queues per port (simple_switch's --priority-queues)
     arbitration_timeout: float | None = None   # seconds a new StreamChannel has to arbitrate (None: default)
     compiled: str = "auto"                     # the compiled packet path: auto, now or off (fastpath.py)
+    native: str = NATIVE_DEFAULT_MODE          # the native data path: auto, on or off (native/mode.py)
 
 
 class Switch:
@@ -47,6 +50,7 @@ class Switch:
         self.cookie: int = 0
         self.config_lock = threading.RLock()
         self.fast_path = FastPath(config.compiled)
+        self.native_path = NativePath(config.native)
         self._servers: list = []
 
     @property
@@ -65,17 +69,16 @@ class Switch:
             program = Program(data)
             self.fast_path.prepare(program)
             self.device_config = data
+        native = self.native_path.prepare(program) if program is not None else None
         self.ports = open_ports(cfg.ports)
         try:
-            dp = Dataplane(self.ports, cfg.cpu_port, cfg.drop_port, cfg.queue_depth, cfg.queue_rate,
-                           cfg.priority_queues)
+            dp = self._new_dataplane(native)
             for port, depth in cfg.port_queue_depths.items():
                 dp.set_queue_depth(depth, port)
             for port, rate in cfg.port_queue_rates.items():
                 dp.set_queue_rate(rate, port)
-            dp.set_program(program)
-            self.fast_path.follow(program, dp)
             self.dataplane = dp
+            self._set_program(dp, program, None, native)
             if cfg.runtime_addr:
                 ctl = RuntimeControlServer(self, cfg.runtime_addr)
                 ctl.start()
@@ -90,6 +93,54 @@ class Switch:
             self.stop()
             raise
         log.info("device %d up: %d ports, P4Runtime on %s", cfg.device_id, len(self.ports), cfg.grpc_addr)
+
+    # -- which data plane runs the program ---------------------------------------------------
+    def _new_dataplane(self, native: NativeProgram | None):
+        cfg = self.config
+        args = (self.ports, cfg.cpu_port, cfg.drop_port, cfg.queue_depth, cfg.queue_rate, cfg.priority_queues)
+        if native is None:
+            return Dataplane(*args)
+        from .native.dataplane import NativeDataplane
+        return NativeDataplane(native.library, *args)
+
+    def _set_program(self, dp, program: Program | None, engine: ReplicationEngine | None,
+                     native: NativeProgram | None) -> None:
+        """``program`` (with its replication ``engine``) into ``dp``, not yet running or locked."""
+        with dp.lock:
+            dp.set_program(program)
+            if engine is not None:
+                dp.pre = engine
+            if native is not None:
+                native.mirror(dp, native)      # the Python objects' state into the library's, and later writes
+        self.native_path.in_use = native is not None
+        if native is None:
+            self.fast_path.follow(program, dp)
+
+    def use_program(self, program: Program, engine: ReplicationEngine, native: NativeProgram | None) -> None:
+        """A committed pipeline's program takes effect. On the data plane that runs now, under its
+        lock, when it is of the kind the program needs (Python, or native with this library);
+        else a new data plane takes the old one's ports, queue settings and packet-in handler,
+        and the old one stops first (packets wait in the sockets meanwhile)."""
+        old = self.dataplane
+        if old is None:
+            return
+        same = (native is None) == (type(old) is Dataplane) and (native is None or old.lib is native.library)
+        if same:
+            self._set_program(old, program, engine, native)
+            return
+        new = self._new_dataplane(native)
+        new.default_queue_depth, new.default_queue_rate = old.default_queue_depth, old.default_queue_rate
+        new.set_queue_depth(old.default_queue_depth)
+        new.set_queue_rate(old.default_queue_rate)
+        for port, settings in old._port_settings.items():
+            new.set_queue_depth(settings["depth"], port)
+            new.set_queue_rate(settings["rate"], port)
+        new.on_packet_in = old.on_packet_in
+        self._set_program(new, program, engine, native)
+        old.stop()
+        self.dataplane = new
+        new.start()
+        log.info("device %d: data plane now %s", self.device_id, "native" if native else "Python")
 
     def stop(self) -> None:
         self.fast_path.stop()

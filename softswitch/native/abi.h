@@ -132,6 +132,9 @@ void ss_dp_unlock(ss_dataplane *dp);
 void ss_dp_set_queue_depth(ss_dataplane *dp, int port, uint32_t depth);
 void ss_dp_set_queue_rate(ss_dataplane *dp, int port, uint32_t rate_pps);
 uint32_t ss_dp_queue_length(ss_dataplane *dp, int port, int priority);
+/* a queue's settings and state: 1, 0 when no packet made it yet (the settings it would get), -1 */
+typedef struct ss_queue_info { uint32_t depth, rate_pps, length; uint64_t drops; } ss_queue_info;
+int ss_dp_queue_info(ss_dataplane *dp, int port, int priority, ss_queue_info *out);
 /* replication: a group's or session's copies, (ports[i], rids[i]) in BMv2's order; replaces */
 int ss_dp_set_group(ss_dataplane *dp, uint32_t group, uint32_t n, const uint32_t *ports,
                     const uint32_t *rids);

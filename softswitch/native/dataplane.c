@@ -58,7 +58,8 @@ typedef struct packet {
 
 typedef struct queue {
     int port, priority;
-    uint32_t depth, count;
+    uint32_t depth, count, rate;
+    uint64_t drops;                /* packets a full queue refused */
     double delay_us, last_departure;
     packet *head, *tail;
     struct queue *next_served;     /* the queues in the order served: highest priority first */
@@ -168,7 +169,10 @@ static uint32_t port_rate(const ss_dataplane *dp, int port) {
     return dp->port_rate[port] >= 0 ? (uint32_t)dp->port_rate[port] : dp->default_rate;
 }
 
-static void queue_set_rate(queue *q, uint32_t rate) { q->delay_us = rate ? 1e6 / rate : 0.0; }
+static void queue_set_rate(queue *q, uint32_t rate) {
+    q->rate = rate;
+    q->delay_us = rate ? 1e6 / rate : 0.0;
+}
 
 static queue *queue_get(ss_dataplane *dp, int port, int priority) {
     queue *q = dp->queues[port][priority];
@@ -189,7 +193,7 @@ static queue *queue_get(ss_dataplane *dp, int port, int priority) {
 }
 
 static int queue_push(queue *q, packet *p, double now) {
-    if (q->count >= q->depth) return 0;
+    if (q->count >= q->depth) { q->drops++; return 0; }
     double d = q->last_departure + q->delay_us;
     p->departure = now > d ? now : d;
     q->last_departure = p->departure;
@@ -762,6 +766,17 @@ uint32_t ss_dp_queue_length(ss_dataplane *dp, int port, int priority) {
     if (port < 0 || port >= SS_MAX_PORTS || priority < 0 || priority >= SS_MAX_PRIORITY_QUEUES) return 0;
     queue *q = dp->queues[port][priority];
     return q ? q->count : 0;
+}
+
+int ss_dp_queue_info(ss_dataplane *dp, int port, int priority, ss_queue_info *out) {
+    if (port < 0 || port >= SS_MAX_PORTS || priority < 0 || priority >= SS_MAX_PRIORITY_QUEUES) return -1;
+    queue *q = dp->queues[port][priority];
+    if (!q) {       /* not made yet: what it would be made with */
+        *out = (ss_queue_info){ port_depth(dp, port), port_rate(dp, port), 0, 0 };
+        return 0;
+    }
+    *out = (ss_queue_info){ q->depth, q->rate, q->count, q->drops };
+    return 1;
 }
 
 static replicas *replicas_new(uint32_t n, const uint32_t *ports, const uint32_t *rids, uint32_t truncate) {

@@ -15,6 +15,7 @@ import logging
 import os
 import select
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -45,9 +46,33 @@ class _PortCounters(ctypes.Structure):
     _fields_ = [("rx", ctypes.c_uint64), ("tx", ctypes.c_uint64), ("tx_errors", ctypes.c_uint64)]
 
 
+class _QueueInfo(ctypes.Structure):
+    _fields_ = [("depth", ctypes.c_uint32), ("rate_pps", ctypes.c_uint32), ("length", ctypes.c_uint32),
+                ("drops", ctypes.c_uint64)]
+
+
+@dataclass(frozen=True)
+class QueueInfo:
+    """One native queue as softswitch-ctl's get_queue shows an EgressQueue."""
+    port: int
+    priority: int
+    depth: int
+    rate_pps: int
+    length: int
+    drops: int
+
+    def __len__(self) -> int:
+        return self.length
+
+
 def load_library(path: Path | str) -> ctypes.CDLL:
     """The library at ``path`` with the data plane's control functions typed."""
-    lib = ctypes.CDLL(str(path))
+    return declare(ctypes.CDLL(str(path)))
+
+
+def declare(lib: ctypes.CDLL) -> ctypes.CDLL:
+    """``lib`` with the data plane's control functions typed (ctypes' default, an int result,
+    would cut a pointer in two)."""
     P, u32, i32 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int
     u32p = ctypes.POINTER(ctypes.c_uint32)
     sigs = {
@@ -62,6 +87,7 @@ def load_library(path: Path | str) -> ctypes.CDLL:
         "ss_dp_set_queue_depth": (None, [P, i32, u32]),
         "ss_dp_set_queue_rate": (None, [P, i32, u32]),
         "ss_dp_queue_length": (u32, [P, i32, i32]),
+        "ss_dp_queue_info": (i32, [P, i32, i32, ctypes.POINTER(_QueueInfo)]),
         "ss_dp_set_group": (i32, [P, u32, u32, u32p, u32p]),
         "ss_dp_delete_group": (None, [P, u32]),
         "ss_dp_set_session": (i32, [P, u32, u32, u32p, u32p, u32]),
@@ -116,11 +142,14 @@ class NativeDataplane:
                  drop_port: int = DEFAULT_DROP_PORT, queue_depth: int = DEFAULT_DEPTH,
                  queue_rate: int = DEFAULT_RATE, priority_queues: int = 1):
         check_priority_queues(priority_queues)
-        self.lib = library if isinstance(library, ctypes.CDLL) else load_library(library)
+        self.lib = declare(library) if isinstance(library, ctypes.CDLL) else load_library(library)
         self.ports = ports
         self.cpu_port = cpu_port
         self.drop_port = drop_port
         self.priority_queues = priority_queues
+        self.program = None                     # the Python Program this library was made from
+        self.default_queue_depth, self.default_queue_rate = queue_depth, queue_rate
+        self._port_settings: dict[int, dict[str, int]] = {}    # as Dataplane's: carried to a successor
         self.handle = self.lib.ss_dp_new(SS_NO_PORT if cpu_port is None else cpu_port, drop_port,
                                          priority_queues, queue_depth, queue_rate)
         if not self.handle:
@@ -131,6 +160,7 @@ class NativeDataplane:
                 raise NativeError(f"port {number}: its socket cannot be watched")
         self.lock = BatchLock(self.lib, self.handle)
         self.objects = self.lib.ss_dp_objects(self.handle)     # the program's run-time objects
+        self.mirror = None      # objects.NativeObjects writing the Python objects' changes into them
         self.on_packet_in: Callable[[bytes], None] | None = None
         self._pre = ReplicationEngine()
         self._pre.on_change = self._mirror
@@ -192,6 +222,7 @@ class NativeDataplane:
         if port is not None:
             self.check_port(port)
         with self.lock:
+            self._remember(port, "rate", rate_pps)
             self.lib.ss_dp_set_queue_rate(self.handle, SS_NO_PORT if port is None else port, rate_pps)
 
     def set_queue_depth(self, depth: int, port: int | None = None) -> None:
@@ -199,7 +230,28 @@ class NativeDataplane:
         if port is not None:
             self.check_port(port)
         with self.lock:
+            self._remember(port, "depth", depth)
             self.lib.ss_dp_set_queue_depth(self.handle, SS_NO_PORT if port is None else port, depth)
+
+    def _remember(self, port: int | None, setting: str, value: int) -> None:
+        """The settings as Dataplane keeps them (a data plane that replaces this one takes them)."""
+        if port is None:
+            setattr(self, f"default_queue_{setting}", value)
+            for settings in self._port_settings.values():
+                settings[setting] = value
+        else:
+            self._port_settings.setdefault(
+                port, {"depth": self.default_queue_depth, "rate": self.default_queue_rate})[setting] = value
+
+    def port_queues(self, port: int) -> list[QueueInfo]:
+        """The port's queues so far (priority 0's at least), highest priority first."""
+        out = []
+        with self.lock:
+            for prio in reversed(range(self.priority_queues)):
+                info = _QueueInfo()
+                if self.lib.ss_dp_queue_info(self.handle, port, prio, ctypes.byref(info)) == 1 or prio == 0:
+                    out.append(QueueInfo(port, prio, info.depth, info.rate_pps, info.length, info.drops))
+        return out
 
     def queue_length(self, port: int, priority: int = 0) -> int:
         with self.lock:
@@ -222,6 +274,14 @@ class NativeDataplane:
         if self.lib.ss_dp_port_counters(self.handle, port, ctypes.byref(c)) != 0:
             raise ValueError(f"port {port} is outside 0..511")
         return c.rx, c.tx, c.tx_errors
+
+    @property
+    def batched_io(self) -> bool:
+        return True          # recvmmsg/sendmmsg
+
+    def set_program(self, program) -> None:
+        """The Python Program the library was made from (its objects answer P4Runtime reads)."""
+        self.program = program
 
     def now_us(self) -> int:
         return self.lib.ss_now_us(self.handle)
@@ -266,6 +326,9 @@ class NativeDataplane:
         self.lib.ss_dp_stop(self.handle)
         if self._packet_in_thread is not None:
             self._packet_in_thread.join(timeout=2)
+        if self.mirror is not None:        # the Python objects take the native state back
+            self.mirror.detach()
+            self.mirror = None
         self.lib.ss_dp_free(self.handle)
         self.handle = None
 

@@ -27,6 +27,7 @@ from google.protobuf.message import DecodeError
 from p4.v1 import p4runtime_pb2
 
 from . import entities, pre_entries, table_entries
+from ..native.mode import NativeUnavailable
 from ..pipeline.compiled import CompileError
 from .arbitration import Arbiter, Connection, election_of
 from .errors import P4RTError, invalid, not_found, unimplemented, ABORTED, DEADLINE_EXCEEDED, FAILED_PRECONDITION, \
@@ -142,6 +143,10 @@ class P4RuntimeDevice:
             self.switch.fast_path.prepare(new.program)     # "now": the compiled path, or this fails
         except CompileError as e:
             raise P4RTError(INTERNAL, f"the compiled packet path (--compiled now) cannot be had: {e}") from None
+        try:     # built outside the locks (seconds, once per program text); "on": native, or this fails
+            new.native = self.switch.native_path.prepare(new.program)
+        except NativeUnavailable as e:
+            raise P4RTError(INTERNAL, f"the native data path (--native on) cannot be had: {e}") from None
         with self._locked(timeout, self.push_lock):
             if action == SetAction.RECONCILE_AND_COMMIT and self.current is not None:
                 self._reconcile(new, timeout)
@@ -154,12 +159,10 @@ class P4RuntimeDevice:
                     self._commit(new)
 
     def _commit(self, new: Pipeline) -> None:
-        dp = self.switch.dataplane
+        # takes the data plane's lock itself (or stops it for a data plane of another kind);
+        # config_lock, held here, keeps Writes out until the swap below is done
+        self.switch.use_program(new.program, new.pre.engine, getattr(new, "native", None))
         with self._dp_lock():
-            if dp is not None:
-                dp.set_program(new.program)
-                dp.pre = new.pre.engine
-                self.switch.fast_path.follow(new.program, dp)
             self.current = self.committed = new
             self.pending = None
             self.switch.p4info = new.p4info

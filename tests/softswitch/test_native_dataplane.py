@@ -15,10 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from emulation.testbed import Testbed
+from emulation.testbed import Testbed, free_tcp_port
+from softswitch.dataplane import Dataplane
 from softswitch.native import build
 from softswitch.native.dataplane import NativeDataplane, load_library
+from softswitch.native.mode import NativeProgram
 from softswitch.ports import Port, PortSpec
+from softswitch.runtime.pre import ReplicationEngine
+from softswitch.switch import Switch, SwitchConfig
 
 STUB = Path(__file__).resolve().parent / "native_stub.c"
 NORMAL, INGRESS_CLONE, EGRESS_CLONE, RECIRC, REPLICATION, RESUBMIT = 0, 1, 2, 4, 5, 6
@@ -59,7 +63,7 @@ def bench():
                 p.close()
 
 
-class Switch:
+class Bench:
     """One native data plane on the bench's ports, its stub's rules at hand."""
 
     def __init__(self, lib, tb, ports, **kw):
@@ -102,10 +106,10 @@ def ours(frames: list[bytes]) -> list[bytes]:
 
 @pytest.fixture
 def switch(library, bench):
-    made: list[Switch] = []
+    made: list[Bench] = []
 
-    def make(**kw) -> Switch:
-        s = Switch(library, *bench, **kw)
+    def make(**kw) -> Bench:
+        s = Bench(library, *bench, **kw)
         made.append(s)
         return s
     yield make
@@ -339,3 +343,35 @@ def test_a_write_batch_is_seen_whole(switch):
     two, three = (ours(s.tb.ports[p].receive(timeout=2, quiet=0.3)) for p in (2, 3))
     assert len(two) + len(three) == 300 and two and three
     assert {carried(f)["mark"] for f in two} == {2} and {carried(f)["mark"] for f in three} == {3}
+
+
+def test_a_switch_swaps_its_data_plane_keeping_ports_queue_settings_and_packet_in(library, bench):
+    """A program that runs natively replaces the Python data plane on the same ports (and back):
+    the queue settings made at run time and the packet-in handler go with it."""
+    tb, _ = bench
+    tb.drain()
+    switch = Switch(SwitchConfig(ports=[PortSpec(n, hp.switch_iface) for n, hp in tb.ports.items()],
+                                  grpc_addr=f"127.0.0.1:{free_tcp_port()}", compiled="off"))
+    switch.start()
+    try:
+        assert type(switch.dataplane) is Dataplane
+        switch.dataplane.set_queue_rate(77, 2)
+        handler = lambda frame: None    # noqa: E731
+        switch.dataplane.on_packet_in = handler
+        mirrored = []
+        untyped = ctypes.CDLL(library._name)      # as build.py loads it: the data plane types what it calls
+        stand_in = NativeProgram(None, None, untyped, lambda dp, native: mirrored.append(dp))
+        switch.use_program(None, ReplicationEngine(), stand_in)
+        dp = switch.dataplane
+        assert isinstance(dp, NativeDataplane) and mirrored == [dp] and switch.native_path.in_use
+        assert dp.port_queues(2)[0].rate_pps == 77 and dp.port_queues(3)[0].rate_pps == 0
+        assert dp.on_packet_in is handler
+        with dp.lock:
+            library.stub_in_rule(dp.objects, 1).contents.egress = 3
+        tb.ports[1].send(frame(5))
+        assert [seq_of(f) for f in ours(tb.ports[3].receive(timeout=3, count=1))] == [5]
+        switch.use_program(None, ReplicationEngine(), None)       # back to Python
+        assert type(switch.dataplane) is Dataplane and not switch.native_path.in_use
+        assert switch.dataplane.port_queues(2)[0].rate_pps == 77 and switch.dataplane.on_packet_in is handler
+    finally:
+        switch.stop()

@@ -1,0 +1,60 @@
+"""softswitch --native: off runs nothing natively; a program the native path cannot run is
+refused with the reason named (auto: the Python path runs it, the reason counted and shown by
+softswitch-ctl's packet_path; on: the push or the start fails saying why)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from emulation.testbed import free_tcp_port
+from softswitch.cli import CliError, parse_config
+from softswitch.ctl import send_command
+from softswitch.native.mode import NativePath, NativeUnavailable
+from softswitch.pipeline.program import Program
+from softswitch.switch import Switch, SwitchConfig
+
+BUILD = Path(__file__).resolve().parents[1] / "p4/build"
+VARBIT = BUILD / "parser_features.json"          # a varbit field: the native generator refuses it
+
+
+def test_off_builds_nothing_and_refuses_nothing():
+    path = NativePath("off")
+    assert path.prepare(Program(VARBIT.read_bytes())) is None
+    assert path.status() == {"native_mode": "off", "native": False, "native_refused": None, "native_refusals": 0}
+
+
+def test_a_refused_program_runs_on_the_python_path_with_the_reason_named():
+    path = NativePath("auto")
+    assert path.prepare(Program(VARBIT.read_bytes())) is None
+    status = path.status()
+    assert "native generator cannot do this program" in status["native_refused"]
+    assert "variable-length field" in status["native_refused"] and status["native_refusals"] == 1
+
+
+def test_on_fails_naming_the_reason():
+    with pytest.raises(NativeUnavailable, match="variable-length field"):
+        NativePath("on").prepare(Program(VARBIT.read_bytes()))
+
+
+def test_the_flag_and_its_environment_default(monkeypatch):
+    cfg, _ = parse_config(["--no-p4", "--native", "auto"])
+    assert cfg.native == "auto"
+    assert parse_config(["--no-p4"])[0].native == "off"          # not the default until proven
+    monkeypatch.setenv("SOFTSWITCH_NATIVE", "sometimes")
+    with pytest.raises(CliError, match="SOFTSWITCH_NATIVE='sometimes' is not one of auto, on, off"):
+        parse_config(["--no-p4"])
+
+
+def test_a_switch_shows_why_its_program_is_not_native():
+    ctl = f"127.0.0.1:{free_tcp_port()}"
+    switch = Switch(SwitchConfig(grpc_addr=f"127.0.0.1:{free_tcp_port()}", runtime_addr=ctl,
+                                 json_path=str(VARBIT), native="auto", compiled="off"))
+    switch.start()
+    try:
+        status = json.loads(send_command(ctl, "packet_path"))
+        assert status["program"] and status["native"] is False and status["native_refusals"] == 1
+        assert "variable-length field" in status["native_refused"]
+    finally:
+        switch.stop()
