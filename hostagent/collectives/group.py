@@ -47,7 +47,11 @@ class Op(enum.IntEnum):
     BARRIER = 7
 
 
-# The algorithms each operation offers, besides "auto".
+# The algorithms each operation offers, besides "auto". reduce_scatter has no in_network: the
+# aggregation program multicasts every result to all of the job's workers (a unicast to each
+# block's owner would need a per-chunk owner and route in the switches), and even then each rank
+# must send up the (n-1)/n of its buffer that others own - what the ring already sends, which is
+# the least a host link can carry; only the upper tiers' load and the number of steps would fall.
 ALGORITHMS: dict[Op, tuple[str, ...]] = {
     Op.ALL_REDUCE: ("ring", "tree", "halving_doubling", "hierarchical", "in_network"),
     Op.REDUCE_SCATTER: ("ring", "halving_doubling"),
