@@ -58,6 +58,7 @@ int ss_parse(ss_objects *o, void *st, const uint8_t *frame, uint32_t len, uint32
     }
     memcpy(s->eth, frame, 14);
     s->eth_valid = 1;
+    s->mark = 0x5A;                       /* metadata a parser sets: a clone's reset must clear it */
     *consumed = 14;
     return SS_OK;
 }
