@@ -25,6 +25,7 @@ from aifabric.experiments.fabric_conditions import LB_MODES, FabricConditions
 from aifabric.experiments.train_runner import WorkloadRun, run_workload
 from aifabric.lab import report
 from aifabric.lab.lab import Lab
+from aifabric.lab.report import Failed
 from aifabric.workloads import Job, Parallelism, Scale, estimate, fit, generate, place, preset
 from controller.aggregation import JobManager
 from hostagent.collectives.aggregation.protocol import FRAME_BYTES
@@ -135,9 +136,10 @@ def summarise(runs: list[dict]) -> list[dict]:
     return rows
 
 
-def _cell(row: dict, key: str, fmt: str) -> str:
+def _cell(row: dict, key: str, fmt: str) -> str | Failed:
+    """A median as text, or why there is none (the table notes each reason once)."""
     if row[key] is None:
-        return f"failed ({row['errors'][0][:60]})" if row["errors"] else "-"
+        return Failed(row["errors"][0][:160] if row["errors"] else "no run")
     return format(row[key], fmt)
 
 
@@ -146,7 +148,7 @@ def render(plan: TrainBenchPlan, scale: Scale, rows: list[dict]) -> str:
                "measured / estimate", "busiest link", "fabric max/mean", "CPU busy"]
     body = [(r["topology"], r["mode"], r["collectives"], f"{r['runs'] - r['failed']}/{r['runs']}",
              _cell(r, "step_s", ".2f"), _cell(r, "exposed_comm_s", ".2f"), _cell(r, "estimate_step_s", ".2f"),
-             f"{r['step_s'] / r['estimate_step_s']:.2f}" if r["step_s"] is not None else "-",
+             f"{r['step_s'] / r['estimate_step_s']:.2f}" if r["step_s"] is not None else _cell(r, "step_s", ""),
              _cell(r, "busiest_share", ".0%"), _cell(r, "fabric_imbalance", ".2f"), _cell(r, "cpu_busy", ".0%"))
             for r in rows]
     job = plan.job()
