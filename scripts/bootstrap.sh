@@ -18,6 +18,7 @@ APT_PACKAGES=(
   nftables        # closes BMv2's Thrift ports to other machines (emulation/control_ports.py)
   npm             # installs the live page's cytoscape.js (controller/web/package.json)
   chromium chromium-driver   # the live page in a real browser, driven by selenium (tests/fabric/test_web_page.py)
+  openmpi-bin libopenmpi-dev  # Open MPI beside our collectives (bench collectives --with-mpi); -dev: mpi4py can build
 )
 
 need_root() {
@@ -73,7 +74,7 @@ make_venv() {
   if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     echo "bootstrap: installing aifabric and its Python dependencies into $VENV"
     "$VENV/bin/pip" install -q --upgrade pip
-    "$VENV/bin/pip" install -q -e '.[test]'
+    "$VENV/bin/pip" install -q -e '.[test,mpi]'
     touch "$stamp"
   fi
 }

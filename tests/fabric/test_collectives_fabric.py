@@ -67,3 +67,16 @@ def test_in_network_all_reduce_is_made_by_the_switches(fabric_lab):
     assert run.agg_ops["completed"] >= 2 * (-(-20000 // 64))      # the switches finished the chunks
     assert run.server.get("packets_in", -1) == 0                   # nothing reached the fallback aggregator
     assert [c.get("chose") for c in run.calls()][-1] == "in_network"  # auto took the switches for 80 kB
+
+
+def test_open_mpi_all_reduce_across_four_hosts(fabric_lab):
+    """Open MPI beside ours: mpirun in one host, a daemon in each other host's namespace, TCP over
+    the fabric; every rank checks MPI_Allreduce's sum against numpy (the runner's bound)."""
+    from aifabric.experiments.mpi_lab import available, run_mpi
+    lab, _ = fabric_lab
+    assert available() is None, available()      # scripts/bootstrap.sh installs openmpi-bin and mpi4py
+    hosts = ["p0e0h0", "p1e0h1", "p2e1h0", "p3e1h1"]
+    run = run_mpi(lab, hosts, ["all_reduce"], [4097], deadline_s=120.0)
+    assert run.ok, run.errors
+    assert [r["rank"] for r in run.reports] == [0, 1, 2, 3] and all(r["world"] == 4 for r in run.reports)
+    assert all(c["ok"] and c["elements"] == 4097 for r in run.reports for c in r["calls"])
