@@ -29,15 +29,7 @@ from .pipeline.helpers import Abort
 from .pipeline.compiled import loaded_support
 from .pipeline.program import Program
 from .ports import Port
-from .queues import (
-    DEFAULT_DEPTH,
-    DEFAULT_RATE,
-    EgressQueue,
-    check_depth,
-    check_port,
-    check_priority_queues,
-    check_rate,
-)
+from .queues import DEFAULT_DEPTH, DEFAULT_RATE, EgressQueue, QueueSettings, check_priority_queues
 from .runtime.pre import ReplicationEngine
 
 log = logging.getLogger("softswitch.dataplane")
@@ -69,7 +61,7 @@ class Counters:
     packet_in_lost: int = 0     # packet-ins the native data plane's ring had no room for
 
 
-class Dataplane:
+class Dataplane(QueueSettings):
     def __init__(self, ports: dict[int, Port], cpu_port: int | None = None,
                  drop_port: int = DEFAULT_DROP_PORT, queue_depth: int = DEFAULT_DEPTH,
                  queue_rate: int = DEFAULT_RATE, priority_queues: int = 1):
@@ -157,45 +149,19 @@ class Dataplane:
         self.queue(port)
         return [q for (p, _), q in self.queues.items() if p == port]
 
-    def _set_port(self, port: int | None, setting: str, value: int) -> None:
-        """``setting`` ("depth" or "rate") of one port's queues, present and future, or (port
-        None) of every queue and the default, as BMv2's set_queue_depth/set_queue_rate."""
-        with self.lock:
-            if port is None:
-                setattr(self, f"default_queue_{setting}", value)
-                for settings in self._port_settings.values():
-                    settings[setting] = value
-                queues = list(self.queues.values())
-            else:
-                settings = self._port_settings.setdefault(
-                    port, {"depth": self.default_queue_depth, "rate": self.default_queue_rate})
-                settings[setting] = value
-                queues = self.port_queues(port)
-            for q in queues:
-                (q.set_depth if setting == "depth" else q.set_rate)(value)
+    def _apply_queue_setting(self, port: int | None, setting: str, value: int) -> None:
+        """``setting`` ("depth" or "rate") into one port's queues, or (port None) every queue
+        (QueueSettings remembered it for the queues made later)."""
+        queues = list(self.queues.values()) if port is None else self.port_queues(port)
+        for q in queues:
+            (q.set_depth if setting == "depth" else q.set_rate)(value)
+        if setting == "rate":
+            self._wake()           # the loop's wait may now be shorter
 
     def port_counters(self, port: int) -> tuple[int, int, int]:
         """(rx, tx, tx_errors) of one of the switch's ports."""
         p = self.ports[port]
         return p.rx_packets, p.tx_packets, p.tx_errors
-
-    def check_port(self, port: int) -> None:
-        """ValueError naming the switch's ports (and CPU port) unless ``port`` is one of them."""
-        check_port(port, [*self.ports, *([self.cpu_port] if self.cpu_port is not None else [])])
-
-    def set_queue_rate(self, rate_pps: int, port: int | None = None) -> None:
-        """BMv2's set_queue_rate: one port, or every port (and the default) when None."""
-        check_rate(rate_pps)
-        if port is not None:
-            self.check_port(port)
-        self._set_port(port, "rate", rate_pps)
-        self._wake()
-
-    def set_queue_depth(self, depth: int, port: int | None = None) -> None:
-        check_depth(depth)
-        if port is not None:
-            self.check_port(port)
-        self._set_port(port, "depth", depth)
 
     def inject_packet_out(self, frame: bytes) -> None:
         """A packet from the controller: it enters ingress on the CPU port."""

@@ -12,7 +12,7 @@ priority leaves first (QueueingLogicPriRL).
 from __future__ import annotations
 
 from collections import deque
-from typing import Iterable
+from typing import Iterable, Literal
 
 DEFAULT_DEPTH = 64        # simple_switch's default queue capacity, in packets
 DEFAULT_RATE = 0          # packets per second; 0 means no limit
@@ -50,6 +50,49 @@ def check_depth(depth: int) -> None:
     """ValueError unless ``depth`` is 1..MAX_DEPTH packets."""
     if not 1 <= depth <= MAX_DEPTH:
         raise ValueError(f"queue depth {depth} packets is outside 1..{MAX_DEPTH}")
+
+
+class QueueSettings:
+    """A data plane's queue depth and rate settings, as BMv2's set_queue_depth and set_queue_rate
+    take them: for one port (its queues present and future) or, port None, for every port and
+    the default. Kept here, in one shape, so that a data plane replacing another (Python <->
+    native, Switch.use_program) takes them over; the data plane applies them to its queues
+    (``_apply_queue_setting``, called under its ``lock``)."""
+    ports: dict
+    cpu_port: int | None
+    lock: object
+    default_queue_depth: int
+    default_queue_rate: int
+    _port_settings: dict[int, dict[str, int]]     # port -> {"depth", "rate"} set for it alone
+
+    def check_port(self, port: int) -> None:
+        """ValueError naming the switch's ports (and CPU port) unless ``port`` is one of them."""
+        check_port(port, [*self.ports, *([self.cpu_port] if self.cpu_port is not None else [])])
+
+    def set_queue_rate(self, rate_pps: int, port: int | None = None) -> None:
+        """BMv2's set_queue_rate: one port, or every port (and the default) when None."""
+        check_rate(rate_pps)
+        self._set_port(port, "rate", rate_pps)
+
+    def set_queue_depth(self, depth: int, port: int | None = None) -> None:
+        check_depth(depth)
+        self._set_port(port, "depth", depth)
+
+    def _set_port(self, port: int | None, setting: Literal["depth", "rate"], value: int) -> None:
+        if port is not None:
+            self.check_port(port)
+        with self.lock:
+            if port is None:
+                setattr(self, f"default_queue_{setting}", value)
+                for settings in self._port_settings.values():
+                    settings[setting] = value
+            else:
+                self._port_settings.setdefault(
+                    port, {"depth": self.default_queue_depth, "rate": self.default_queue_rate})[setting] = value
+            self._apply_queue_setting(port, setting, value)
+
+    def _apply_queue_setting(self, port: int | None, setting: str, value: int) -> None:
+        raise NotImplementedError
 
 
 class EgressQueue:

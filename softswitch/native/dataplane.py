@@ -21,7 +21,7 @@ from typing import Callable
 
 from ..dataplane import DEFAULT_DROP_PORT, Counters
 from ..ports import Port
-from ..queues import DEFAULT_DEPTH, DEFAULT_RATE, check_depth, check_port, check_priority_queues, check_rate
+from ..queues import DEFAULT_DEPTH, DEFAULT_RATE, QueueSettings, check_priority_queues
 from ..runtime.pre import ReplicationEngine
 
 log = logging.getLogger("softswitch.native")
@@ -137,7 +137,7 @@ class BatchLock:
         self.release()
 
 
-class NativeDataplane:
+class NativeDataplane(QueueSettings):
     def __init__(self, library: Path | str | ctypes.CDLL, ports: dict[int, Port], cpu_port: int | None = None,
                  drop_port: int = DEFAULT_DROP_PORT, queue_depth: int = DEFAULT_DEPTH,
                  queue_rate: int = DEFAULT_RATE, priority_queues: int = 1):
@@ -214,34 +214,9 @@ class NativeDataplane:
                 raise NativeError(f"{kind} {ident}: the native data plane refused its {n} copies")
 
     # -- queues --------------------------------------------------------------------------
-    def check_port(self, port: int) -> None:
-        check_port(port, [*self.ports, *([self.cpu_port] if self.cpu_port is not None else [])])
-
-    def set_queue_rate(self, rate_pps: int, port: int | None = None) -> None:
-        check_rate(rate_pps)
-        if port is not None:
-            self.check_port(port)
-        with self.lock:
-            self._remember(port, "rate", rate_pps)
-            self.lib.ss_dp_set_queue_rate(self.handle, SS_NO_PORT if port is None else port, rate_pps)
-
-    def set_queue_depth(self, depth: int, port: int | None = None) -> None:
-        check_depth(depth)
-        if port is not None:
-            self.check_port(port)
-        with self.lock:
-            self._remember(port, "depth", depth)
-            self.lib.ss_dp_set_queue_depth(self.handle, SS_NO_PORT if port is None else port, depth)
-
-    def _remember(self, port: int | None, setting: str, value: int) -> None:
-        """The settings as Dataplane keeps them (a data plane that replaces this one takes them)."""
-        if port is None:
-            setattr(self, f"default_queue_{setting}", value)
-            for settings in self._port_settings.values():
-                settings[setting] = value
-        else:
-            self._port_settings.setdefault(
-                port, {"depth": self.default_queue_depth, "rate": self.default_queue_rate})[setting] = value
+    def _apply_queue_setting(self, port: int | None, setting: str, value: int) -> None:
+        fn = self.lib.ss_dp_set_queue_depth if setting == "depth" else self.lib.ss_dp_set_queue_rate
+        fn(self.handle, SS_NO_PORT if port is None else port, value)
 
     def port_queues(self, port: int) -> list[QueueInfo]:
         """The port's queues so far (priority 0's at least), highest priority first."""
