@@ -7,7 +7,7 @@ k=4 fat-tree (8 ranks, 400-packet/s links): halving-doubling led all_reduce up t
 ring from 8 KiB on, the tree never (it sends every byte over log n hops one after another); for
 reduce the ring led from 8 KiB, for broadcast the tree everywhere. Hierarchical (groups of equal
 size: reduce_scatter inside, all_reduce across, all_gather inside) sends what the ring sends but
-keeps most of it under the edge switches, so it is taken for mid sizes when ranks share racks.
+keeps most of it under the edge switches, so it is taken for mid sizes when ranks share racks."""
 
 from __future__ import annotations
 
