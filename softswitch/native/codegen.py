@@ -1124,4 +1124,10 @@ def generate(program: Program) -> Native:
     """The program's C (Unsupported names what the native path cannot do yet)."""
     if not program.fuse:
         raise Unsupported("a program loaded unfused (the reference node loop)")
-    return CGenerator(program).generate()
+    try:
+        return CGenerator(program).generate()
+    except Unsupported:
+        raise
+    except (ProgramError, KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+        # the Program loaded, so the Python path runs it: say what the generator tripped on
+        raise Unsupported(f"the native generator failed on it ({type(e).__name__}: {e})") from e
