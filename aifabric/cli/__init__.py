@@ -23,7 +23,8 @@
     aifabric bench load-balance [--modes ...] [--patterns ...]           load-balancing modes compared
                                 [--seeds ...]      (`bench lb` is the same command)
     aifabric bench collectives [--ranks 8] [--sizes ...] [--ops ...]    collectives' algbw/busbw per operation,
-                                                                        algorithm and size (nccl-tests' way)
+                               [--with-mpi]                             algorithm and size (nccl-tests' way),
+                                                                        Open MPI's beside them with --with-mpi
     aifabric bench train [--topologies ...] [--modes ...] [--seeds ...]  a training workload across load-balancing
                                                                         modes, ring vs in-network, topologies
     aifabric clean                                                      remove leftovers
