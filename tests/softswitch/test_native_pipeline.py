@@ -530,3 +530,15 @@ def test_no_name_of_the_json_reaches_the_c():
     strings = set(re.findall(r'"[^"\n]*"', source))
     assert strings <= {'"objects.h"', '"pipeline_support.h"', '"pipeline_helpers.h"'}, strings
     NativeBuilder(with_dataplane=False).build(source)
+
+
+def test_a_generator_failure_is_a_named_refusal(monkeypatch):
+    """Whatever the generator trips on in a program that loaded is Unsupported, naming it (the
+    loader catches that one class and runs the Python path), never another exception."""
+    from softswitch.native import codegen
+
+    def broken(self, pipe):
+        raise KeyError("a node the generator did not expect")
+    monkeypatch.setattr(codegen.CGenerator, "pipeline", broken)
+    with pytest.raises(Unsupported, match="KeyError.*a node the generator did not expect"):
+        generate(Program((REPO / "tests/p4/build/basic_router.json").read_text()))
