@@ -542,3 +542,51 @@ def test_a_generator_failure_is_a_named_refusal(monkeypatch):
     monkeypatch.setattr(codegen.CGenerator, "pipeline", broken)
     with pytest.raises(Unsupported, match="KeyError.*a node the generator did not expect"):
         generate(Program((REPO / "tests/p4/build/basic_router.json").read_text()))
+
+
+def _write_state(nat: NativePipeline, buf, F: list) -> None:
+    lib = nat.lib
+    lib.ss_slot_write.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+    lib.ss_state_init.argtypes = [ctypes.c_void_p]
+    lib.ss_state_init(buf)
+    pair = (ctypes.c_uint64 * 2)()
+    for slot, v in enumerate(F):
+        if isinstance(v, int):
+            v &= (1 << 128) - 1
+            pair[0], pair[1] = v & M64, v >> 64
+            lib.ss_slot_write(buf, slot, pair)
+
+
+@pytest.mark.parametrize("stem", ["fabric", "replication"])
+def test_a_copy_s_metadata_reset_and_field_lists(stem: str):
+    """What the data plane does to a clone or a resubmitted/recirculated packet: its metadata
+    reset (ss_clear_metadata) and a field list copied from the original (ss_copy_field_list),
+    as dataplane.py does to the Python path's state, field list by field list."""
+    from softswitch.dataplane import Dataplane
+    path = next(p for p in PROGRAMS if p.stem == stem)
+    prog = Program(path.read_text())
+    nat = _native(prog)
+    lib = nat.lib
+    lib.ss_clear_metadata.argtypes = [ctypes.c_void_p]
+    lib.ss_copy_field_list.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+    fields = _field_slots(prog)
+    rng = random.Random(stem)
+    original = ctypes.create_string_buffer(lib.ss_state_size())
+    assert prog.field_lists, f"{stem} has no field list"
+    for fl in prog.field_lists:
+        for _ in range(20):
+            F, G = random_state(prog, rng), random_state(prog, rng)
+            for state in (F, G):
+                for slot, (width, signed) in fields.items():
+                    if signed and state[slot] >> (width - 1):
+                        state[slot] -= 1 << width
+            _write_state(nat, original, F)
+            _write_state(nat, nat.state, G)
+            for slot in prog.layout.metadata_slots:
+                G[slot] = 0
+            Dataplane.copy_field_list(prog, fl, F, G)
+            lib.ss_clear_metadata(nat.state)
+            lib.ss_copy_field_list(fl, original, nat.state)
+            diff = [(k, a, b) for k, (a, b) in enumerate(zip(nat.slots(), G)) if not isinstance(b, bytes)
+                    and a != (b if k in fields else b & M64)]
+            assert not diff, f"field list {fl} (slot, native, python): {diff[:8]}"
