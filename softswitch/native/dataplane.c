@@ -48,8 +48,10 @@ enum { NORMAL, INGRESS_CLONE, EGRESS_CLONE, COALESCED, RECIRC, REPLICATION, RESU
 #define READ(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
 
 /* A packet: its state (abi.h, flat) and the frame it was parsed from; its payload is the
- * frame's bytes after the parsed headers. One allocation: header, state, frame. */
-typedef struct packet {
+ * frame's bytes after the parsed headers. One allocation: header, state, frame; the header is
+ * a multiple of 16 bytes so the state is as aligned as malloc's block (its 128-bit fields are
+ * read with aligned SSE loads). */
+typedef struct __attribute__((aligned(16))) packet {
     struct packet *next;
     double departure;              /* µs since start, when queued */
     uint32_t len, consumed;        /* frame bytes; bytes the headers took */

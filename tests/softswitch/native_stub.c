@@ -26,6 +26,7 @@ struct ss_objects {
 };
 
 typedef struct stub_state {
+    ss_u128 wide;                 /* a 128-bit field, as a generated state has: 16-byte aligned */
     uint64_t meta[SS_META_COUNT];
     uint64_t tag, mark;
     uint8_t eth[14];
@@ -51,6 +52,7 @@ void ss_set(void *st, int meta, uint64_t v) { ((stub_state *)st)->meta[meta] = v
 int ss_parse(ss_objects *o, void *st, const uint8_t *frame, uint32_t len, uint32_t *consumed) {
     (void)o;
     stub_state *s = st;
+    if ((uintptr_t)st % _Alignof(ss_u128)) return SS_ERR_UNSUPPORTED;   /* the data plane misaligned it */
     if (len < 14) {                       /* PacketTooShort */
         s->meta[SS_PARSER_ERROR] = 1;
         *consumed = 0;
