@@ -141,6 +141,12 @@ class Lvalue:
         return f"{self.target} = ({self.cast})((ss_u128)({src}) & {_mask(w)});"
 
 
+def _wide(info: FieldInfo) -> bool:
+    """Kept in w[] (ss_u128): a field of 65..128 bits, or a variable-length one (its current
+    width in the slot after the header's fields)."""
+    return info.width is None or info.width > 64
+
+
 class CGenerator(Arithmetic):
     def __init__(self, program: Program):
         self.p = program
@@ -151,7 +157,7 @@ class CGenerator(Arithmetic):
         self._check_program()
         for hdr in self.lay.headers.values():
             for f in hdr.type.fields:
-                if f.width is not None and f.width > 64:
+                if _wide(f):
                     self.wide[hdr.base + 1 + f.index] = len(self.wide)
         self.tables = list(program.tables)
         self.profiles = list(program.action_profiles)
@@ -177,7 +183,10 @@ class CGenerator(Arithmetic):
     def _check_program(self) -> None:
         for t in self.lay.header_types.values():
             if t.varbit is not None and any(h.type is t for h in self.lay.headers.values()):
-                raise Unsupported(f"variable-length field in header type '{t.name}'")
+                most = (t.max_length or 0) * 8 - t.fixed_bits
+                if not t.max_length or most > MAX_WIDTH:
+                    raise Unsupported(f"variable-length field in header type '{t.name}' of up to "
+                                      f"{most if t.max_length else 'unbounded'} bits (at most {MAX_WIDTH})")
             for f in t.fields:
                 if f.width is not None and f.width > MAX_WIDTH:
                     raise Unsupported(f"field '{t.name}.{f.name}' is {f.width} bits (at most {MAX_WIDTH})")
@@ -207,7 +216,7 @@ class CGenerator(Arithmetic):
     # -- slots --------------------------------------------------------------------------
     def slot(self, slot: int, info: FieldInfo | None) -> Lvalue:
         """The C lvalue of a constant slot (info None: a valid bit, stack index, hidden register)."""
-        if info is not None and info.width is not None and info.width > 64:
+        if info is not None and _wide(info):
             return Lvalue(f"S->w[{self.wide[slot]}]", info, "ss_u128")
         return Lvalue(f"S->s[{slot}]", info or FieldInfo("", 64, False, 0), "uint64_t")
 
@@ -215,7 +224,7 @@ class CGenerator(Arithmetic):
         """The lvalue of field ``info`` of the header whose base slot is the C int ``base``."""
         if base.isdigit():
             return self.slot(int(base) + offset, info)
-        if info.width is not None and info.width > 64:
+        if _wide(info):
             return Lvalue(f"S->w[WIDE_OF[({base}) + {offset}]]", info, "ss_u128")
         return Lvalue(f"S->s[({base}) + {offset}]", info, "uint64_t")
 
@@ -396,8 +405,7 @@ class CGenerator(Arithmetic):
 
     def _header_equal(self, a: str, b: str, htype: HeaderType) -> str:
         """BMv2 header comparison: both invalid, or both valid with equal fields."""
-        parts = [f"{self.dyn_slot(a, 1 + f.index, f).target} == {self.dyn_slot(b, 1 + f.index, f).target}"
-                 for f in htype.fields]
+        parts = [f"{x.target} == {y.target}" for x, y in zip(self._field_slots(a, htype), self._field_slots(b, htype))]
         fields = " && ".join(parts) or "1"
         return f"(S->s[{a}] == S->s[{b}] && (!S->s[{a}] || ({fields})))"
 
@@ -437,11 +445,25 @@ class CGenerator(Arithmetic):
 
     p_modify_field = p_assign
 
+    def p_assign_VL(self, dst, src):
+        if dst["type"] != "field" or src["type"] != "field":
+            raise ProgramError("assign_VL needs two field references")
+        d_slot, d_info, d_hdr = self.lay.field_ref(dst["value"])
+        s_slot, s_info, s_hdr = self.lay.field_ref(src["value"])
+        return [f"{self.slot(d_slot, d_info).target} = {self.slot(s_slot, s_info).target};",
+                f"S->s[{d_hdr.varbit_len_slot}] = S->s[{s_hdr.varbit_len_slot}];"]
+
+    def _field_slots(self, base: str, htype: HeaderType) -> list[Lvalue]:
+        """Every slot of a header after its valid bit: its fields, and a varbit's width."""
+        out = [self.dyn_slot(base, 1 + f.index, f) for f in htype.fields]
+        if htype.varbit is not None:
+            out.append(self.dyn_slot(base, 1 + len(htype.fields), FieldInfo("", 64, False, 0)))
+        return out
+
     def p_assign_header(self, dst, src):
         db, sb = self.header(dst), self.header(src)
         htype = self.header_type_of(dst)
-        copies = [f"{self.dyn_slot(db, 1 + f.index, f).target} = {self.dyn_slot(sb, 1 + f.index, f).target};"
-                  for f in htype.fields]
+        copies = [f"{d.target} = {s.target};" for d, s in zip(self._field_slots(db, htype), self._field_slots(sb, htype))]
         return [f"if (!S->s[{sb}]) S->s[{db}] = 0;",
                 f"else {{ S->s[{db}] = S->s[{sb}]; {' '.join(copies)} }}"]
 
@@ -462,7 +484,7 @@ class CGenerator(Arithmetic):
     def p_add_header(self, hdr):
         base = self.header(hdr)
         htype = self.header_type_of(hdr)
-        zero = [f"{self.dyn_slot(base, 1 + f.index, f).target} = 0;" for f in htype.fields]
+        zero = [f"{lv.target} = 0;" for lv in self._field_slots(base, htype)]
         return [f"if (!S->s[{base}]) {{ {' '.join(zero)} S->s[{base}] = 1; "
                 f"S->s[{self.hidden['packet_length']}] += {htype.fixed_bits // 8}; }}"]
 
@@ -582,6 +604,10 @@ class CGenerator(Arithmetic):
             t, v = item.get("type"), item.get("value")
             if t == "field":
                 slot, info, hdr = self.lay.field_ref(v)
+                if info is not None and info.width is None:        # at its current width, if valid
+                    body.append(f"if (S->s[{hdr.base}]) ss_bits_put(&b, {self.slot(slot, info).target}, "
+                                f"(uint32_t)S->s[{hdr.varbit_len_slot}]);")
+                    continue
                 width = 1 if info is None else info.width
                 put = f"ss_bits_put(&b, (ss_u128){self.read(self.slot(slot, info)).src if info else f'S->s[{slot}]'}, {width});"
                 body.append(put if hdr.metadata else f"if (S->s[{hdr.base}]) {put}")
@@ -590,7 +616,8 @@ class CGenerator(Arithmetic):
                 body.append(f"ss_bits_put(&b, {_const(parse_hexstr(v) & ((1 << width) - 1)).src}, {width});")
             elif t == "header":
                 hdr = self.lay.header(v)
-                puts = [f"ss_bits_put(&b, (ss_u128){self.read(self.slot(hdr.base + 1 + f.index, f)).src}, {f.width});"
+                puts = [f"ss_bits_put(&b, (ss_u128){self.read(self.slot(hdr.base + 1 + f.index, f)).src}, "
+                        f"{f.width if f.width is not None else f'(uint32_t)S->s[{hdr.varbit_len_slot}]'});"
                         for f in hdr.type.fields]
                 body.append(f"if (S->s[{hdr.base}]) {{ {' '.join(puts)} }}")
             elif t == "payload":
@@ -692,7 +719,7 @@ class CGenerator(Arithmetic):
         if kind == "extract":
             return self._extract(params[0])
         if kind == "extract_VL":
-            raise Unsupported("variable-length fields")
+            return self._extract(params[0], self.value(params[1]).src)
         if kind == "set":
             dst, src = self.lvalue(params[0]), params[1]
             if src.get("type") == "lookahead":
@@ -715,21 +742,25 @@ class CGenerator(Arithmetic):
             return self.primitive(params[0])
         raise ProgramError(f"unsupported parser operation '{kind}'")
 
-    def _extract(self, target: dict) -> list[str]:
+    def _extract(self, target: dict, vl_bits: str | None = None) -> list[str]:
         t, v = target.get("type"), target.get("value")
         if t == "regular":
             hdr = self.lay.header(v)
-            return self._extract_into(str(hdr.base), hdr.type) + [f"S->s[{hdr.base}] = 1;"]
+            return self._extract_into(str(hdr.base), hdr.type, vl_bits) + [f"S->s[{hdr.base}] = 1;"]
         if t == "stack":
             st = self.lay.stack(v)
             bases = self.static("int32_t", [str(h.base) for h in st.headers])
             return [f"if (S->s[{st.next_slot}] >= {len(st.headers)}) {self._fail(str(self.errors['StackOutOfBounds']))}",
                     f"_b = {bases}[S->s[{st.next_slot}]];",
-                    *self._extract_into("_b", st.headers[0].type),
+                    *self._extract_into("_b", st.headers[0].type, vl_bits),
                     "S->s[_b] = 1;", f"S->s[{st.next_slot}] += 1;"]
         raise Unsupported(f"extract into a '{t}'")
 
-    def _extract_into(self, base: str, htype: HeaderType) -> list[str]:
+    def _extract_into(self, base: str, htype: HeaderType, vl_bits: str | None = None) -> list[str]:
+        if htype.varbit is not None:
+            if vl_bits is None:
+                raise ProgramError(f"header type '{htype.name}' has a varbit field: extract_VL needed")
+            return self._extract_varbit(base, htype, vl_bits)
         if htype.fixed_bits % 8:
             raise ProgramError(f"header type '{htype.name}' is not a whole number of bytes")
         nbytes = htype.fixed_bits // 8
@@ -747,6 +778,24 @@ class CGenerator(Arithmetic):
                 lines.append("{ ss_u128 _x = " + load + "; " + self.dyn_slot(base, 1 + f.index, f).store(val) + " }")
             at += n
         lines.append(f"off += {nbytes};")
+        return lines
+
+    def _extract_varbit(self, base: str, htype: HeaderType, vl_bits: str) -> list[str]:
+        """codegen.extract_varbit: the varbit field ``vl_bits`` long, checked in its order."""
+        max_bytes = htype.max_length or 0
+        lines = [f"{{ ss_u128 _nb = {vl_bits};",
+                 f"  if (_nb % 8) {self._fail(str(self.errors['ParserInvalidArgument']))}",
+                 f"  ss_u128 _nbytes = {htype.fixed_bits // 8} + _nb / 8;",
+                 f"  if ((ss_u128)(len - off) < _nbytes) {self._fail(str(self.errors['PacketTooShort']))}",
+                 f"  if ({max_bytes} < _nbytes) {self._fail(str(self.errors['HeaderTooShort']))}",
+                 "  uint32_t _pos = 0;"]
+        for f in htype.fields:
+            width = "(uint32_t)_nb" if f.width is None else str(f.width)
+            lines.append("  " + self.dyn_slot(base, 1 + f.index, f).target
+                         + f" = ({self.dyn_slot(base, 1 + f.index, f).cast})ss_get_bits(pkt + off, _pos, {width});"
+                         + f" _pos += {width};")
+        lines += [f"  {self.dyn_slot(base, len(htype.fields) + 1, FieldInfo('', 64, False, 0)).target} = (uint64_t)_nb;",
+                  "  off += (uint32_t)_nbytes; }"]
         return lines
 
     def _transition(self, s: dict, goto) -> list[str]:
@@ -824,6 +873,15 @@ class CGenerator(Arithmetic):
 
     def _emit_header(self, hdr: HeaderInstance) -> list[str]:
         t = hdr.type
+        if t.varbit is not None:              # codegen.pack_header: the varbit at its current width
+            body = [f"uint32_t _vw = (uint32_t)S->s[{hdr.varbit_len_slot}], _n = ({t.fixed_bits} + _vw) / 8, _pos = 0;",
+                    "if (cap - at < _n) return SS_ERR_TOO_LONG;", "memset(out + at, 0, _n);"]
+            for f in t.fields:
+                width = "_vw" if f.width is None else str(f.width)
+                body.append(f"ss_put_bits(out + at, _pos, (ss_u128){self.slot(hdr.base + 1 + f.index, f).target}, "
+                            f"{width}); _pos += {width};")
+            body.append("at += _n;")
+            return [f"if (S->s[{hdr.base}]) {{"] + ["    " + b for b in body] + ["}"]
         n = t.fixed_bits // 8
         body = [f"if (cap - at < {n}) return SS_ERR_TOO_LONG;"]
         at = 0

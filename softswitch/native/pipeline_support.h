@@ -70,4 +70,25 @@ static inline ss_u128 ss_peek(const uint8_t *pkt, uint32_t len, uint32_t off, in
     return width >= 128 ? x : x & (((ss_u128)1 << width) - 1);
 }
 
+/* width (<= 128) bits at bit pos of p, MSB first; and the same written (bits already 0 or not) */
+static inline ss_u128 ss_get_bits(const uint8_t *p, uint32_t pos, uint32_t width)
+{
+    ss_u128 v = 0;
+    for (uint32_t i = 0; i < width; i++) {
+        uint32_t b = pos + i;
+        v = (v << 1) | ((p[b >> 3] >> (7 - (b & 7))) & 1);
+    }
+    return v;
+}
+
+static inline void ss_put_bits(uint8_t *p, uint32_t pos, ss_u128 v, uint32_t width)
+{
+    for (uint32_t i = 0; i < width; i++) {
+        uint32_t b = pos + i;
+        uint8_t bit = (uint8_t)(0x80 >> (b & 7));
+        if ((v >> (width - 1 - i)) & 1) p[b >> 3] |= bit;
+        else p[b >> 3] &= (uint8_t)~bit;
+    }
+}
+
 #endif
