@@ -17,13 +17,17 @@ Expressions are computed in 128 bits: unsigned (ss_u128) unless an operand is si
 width (it masks every arithmetic result and cast: the JSON carries the masks); stores mask to
 the field's width, or take the two's complement value of a signed field (two_comp_mod).
 
+Variable-length fields of up to 128 bits are kept in w[] too, their current width in the
+slot after the header's fields (the Python path's layout).
+
 Refused (Unsupported, naming what), the switch then runs the Python path: fields or
-constants wider than 128 bits; varbit fields (extract_VL, assign_VL); header unions and union
+constants wider than 128 bits, variable-length fields that may be; header unions and union
 stacks; parser value sets; calculations over the payload; the hash algorithms xxh64,
 toeplitz, round_robin(_consistent) and custom CRCs other than the four defaults; registers
 wider than 64 bits; register reads inside expressions; deparser primitives; header-stack
-and union-stack assignment (assign_header_stack, assign_union_stack). ``log_msg`` does
-nothing on the native path (the Python path logs).
+and union-stack assignment (assign_header_stack, assign_union_stack). Anything else the
+generator trips on is Unsupported too, with its cause. ``log_msg`` does nothing on the
+native path (the Python path logs).
 """
 from __future__ import annotations
 
