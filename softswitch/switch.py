@@ -117,15 +117,16 @@ class Switch:
             self.fast_path.follow(program, dp)
 
     def use_program(self, program: Program, engine: ReplicationEngine, native: NativeProgram | None) -> None:
-        """A committed pipeline's program takes effect. On the data plane that runs now, under its
-        lock, when it is of the kind the program needs (Python, or native with this library);
-        else a new data plane takes the old one's ports, queue settings and packet-in handler,
-        and the old one stops first (packets wait in the sockets meanwhile)."""
+        """A committed pipeline's program takes effect: on the data plane that runs now, under its
+        lock, when both are Python; else a new data plane takes the old one's ports, queue
+        settings and packet-in handler, and the old one stops first (packets wait in the
+        sockets meanwhile)."""
         old = self.dataplane
         if old is None:
             return
-        same = (native is None) == (type(old) is Dataplane) and (native is None or old.lib is native.library)
-        if same:
+        # a native program always gets a data plane of its own: its objects start empty (the
+        # same library's data plane would keep the previous program's entries)
+        if native is None and type(old) is Dataplane:
             self._set_program(old, program, engine, native)
             return
         new = self._new_dataplane(native)

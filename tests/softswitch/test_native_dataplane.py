@@ -370,6 +370,10 @@ def test_a_switch_swaps_its_data_plane_keeping_ports_queue_settings_and_packet_i
             library.stub_in_rule(dp.objects, 1).contents.egress = 3
         tb.ports[1].send(frame(5))
         assert [seq_of(f) for f in ours(tb.ports[3].receive(timeout=3, count=1))] == [5]
+        switch.use_program(None, ReplicationEngine(), stand_in)   # the same library again: fresh objects
+        assert switch.dataplane is not dp and mirrored == [dp, switch.dataplane]
+        tb.ports[1].send(frame(6))
+        assert ours(tb.ports[3].receive(timeout=0.5, count=1)) == []     # the old rule is gone
         switch.use_program(None, ReplicationEngine(), None)       # back to Python
         assert type(switch.dataplane) is Dataplane and not switch.native_path.in_use
         assert switch.dataplane.port_queues(2)[0].rate_pps == 77 and switch.dataplane.on_packet_in is handler
