@@ -604,3 +604,42 @@ def test_a_copy_s_metadata_reset_and_field_lists(stem: str):
             diff = [(k, a, b) for k, (a, b) in enumerate(zip(nat.slots(), G)) if not isinstance(b, bytes)
                     and a != (b if k in fields else b & M64)]
             assert not diff, f"field list {fl} (slot, native, python): {diff[:8]}"
+
+
+@pytest.mark.parametrize("role", ["edge", "aggregation", "core"])
+def test_the_controllers_forwarding_of_a_fat_tree(role: str):
+    """A k=4 fat-tree's switch of each tier with everything the controller writes for basic
+    forwarding (controller.routing.compute_forwarding, controller.entries.forwarding_entities,
+    its hash seed): a UDP frame to every host of the fabric over IPv4 and IPv6, several flows
+    each (ECMP picks by hash), ARP to its gateways and frames not for its MAC."""
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.inet6 import IPv6
+    from scapy.layers.l2 import ARP, Ether
+    from controller import entries as E
+    from controller.routing import compute_forwarding
+    from controller.topology import TopologyModel
+    from topologies.fabric import fat_tree
+    fabric = fat_tree(4)
+    fw = compute_forwarding(TopologyModel(fabric))
+    name = next(sw.name for sw in fabric.switches if sw.role.value == role)
+    state = fw[name]
+    pair = Pair("fabric")
+    s = pair.setup()
+    pair.write(Update.INSERT, E.forwarding_entities(s.p4info, state).in_insert_order())
+    pair.write(Update.MODIFY, [E.hash_seed_entity(s.p4info, state.device_id)])
+    outcomes = Counter()
+    nics = [n for h in fabric.hosts for n in h.nics()]
+    for i, nic in enumerate(nics):
+        for sport in (1000 + i, 40000 + 7 * i, 65000 - i):
+            for l3 in (IP(src="10.250.0.1", dst=str(nic.ip4.ip), ttl=9),
+                       IPv6(src="fd00:ff::1", dst=str(nic.ip6.ip), hlim=9, fl=sport)):
+                frame = bytes(Ether(dst=state.router_mac, src="00:00:00:00:00:01") / l3 / UDP(sport=sport, dport=4791)
+                              / (b"x" * 20))
+                outcomes[compare_frame(pair, frame, 1 + i % 4, f"{name} to {nic.ip4}")] += 1
+        frame = bytes(Ether(dst="ff:ff:ff:ff:ff:ff", src="00:00:00:00:00:01")
+                      / ARP(op=1, psrc="10.250.0.1", pdst=str(nic.gateway4)))
+        outcomes[compare_frame(pair, frame, 1, f"{name} ARP for {nic.gateway4}")] += 1
+        frame = bytes(Ether(dst="00:00:00:00:00:99", src="00:00:00:00:00:01") / IP(dst=str(nic.ip4.ip)) / UDP())
+        outcomes[compare_frame(pair, frame, 1, f"{name} not for its MAC")] += 1
+    compare_objects(pair, name)
+    assert outcomes["sent"] >= 6 * len(nics), dict(outcomes)
