@@ -58,6 +58,7 @@ from topologies import addressing as ap
 from emulation import control_ports
 from emulation import failover_heartbeat_generator as hbgen
 from emulation.bmv2_cli import BMV2_CLI, Bmv2CliError, run_cli
+from emulation.bmv2_queues import is_queue_command, set_queue
 from emulation.procs import marked_env, stop_processes
 
 RUN_DIR = Path(os.environ.get("AIFABRIC_RUN_DIR", "/tmp/aifabric"))
@@ -280,6 +281,8 @@ class P4Switch(MarkedNode, Switch):
         P4SwitchError naming the switch and the command when it fails."""
         if self.target_kind == "bmv2":
             try:
+                if is_queue_command(command):      # one Thrift call, not a CLI that parses the program
+                    return set_queue(self.thrift_port, command)
                 return run_cli(self.thrift_port, [command])
             except Bmv2CliError as err:
                 raise P4SwitchError(f"switch {self.name}: {err}") from None
