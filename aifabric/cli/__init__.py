@@ -13,6 +13,8 @@
                            [--link-heartbeat-ms 10|50] [--link-heartbeat-multiplier 3]
                                                                         ... with heartbeats, data-plane
                                                                         failover, reroute
+    aifabric up --web [HOST:]PORT                                       ... with the live page of the fabric
+                                                                        (127.0.0.1 unless a HOST is given)
     aifabric up --controller none --describe fabric.json                ... switches with no pipeline,
                                                                         for your own controller
     aifabric demo [--k 4] [--target ...] [--json PATH]                  the fat-tree demo
@@ -79,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="write the fabric description (switches' P4Runtime addresses and device ids, ports, "
                          "links, hosts, pipeline files; JSON, schema aifabric/lab/fabric-description.schema.json) "
                          "there once the fabric is up")
+    up.add_argument("--web", metavar="[HOST:]PORT",
+                    help="serve the live page of the fabric there (controller.web; 127.0.0.1 when only a port is "
+                         "given); changes from the page need the token printed at start")
     up.add_argument("--hostagent", choices=AGENT_MODES,
                     help="run a host agent in every host: PLB repathing on ECN marks, DCQCN (CNPs and the "
                          "senders' reaction point), or both (hostagent.agent; defaults as `hostagent MODE`)")
@@ -205,6 +210,17 @@ def _start_metrics(lab, where: str):
     return exporter
 
 
+def _start_web(lab, failures, where: str):
+    """The live page of a running lab, serving on ``where`` ([HOST:]PORT)."""
+    from aifabric.lab.report import progress
+    from aifabric.lab.web_page import lab_page, parse_web_address
+
+    page = lab_page(lab, failures, *parse_web_address(where))     # checked by validate()
+    page.start()
+    progress(page.announce())
+    return page
+
+
 def _interrupted(stop: BaseException) -> int:
     """After a signal: say whether the teardown left anything (checked, not assumed)."""
     from aifabric.lab.interrupts import exit_status
@@ -290,14 +306,19 @@ def main(argv: list[str] | None = None) -> int:
                     exporter = _start_metrics(lab, args.metrics) if args.metrics else None
                     from aifabric.lab.control_socket import ControlServer
                     from aifabric.lab.failures import Failures
-                    control = ControlServer(Failures(lab)).start()
+                    failures = Failures(lab)      # one injector: the page shows what the socket did too
+                    control = ControlServer(failures).start()
                     progress(f"failure injection: `aifabric fail|restore ...` (socket {control.path})")
+                    page = None
                     try:
+                        page = _start_web(lab, failures, args.web) if args.web else None
                         print(fabric.describe())
                         with gate.sigint_passed_on():    # Ctrl-C in Mininet's CLI stops its command
                             CLI(lab.net)
                     finally:
                         control.stop()
+                        if page is not None:
+                            page.stop()
                         if exporter is not None:
                             exporter.stop()
                 return 0

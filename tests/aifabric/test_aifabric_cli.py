@@ -84,6 +84,8 @@ def _processes_naming(text: str) -> list[str]:
      ["--link-heartbeat-ms 10 --link-heartbeat-multiplier 0", "link_multiplier must be >= 1"]),
     (["up", "--no-reroute"], ["--no-reroute needs --failover"]),
     (["up", "--describe", "{tmp}"], ["--describe {tmp}", "is a directory"]),
+    (["up", "--controller", "none", "--web", "8080"], ["--web needs our controller"]),
+    (["up", "--web", "127.0.0.1:{busy}"], ["--web 127.0.0.1:{busy}", "cannot listen"]),
 ])
 def test_bad_input_is_one_line_and_starts_nothing(args, words, tmp_path):
     """Refused before bring-up: one line and nothing else on stderr (no progress line: the lab
