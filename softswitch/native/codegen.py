@@ -774,12 +774,14 @@ class CGenerator(Arithmetic):
             n = c.bits // 8
             if n > 16:
                 raise Unsupported(f"header type '{htype.name}': {n} bytes without a byte boundary between fields")
-            load = f"ss_load_be(pkt + off + {at}, {n})"
+            narrow = n <= 8 and not any(_wide(f) for f in c.fields)
+            load = f"ss_load_be64(pkt + off + {at}, {n})" if narrow else f"ss_load_be(pkt + off + {at}, {n})"
             shift = c.bits
             for f in c.fields:
                 shift -= f.width
                 val = f"(_x >> {shift})" if shift else "_x"
-                lines.append("{ ss_u128 _x = " + load + "; " + self.dyn_slot(base, 1 + f.index, f).store(val) + " }")
+                lines.append("{ " + ("uint64_t" if narrow else "ss_u128") + " _x = " + load + "; "
+                             + self.dyn_slot(base, 1 + f.index, f).store(val) + " }")
             at += n
         lines.append(f"off += {nbytes};")
         return lines
@@ -894,10 +896,14 @@ class CGenerator(Arithmetic):
             if size > 16:
                 raise Unsupported(f"header type '{t.name}': {size} bytes without a byte boundary between fields")
             terms, shift = [], c.bits
+            narrow = size <= 8 and not any(_wide(f) for f in c.fields)    # 64-bit arithmetic will do
             for f in c.fields:
                 shift -= f.width
-                v = f"(((ss_u128){self.slot(hdr.base + 1 + f.index, f).target} & {_mask(f.width)}) << {shift})"
-                terms.append(v)
+                src = self.slot(hdr.base + 1 + f.index, f).target
+                if narrow:
+                    terms.append(f"(({src} & {(1 << f.width) - 1:#x}ull) << {shift})")
+                else:
+                    terms.append(f"(((ss_u128){src} & {_mask(f.width)}) << {shift})")
             body.append(f"ss_store_be(out + at + {at}, {size}, {' | '.join(terms)});")
             at += size
         body.append(f"at += {n};")

@@ -36,8 +36,16 @@ static inline ss_i128 ss_sat(ss_i128 v, int w)
     return v > top ? top : v < low ? low : v;
 }
 
+/* n (1..8) bytes big-endian */
+static inline __attribute__((always_inline)) uint64_t ss_load_be64(const uint8_t *p, int n)
+{
+    uint64_t x = 0;
+    for (int i = 0; i < n; i++) x = x << 8 | p[i];
+    return x;
+}
+
 /* n (1..16) bytes big-endian */
-static inline ss_u128 ss_load_be(const uint8_t *p, int n)
+static inline __attribute__((always_inline)) ss_u128 ss_load_be(const uint8_t *p, int n)
 {
     if (n <= 8) {
         uint64_t x = 0;
@@ -49,7 +57,7 @@ static inline ss_u128 ss_load_be(const uint8_t *p, int n)
     return x;
 }
 
-static inline void ss_store_be(uint8_t *p, int n, ss_u128 v)
+static inline __attribute__((always_inline)) void ss_store_be(uint8_t *p, int n, ss_u128 v)
 {
     if (n <= 8) {
         uint64_t x = (uint64_t)v;
