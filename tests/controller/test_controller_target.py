@@ -11,7 +11,7 @@ privileges or the compiled pipeline (p4src/build/fabric.json + fabric.p4info.txt
   no process or interface is left behind.
 * the controller re-installs a switch whose target was restarted.
 
-The whole k=4 fat-tree is in tests/fabric/test_fabric_e2e.py.
+The whole k=4 fat-tree (all pairs, ECMP over the cores) is in tests/fabric/test_load_balance_fabric.py.
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ uplink while its gaps are short and moves after long pauses, a TE pin wins over 
 goes away when removed, and changing modes under a running flow loses nothing. TE's own
 measurement is shown too: the edge switch samples one packet in N to the controller,
 and the TE loop pins the elephants it found in those samples, and the traffic follows the pins.
+Before any of that, on the fresh fabric, every ordered host pair reaches each other over IPv4
+and IPv6 and many flows between two pods use all four core switches (ECMP); after it, nothing
+of the fabric is left.
 """
 from __future__ import annotations
 
@@ -40,7 +43,13 @@ def lb_lab(request):
     from controller.load_balance.te.loop import TeLoop
     from topologies.fabric import fat_tree
 
-    with Lab(fat_tree(4), target=request.param) as lab:
+    from emulation.p4switch import port_accepts
+    from teardown_check import assert_torn_down
+
+    fabric = fat_tree(4)
+    busy = [s.name for s in fabric.switches if port_accepts(s.grpc_port)]
+    assert not busy, f"gRPC ports of {busy} are taken: another fabric is running"
+    with Lab(fabric, target=request.param) as lab:
         overrides = TeOverrides(lab.controller)
         # elephants from 50 kbit/s: a test flow (200 packets/s of 298 bytes, 477 kbit/s) expects
         # 12.5 samples per period and needs 2. Not by chance alone: on a loaded machine the
@@ -49,6 +58,7 @@ def lb_lab(request):
         te = TeLoop(lab.controller, TeConfig(host_link_bps=5e5), period_s=0.5,
                     one_in=SAMPLE_ONE_IN, overrides=overrides)
         yield lab, LbModes(lab.controller), overrides, te
+    assert_torn_down(fabric)
 
 
 @pytest.fixture
@@ -93,6 +103,25 @@ def _settled(lab, before, expected: int, timeout: float = 5.0) -> dict[int, int]
         if sum(d.values()) >= expected or time.monotonic() > deadline:
             return d
         time.sleep(0.1)
+
+
+def test_all_pairs_reach_and_ecmp_uses_every_core(lb_lab):
+    """The fabric as it comes up (first in the module: no mode changed yet)."""
+    from aifabric.lab import checks
+
+    lab = lb_lab[0]
+    for family in ("ipv4", "ipv6"):
+        reach = checks.all_pairs(lab, family)
+        assert reach.pairs == 240
+        assert reach.reached == 240, f"{family}: unreached {reach.failures()}"
+        # one echo request in flight per host: a loss-free fabric answers every first one
+        assert not reach.needed_retry, f"{family}: pairs whose first echo request was lost: {reach.needed_retry}"
+    per_core, sent = checks.ecmp_over_cores(lab, flows=64, count=10)
+    total = sum(per_core.values())
+    # a slow target may lose part of the bursts; what matters is where the rest went
+    assert total >= 0.5 * sent, f"{sent} datagrams sent, the cores forwarded only {per_core}"
+    assert all(n > 0 for n in per_core.values()), f"some core carried nothing: {per_core}"
+    assert max(per_core.values()) < 0.5 * total, f"one core took half of the flows: {per_core}"
 
 
 def test_ecmp_keeps_a_flow_on_one_uplink(lb_lab, modes):
