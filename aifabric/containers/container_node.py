@@ -49,7 +49,10 @@ from emulation.p4switch import (
 )
 
 ANNOUNCE_INTERVAL_S = 30.0      # well inside the VXLAN and bridge ageing time (300 s)
-ANNOUNCE_ETHERTYPE = 0x88B5     # IEEE local experimental: no switch or host parses it
+# IEEE's OUI-extended ether type: no switch or host parses it. Not 0x88B5 or 0x88B6 (IEEE's local
+# experimental ones): fabric.p4 punts 0x88B5 to the controller as a heartbeat, and hears 0x88B6 as
+# a link heartbeat.
+ANNOUNCE_ETHERTYPE = 0x88B7
 INTERFACE_WAIT_S = 60.0
 LOG_DIR = Path("/tmp/aifabric")
 

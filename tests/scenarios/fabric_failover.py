@@ -2,7 +2,8 @@
 
 On top of fabric.py's control plane (ECMP group of ports 2, 3, 4 behind next id 2): a
 heartbeat frame (ether type 0x88b5) arriving on a port goes to the CPU as it came, whatever its
-destination MAC, and is never routed; a packet-out heartbeat leaves by its port. Then the
+destination MAC, and is never routed, while a container node's link-announce frame is neither
+punted nor routed; a packet-out heartbeat leaves by its port. Then the
 failover backups of group 2 are installed (2 -> 3, 3 -> 4, 4 -> 2) and port 3 marked dead: a flow
 that ECMP puts on port 3 leaves by port 4 with port 4's MACs (TTL decremented once), the other
 flows are untouched, a TE pin to port 3 is moved to port 4 too, and a single-member next id whose
@@ -18,8 +19,12 @@ while port 2 (just heard) stays in use. Heard in the order 4, 3, 2: port 3's flo
 flows go to port 4 (silent for less long). Each port's timeout raised to a minute: alive again.
 The failed_over counter has counted every packet moved off port 3 and off port 4.
 """
+import ipaddress
+
 from scapy.layers.l2 import Ether
 from scapy.packet import raw
+
+from aifabric.containers.container_node import Attachment, announce_frames
 
 from controller.p4names import Action, Counter, Table
 from scenarios import fabric as F
@@ -32,6 +37,8 @@ BACKUP = {2: 3, 3: 4, 4: 2}
 MEMBER_MAC = {port: mac for _, port, mac in F.GROUP}
 HEARTBEAT = raw(Ether(dst="00:00:00:00:bb:02", src="00:00:00:00:cc:02", type=0x88B5) / (b"AIFHB1" + bytes(40)))
 PIN_FLOW = F.udp4("10.0.1.1", "10.0.2.5", 4242)
+# what a container node sends on each link every 30 s to teach Docker's bridges its MAC
+ANNOUNCE = announce_frames("00:00:00:00:cc:02", Attachment(2, "eth1", ipaddress.ip_interface("172.30.0.3/29"), "s1"))[0]
 
 
 def _failover(s: Setup) -> bytes:
@@ -120,6 +127,7 @@ SINGLE_FLOW = F.udp4("10.0.2.7", "10.0.1.9", 5, port=2)
 CASES = [
     (Send(2, HEARTBEAT), [F.packet_in(2, HEARTBEAT)]),
     (Send(4, HEARTBEAT), [F.packet_in(4, HEARTBEAT)]),
+    (Send(2, ANNOUNCE, expect_nothing=True), []),              # a container's link announce: not a heartbeat
     (Send(None, HEARTBEAT, {"egress_port": 3}), [(3, HEARTBEAT)]),
     (Step(_failover), [(CONTROL, b"port 3 dead")]),
     (Send(3, HEARTBEAT), [F.packet_in(3, HEARTBEAT)]),          # a dead port still hears heartbeats
