@@ -682,3 +682,18 @@ int ss_table_entry_action(ss_objects *o, int table, int handle, int *action, uin
     for (int i = 0; i < n && i < cap; i++) { data[2 * i] = (uint64_t)d[i]; data[2 * i + 1] = (uint64_t)(d[i] >> 64); }
     return n;
 }
+
+/* tests: the member an entry with this group and member would run for a selector hash: its
+ * action id (-1: none), and its member id in *member_id */
+int ss_profile_pick(ss_objects *o, int profile, int64_t group, int64_t member, uint32_t hash, int64_t *member_id)
+{
+    ss_profile *p = profile_at(o, profile);
+    if (!p) return -2;
+    ss_entry e;
+    memset(&e, 0, sizeof e);
+    e.group = group; e.member = member;
+    int found;
+    ss_member *m = ss_profile_member(p, &e, hash, &found);
+    *member_id = m ? m->id : -1;
+    return m ? m->action : -1;
+}

@@ -643,3 +643,57 @@ def test_the_controllers_forwarding_of_a_fat_tree(role: str):
         outcomes[compare_frame(pair, frame, 1, f"{name} not for its MAC")] += 1
     compare_objects(pair, name)
     assert outcomes["sent"] >= 6 * len(nics), dict(outcomes)
+
+
+def test_action_selectors_under_random_writes():
+    """Members and groups (with weights) inserted, modified and deleted at random through the
+    Python ActionProfile, mirrored: for every group and member, and many hashes, the native
+    profile picks the member the Python path's rule picks (handles[hash % n], else the member)."""
+    prog = Program((REPO / "tests/p4/build/tables.json").read_text())
+    nat = _native(prog)
+    lib = nat.lib
+    lib.ss_profile_pick.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint32,
+                                    ctypes.c_void_p]
+    rng = random.Random(11)
+    profiles = [p for p in prog.action_profiles.values() if p.selector is not None]
+    assert profiles
+    checked = 0
+    for profile in profiles:
+        specs = [a for t in prog.tables.values() if t.profile is profile for a in t.actions.values()]
+        ix = nat.objects.profile_ix[profile.name]
+        for step in range(150):
+            op = rng.random()
+            try:
+                if op < 0.35:
+                    spec = rng.choice(specs)
+                    profile.insert_member(rng.randrange(1, 12), spec, tuple(rng.getrandbits(w) for _, w in spec.params))
+                elif op < 0.45 and profile.members:
+                    spec = rng.choice(specs)
+                    profile.modify_member(rng.choice(list(profile.members)), spec,
+                                          tuple(rng.getrandbits(w) for _, w in spec.params))
+                elif op < 0.55 and profile.members:
+                    profile.delete_member(rng.choice(list(profile.members)), in_use=False)
+                elif op < 0.8 and profile.members:
+                    weights = {m: rng.randrange(1, 4) for m in rng.sample(list(profile.members),
+                                                                          rng.randrange(0, len(profile.members) + 1))}
+                    gid = rng.randrange(1, 5)
+                    if gid in profile.groups:
+                        profile.modify_group(gid, 0, weights)
+                    else:
+                        profile.insert_group(gid, 0, weights)
+                elif profile.groups:
+                    profile.delete_group(rng.choice(list(profile.groups)), in_use=False)
+            except Exception as e:                 # refused by the Python objects: nothing to mirror
+                assert type(e).__name__ == "TableError", e
+            for group in (-1, *range(1, 5)):
+                for member in (-1, *range(1, 12)):
+                    h = rng.getrandbits(32)
+                    g = profile.groups.get(group)
+                    want = profile.by_handle[g.handles[h % len(g.handles)]] if g is not None and g.handles \
+                        else profile.members.get(member)
+                    got_id = ctypes.c_int64()
+                    action = lib.ss_profile_pick(nat.objects.o, ix, group, member, h, ctypes.byref(got_id))
+                    assert (action, got_id.value) == ((want.action.id, want.id) if want else (-1, -1)), \
+                        f"{profile.name} step {step}: group {group} member {member} hash {h}"
+                    checked += 1
+    assert checked > 5000
