@@ -16,7 +16,6 @@ import os
 import signal
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import pytest
@@ -56,8 +55,8 @@ def lab(request, tmp_path_factory):
 
     with Lab(fat_tree(4), target=request.param, log_dir=tmp_path_factory.mktemp("failover"),
              failover=HeartbeatConfig(link_interval_ms=link_interval_for(request.param))) as lab:
-        with ThreadPoolExecutor(len(lab.fabric.switches)) as pool:    # BMv2's CLI is a process each
-            list(pool.map(lambda sw: lab.switch(sw.name).set_queue_depth(QUEUE_DEPTH), lab.fabric.switches))
+        for sw in lab.fabric.switches:
+            lab.switch(sw.name).set_queue_depth(QUEUE_DEPTH)
         yield lab
 
 
