@@ -22,7 +22,7 @@ slot after the header's fields (the Python path's layout).
 
 Refused (Unsupported, naming what), the switch then runs the Python path: fields or
 constants wider than 128 bits, variable-length fields that may be; header unions and union
-stacks; parser value sets; calculations over the payload; the hash algorithms xxh64,
+stacks; calculations over the payload; the hash algorithms xxh64,
 toeplitz, round_robin(_consistent) and custom CRCs other than the four defaults; registers
 wider than 64 bits; register reads inside expressions; deparser primitives; header-stack
 and union-stack assignment (assign_header_stack, assign_union_stack). Anything else the
@@ -77,6 +77,7 @@ class Native:
     registers: list[str]
     counters: list[str]            # indirect counter arrays
     meters: list[str]              # indirect meter arrays
+    value_sets: list[str] = field(default_factory=list)   # parser value sets
     wide: dict[int, int] = field(default_factory=dict)    # slot -> index in w[]
 
 
@@ -168,6 +169,7 @@ class CGenerator(Arithmetic):
         self.registers = list(program.registers)
         self.counters = list(program.counters)
         self.meters = list(program.meters)
+        self.value_sets = list(program.value_sets)
         self.errors = error_codes(self.js)
         self.algos = {c["name"]: c["algo"] for c in self.js.get("calculations", [])}
         for pipe in self.js.get("pipelines", []):
@@ -196,8 +198,6 @@ class CGenerator(Arithmetic):
                     raise Unsupported(f"field '{t.name}.{f.name}' is {f.width} bits (at most {MAX_WIDTH})")
         if self.lay.unions or self.lay.union_stacks:
             raise Unsupported("header unions")
-        if self.js.get("parse_vsets"):
-            raise Unsupported("parser value sets")
         for r in self.p.registers.values():
             if r.bitwidth > 64:
                 raise Unsupported(f"register array '{r.name}' is {r.bitwidth} bits wide (at most 64)")
@@ -815,7 +815,9 @@ class CGenerator(Arithmetic):
             elif t["type"] == "hexstr":
                 cases.append((t, goto(t.get("next_state"))))
             elif t["type"] == "parse_vset":
-                raise Unsupported("parser value sets")
+                if t["value"] not in self.value_sets:
+                    raise ProgramError(f"unknown parse value set '{t['value']}'")
+                cases.append((t, goto(t.get("next_state"))))
             else:
                 raise ProgramError(f"unsupported transition type '{t['type']}'")
         if not cases:
@@ -832,6 +834,12 @@ class CGenerator(Arithmetic):
             key = f"(ss_shl({key}, {(width + 7) // 8 * 8}) | {src})"
         lines = [f"_k = {key};"]
         for t, nxt in cases:
+            if t["type"] == "parse_vset":
+                vs = self.value_sets.index(t["value"])
+                m = parse_hexstr(t["mask"]) if t.get("mask") else 0
+                lines.append(f"if (ss_value_set_contains(&o->value_sets[{vs}], _k, {_const(m).src}, "
+                             f"{int(bool(t.get('mask')))})) {nxt}")
+                continue
             value = parse_hexstr(t["value"])
             if t.get("mask"):
                 m = parse_hexstr(t["mask"])
@@ -1072,7 +1080,8 @@ class CGenerator(Arithmetic):
         self._statics_done = len(statics)       # the rest: those the functions below add
         tail = self._program_functions(pipes)
         source = "\n".join(head + statics + [""] + body + tail) + "\n"
-        return Native(source, self.tables, self.profiles, self.registers, self.counters, self.meters, dict(self.wide))
+        return Native(source, self.tables, self.profiles, self.registers, self.counters, self.meters,
+                      self.value_sets, dict(self.wide))
 
     def _prelude(self) -> list[str]:
         size = self.lay.size
@@ -1170,7 +1179,7 @@ class CGenerator(Arithmetic):
             inits.append(f"ss_meters_init(&o->meters[{i}], {m.size}u, {int(m.by_bytes)});")
         lines.append("ss_objects *ss_objects_new(void) {")
         lines.append(f"    ss_objects *o = ss_objects_alloc({len(self.tables)}, {len(self.profiles)}, "
-                     f"{len(self.registers)}, {len(self.counters)}, {len(self.meters)});")
+                     f"{len(self.registers)}, {len(self.counters)}, {len(self.meters)}, {len(self.value_sets)});")
         lines += ["    " + ln for ln in inits] + ["    return o;", "}", ""]
         # the statics these need were added after the prelude was planned: emit them here
         return [*self.statics_tail(), *lines]

@@ -26,7 +26,7 @@ uint64_t ss_now_mono_us(void)
 }
 
 /* ---- construction ------------------------------------------------------------------------ */
-ss_objects *ss_objects_alloc(int ntables, int nprofiles, int nregisters, int ncounters, int nmeters)
+ss_objects *ss_objects_alloc(int ntables, int nprofiles, int nregisters, int ncounters, int nmeters, int nvalue_sets)
 {
     ss_objects *o = ss_zalloc(sizeof *o);
     o->ntables = ntables; o->nprofiles = nprofiles; o->nregisters = nregisters;
@@ -36,6 +36,8 @@ ss_objects *ss_objects_alloc(int ntables, int nprofiles, int nregisters, int nco
     o->registers = ss_zalloc(sizeof(ss_register) * nregisters);
     o->counters = ss_zalloc(sizeof(ss_counter_array) * ncounters);
     o->meters = ss_zalloc(sizeof(ss_meter_array) * nmeters);
+    o->nvalue_sets = nvalue_sets;
+    o->value_sets = ss_zalloc(sizeof(ss_value_set) * nvalue_sets);
     o->rng = 0x9E3779B97F4A7C15ull ^ ss_now_mono_us();
     return o;
 }
@@ -115,6 +117,8 @@ void ss_objects_free(ss_objects *o)
     for (int i = 0; i < o->nregisters; i++) free(o->registers[i].v);
     for (int i = 0; i < o->ncounters; i++) { free(o->counters[i].packets); free(o->counters[i].bytes); }
     for (int i = 0; i < o->nmeters; i++) free(o->meters[i].m);
+    for (int i = 0; i < o->nvalue_sets; i++) free(o->value_sets[i].values);
+    free(o->value_sets);
     free(o->tables); free(o->profiles); free(o->registers); free(o->counters); free(o->meters);
     free(o);
 }
@@ -696,4 +700,24 @@ int ss_profile_pick(ss_objects *o, int profile, int64_t group, int64_t member, u
     ss_member *m = ss_profile_member(p, &e, hash, &found);
     *member_id = m ? m->id : -1;
     return m ? m->action : -1;
+}
+
+/* ---- parser value sets --------------------------------------------------------------------- */
+int ss_value_set_set(ss_objects *o, int vs, const uint64_t *values, uint32_t n)
+{
+    if (vs < 0 || vs >= o->nvalue_sets) return -1;
+    ss_u128 *v = copy_pairs(values, (int)n), *old = o->value_sets[vs].values;
+    o->value_sets[vs].values = v;
+    o->value_sets[vs].n = n;
+    free(old);
+    return 0;
+}
+
+/* ParseValueSet.contains: the key is a member (masked: a member equal to it under the mask) */
+int ss_value_set_contains(const ss_value_set *vs, ss_u128 key, ss_u128 mask, int masked)
+{
+    if (masked) key &= mask;
+    for (uint32_t i = 0; i < vs->n; i++)
+        if ((masked ? vs->values[i] & mask : vs->values[i]) == key) return 1;
+    return 0;
 }

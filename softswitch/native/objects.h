@@ -90,22 +90,24 @@ typedef struct ss_profile {
 } ss_profile;
 
 typedef struct ss_register { uint32_t size; uint32_t width; uint64_t mask; uint64_t *v; } ss_register;
+typedef struct ss_value_set { uint32_t n; ss_u128 *values; } ss_value_set;   /* padded values (program.ParseValueSet) */
 typedef struct ss_counter_array { uint32_t size; uint64_t *packets, *bytes; } ss_counter_array;
 typedef struct ss_meter_array { uint32_t size; int by_bytes; ss_meter *m; } ss_meter_array;
 
 struct ss_objects {
-    int ntables, nprofiles, nregisters, ncounters, nmeters;
+    int ntables, nprofiles, nregisters, ncounters, nmeters, nvalue_sets;
     ss_table *tables;
     ss_profile *profiles;
     ss_register *registers;
     ss_counter_array *counters;
     ss_meter_array *meters;
+    ss_value_set *value_sets;
     uint64_t rng;            /* xorshift64* state */
     int rng_low;             /* tests: random() gives its low bound (the Python path's is patched alike) */
 };
 
 /* construction (the generated ss_objects_new) */
-ss_objects *ss_objects_alloc(int ntables, int nprofiles, int nregisters, int ncounters, int nmeters);
+ss_objects *ss_objects_alloc(int ntables, int nprofiles, int nregisters, int ncounters, int nmeters, int nvalue_sets);
 void ss_table_init(ss_table *t, const ss_table_desc *d);
 void ss_register_init(ss_register *r, uint32_t size, uint32_t width);
 void ss_counters_init(ss_counter_array *c, uint32_t size);
@@ -115,6 +117,7 @@ void ss_meters_init(ss_meter_array *m, uint32_t size, int by_bytes);
 ss_entry *ss_table_lookup(ss_table *t, const ss_u128 *key);
 ss_member *ss_profile_member(ss_profile *p, const ss_entry *e, uint32_t hash, int *found);
 int ss_meter_execute(ss_meter *m, uint64_t nbytes);
+int ss_value_set_contains(const ss_value_set *vs, ss_u128 key, ss_u128 mask, int masked);
 uint64_t ss_random(ss_objects *o, uint64_t lo, uint64_t hi);
 uint64_t ss_now_mono_us(void);
 

@@ -52,6 +52,7 @@ SIGNATURES: dict[str, tuple[Any, list]] = {
     "ss_meter_config": (ctypes.c_int, [P, ctypes.c_int, ctypes.c_uint32, ctypes.c_int, ctypes.c_double,
                                        ctypes.c_int64, ctypes.c_double, ctypes.c_int64]),
     "ss_rng_low": (None, [P, ctypes.c_int]),
+    "ss_value_set_set": (ctypes.c_int, [P, ctypes.c_int, P, ctypes.c_uint32]),
 }
 
 
@@ -104,6 +105,7 @@ class NativeObjects:
         self.register_ix = {name: i for i, name in enumerate(native.registers)}
         self.counter_ix = {name: i for i, name in enumerate(native.counters)}
         self.meter_ix = {name: i for i, name in enumerate(native.meters)}
+        self.value_set_ix = {name: i for i, name in enumerate(native.value_sets)}
         self._handles: dict[str, dict[int, tuple[Entry, int]]] = {name: {} for name in native.tables}
 
     # -- attach / detach -----------------------------------------------------------------
@@ -130,6 +132,9 @@ class NativeObjects:
             for i in range(arr.size):
                 if arr.packets[i] or arr.bytes[i]:
                     self.counter_written(arr, i)
+        for vs in p.value_sets.values():
+            vs.mirror = self
+            self.value_set_changed(vs)
         for marr in p.meters.values():
             if marr.is_direct:
                 continue
@@ -151,6 +156,8 @@ class NativeObjects:
                     entry.meter.mirror = None
         for profile in p.action_profiles.values():
             profile.mirror = None
+        for vs in p.value_sets.values():
+            vs.mirror = None
         for reg in p.registers.values():
             self.registers_read(reg)
             reg.mirror = None
@@ -267,6 +274,12 @@ class NativeObjects:
             handles = (ctypes.c_uint32 * max(1, len(g.handles)))(*g.handles)
             self._check(lib.ss_profile_add_group(self.o, p, g.id, handles, len(g.handles)),
                         f"a group of '{profile.name}'")
+
+    # -- parser value sets -------------------------------------------------------------------
+    def value_set_changed(self, vs) -> None:
+        values = sorted(vs.values)
+        self._check(self.lib.ss_value_set_set(self.o, self.value_set_ix[vs.name], words(values), len(values)),
+                    f"the members of value set '{vs.name}'")
 
     # -- registers, counters, meters ----------------------------------------------------------
     def register_read(self, reg: RegisterArray, index: int) -> int:

@@ -325,7 +325,7 @@ def write_value_set(pipe: Pipeline, utype: int, msg: p4runtime_pb2.ValueSetEntry
             raise P4RTError(ALREADY_EXISTS, f"value set '{vm.name}': member {n} is a duplicate")
         values.append(padded)
         canonical.append(out)
-    vm.vset.values = set(values)
+    vm.vset.set_values(values)
     pipe.value_set_members[vm.id] = canonical
 
 

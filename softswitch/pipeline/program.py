@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from .. import hashes
 from ..runtime.action_profiles import ActionProfile
@@ -64,6 +64,13 @@ class ParseValueSet:
         self.max_size = max_size
         self.key_widths: list[int] = [compressed_bitwidth]
         self.values: set[int] = set()
+        self.mirror: Any = None       # native/objects.py: told every change (None: Python path)
+
+    def set_values(self, values) -> None:
+        """The set's members (padded values) from now on."""
+        self.values = set(values)
+        if self.mirror is not None:
+            self.mirror.value_set_changed(self)
 
     def set_key_widths(self, widths: list[int]) -> None:
         self.key_widths = list(widths)

@@ -697,3 +697,42 @@ def test_action_selectors_under_random_writes():
                         f"{profile.name} step {step}: group {group} member {member} hash {h}"
                     checked += 1
     assert checked > 5000
+
+
+def _router_with_value_sets() -> str:
+    """basic_router with IPv4 parsed for the EtherTypes of a value set (exact), and of another
+    matched under a mask (0xFF00): frames then parse or not by the sets' members."""
+    js = json.loads((REPO / "tests/p4/build/basic_router.json").read_text())
+    js["parse_vsets"] = [{"name": "exact_types", "id": 0, "compressed_bitwidth": 16, "max_size": 4},
+                         {"name": "masked_types", "id": 1, "compressed_bitwidth": 16, "max_size": 4}]
+    start = js["parsers"][0]["parse_states"][0]
+    start["transitions"] = [
+        {"type": "parse_vset", "value": "exact_types", "mask": None, "next_state": "parse_ipv4"},
+        {"type": "parse_vset", "value": "masked_types", "mask": "0xff00", "next_state": "parse_ipv4"},
+        {"type": "default", "value": None, "mask": None, "next_state": None}]
+    return json.dumps(js)
+
+
+def test_parser_value_sets_as_their_members_change():
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+    text = _router_with_value_sets()
+    ref, prog = Program(text), Program(text)
+    nat = _native(prog)
+    route = [(((0x0A000000, 8),), 0)]
+    for p in (ref, prog):
+        spec = next(s for s in p.actions.values() if s.name == "MyIngress.ipv4_forward")
+        p.tables["MyIngress.ipv4_lpm"].insert(Entry(route[0][0], 0, spec, (0xBB02, 2)))
+    types = [0x0800, 0x0801, 0x1234, 0x12FF, 0x8100, 0x88B5]
+    frames = [bytes(Ether(dst="00:00:00:00:00:aa", type=t) / IP(dst="10.1.2.3", ttl=7) / UDP()) for t in types]
+    sent = Counter()
+    for exact, masked in (((), ()), ((0x0800,), ()), ((0x0800, 0x88B5), (0x1200,)), ((0x0801,), (0x8100, 0x1234))):
+        for p in (ref, prog):
+            p.value_sets["exact_types"].set_values(exact)
+            p.value_sets["masked_types"].set_values(masked)
+        for t, frame in zip(types, frames):
+            want, got = python_run(ref, frame, 1), nat.run(frame, 1)
+            assert (got.outcome, got.frame) == (want.outcome, want.frame), f"sets {exact} {masked}: type {t:#x}"
+            assert got.state == want.state, f"sets {exact} {masked}: type {t:#x}: packet state"
+            sent[(exact, masked)] += want.frame[22:23] == b"\x06"          # TTL decremented: parsed as IPv4
+    assert sent[((), ())] == 0 and sent[((0x0800,), ())] == 1 and sent[((0x0800, 0x88B5), (0x1200,))] == 4
