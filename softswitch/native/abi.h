@@ -91,7 +91,21 @@ int ss_counter_access(ss_objects *o, int counter, uint32_t index, uint64_t *pack
 int ss_counter_reset(ss_objects *o, int counter);
 int ss_meter_config(ss_objects *o, int meter, uint32_t index, int set, double cir, int64_t cburst,
                     double pir, int64_t pburst);
+int ss_value_set_set(ss_objects *o, int value_set, const uint64_t *values, uint32_t n);  /* replaces its members */
 void ss_rng_low(ss_objects *o, int on);     /* tests: random() answers its low bound */
+/* inspection (tests): what a lookup finds (handle, -1 a miss), an entry's or the default's (handle
+ * -1) action and data, the member a profile picks for an entry's group/member and a hash, a hash */
+int ss_table_find(ss_objects *o, int table, const uint64_t *key);
+int ss_table_entry_action(ss_objects *o, int table, int handle, int *action, uint64_t *data, int cap);
+int ss_profile_pick(ss_objects *o, int profile, int64_t group, int64_t member, uint32_t hash, int64_t *member_id);
+uint64_t ss_hash_bytes(int algo, const uint8_t *buf, uint32_t n);
+
+/* frame_run.c: one frame through the pipeline alone (tests, benchmarks/native_pipeline.py) */
+int ss_run_frame(ss_objects *o, void *st, const uint8_t *frame, uint32_t len, uint32_t port,
+                 int stop_after_ingress, int replica_port, uint32_t replica_rid,
+                 uint8_t *out, uint32_t cap, uint32_t *outlen);
+uint64_t ss_time_frames(ss_objects *o, void *st, const uint8_t *frame, uint32_t len, uint32_t port, uint32_t n,
+                        int replica_port, uint8_t *out, uint32_t cap, int *last);
 
 /* generated per program, for tests and the Python side: a slot's raw bits as two words */
 int ss_slot_count(void);
