@@ -9,7 +9,9 @@ writes only the difference. Beside it run the INT collector (``--int``: ECN and 
 on every switch, reports received on the telemetry bridge's address) and the Prometheus
 exporter (``--metrics HOST:PORT``: `controller.metrics` plus the controller's own view of each
 switch, `ControllerStatusCollector`); ``--int-metrics HOST:PORT`` serves the INT collector's
-metrics on an exporter of their own instead. SIGTERM/SIGINT stop it cleanly.
+metrics on an exporter of their own instead; ``--web [HOST:]PORT`` serves the live page of the fabric (`controller.web`:
+load-balancing modes can be changed there with the token it logs at start; links belong to the
+fabric's side and are refused). SIGTERM/SIGINT stop it cleanly.
 
 A description that cannot be read or is not valid ends the command at once with one line
 naming the file (exit status 2); switches that cannot be reached are not fatal: the service
@@ -30,6 +32,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from aifabric.lab.description import DescriptionError, FabricDescription, load
+from aifabric.lab.web_page import parse_web_address
 from controller.fabric_controller import FabricController, Pipeline
 from controller.telemetry.int_collector import IntCollector
 from controller.metrics import FabricMetrics, fabric_metrics
@@ -49,6 +52,7 @@ class ServiceOptions:
     int_metrics: tuple[str, int] | None = None  # where the INT collector's own exporter listens
     int_enabled: bool = False                   # ECN + INT on every TCP/UDP flow, and the collector
     p4_build: Path | None = None                # overrides the description's pipeline files
+    web: tuple[str, int] | None = None          # where the live page listens
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -64,6 +68,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--p4-build", metavar="DIR",
                    help="where fabric.json and fabric.p4info.txtpb are (default: the description's "
                         "pipeline files, else the committed build)")
+    p.add_argument("--web", metavar="[HOST:]PORT", type=_web_arg,
+                   help="serve the live page of the fabric there (127.0.0.1 when only a port is given)")
     p.add_argument("-v", "--verbose", action="store_true", help="log every reconcile")
 
 
@@ -74,7 +80,16 @@ def options(args: argparse.Namespace) -> ServiceOptions:
         int_metrics=parse_host_port(args.int_metrics) if args.int_metrics else None,
         int_enabled=args.int,
         p4_build=Path(args.p4_build) if args.p4_build else None,
+        web=parse_web_address(args.web) if args.web else None,
     )
+
+
+def _web_arg(text: str) -> str:
+    try:
+        parse_web_address(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
 
 
 def pipeline_for(desc: FabricDescription, p4_build: Path | None) -> Pipeline:
@@ -130,6 +145,7 @@ class ControllerService:
         if telemetry is not None:
             self.collector = IntCollector(telemetry.collector_ip, telemetry.collector_port)
         self.exporters: list[FabricMetrics] = []
+        self.page = None
 
     def start(self) -> None:
         """Collector and exporter first (a fabric that is slow to answer must not keep
@@ -143,6 +159,14 @@ class ControllerService:
         if apart:
             names = {sw.device_id: sw.name for sw in self.controller.fabric.switches}
             self._serve(FabricMetrics(int_collector=self.collector, switch_names=names), self.opts.int_metrics)
+        if self.opts.web is not None:
+            from controller.web.changes import ControllerChanges
+            from controller.web.server import page_for
+
+            self.page = page_for(self.controller, host=self.opts.web[0], port=self.opts.web[1],
+                                 int_collector=self.collector, changes=ControllerChanges(self.controller))
+            self.page.start()
+            log.warning("%s", self.page.announce())
         results = self.controller.reconcile()
         failed = {n: r for n, r in results.items() if isinstance(r, BaseException)}
         for name, err in sorted(failed.items()):
@@ -156,6 +180,8 @@ class ControllerService:
         log.warning("metrics on http://%s:%d/metrics", host, port)
 
     def stop(self) -> None:
+        if self.page is not None:
+            self.page.stop()
         for exporter in self.exporters:
             exporter.stop()
         self.controller.close()
