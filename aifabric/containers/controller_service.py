@@ -1,17 +1,18 @@
 """``aifabric controller --fabric FILE``: the fabric controller as a long-running service.
 
 It reads a fabric description (`aifabric.lab.description`, written by the fabric side: ``aifabric up
---describe FILE``, the Docker ``fabric`` service) and keeps every switch in it at its desired
-state with `controller.fabric_controller.FabricController` and its reconcile loop: a switch
-that restarts (its stream breaks, its pipeline cookie is gone) is reconnected, given the
-pipeline again and refilled; a controller that restarts finds the switches as they are and
-writes only the difference. Beside it run the INT collector (``--int``: ECN and INT installed
-on every switch, reports received on the telemetry bridge's address) and the Prometheus
-exporter (``--metrics HOST:PORT``: `controller.metrics` plus the controller's own view of each
-switch, `ControllerStatusCollector`); ``--int-metrics HOST:PORT`` serves the INT collector's
-metrics on an exporter of their own instead; ``--web [HOST:]PORT`` serves the live page of the fabric (`controller.web`:
-load-balancing modes can be changed there with the token it logs at start; links belong to the
-fabric's side and are refused). SIGTERM/SIGINT stop it cleanly.
+--describe FILE``, the Docker ``fabric`` service) and keeps every switch in it at its desired state
+with `controller.fabric_controller.FabricController` and its reconcile loop: a switch that restarts
+(its stream breaks, its pipeline cookie is gone) is reconnected, given the pipeline again and
+refilled; a controller that restarts finds the switches as they are and writes only the difference.
+Beside it run the INT collector (``--int``: ECN and INT installed on every switch, reports received
+on the telemetry bridge's address) and the Prometheus exporter (``--metrics HOST:PORT``:
+`controller.metrics` plus the controller's own view of each switch, `ControllerStatusCollector`, and
+the AllReduce reports ranks leave in ``allreduce/`` beside the description,
+`hostagent.collectives.report_metrics`); ``--int-metrics HOST:PORT`` serves the INT collector's
+metrics on an exporter of their own instead; ``--web [HOST:]PORT`` serves the live page of the
+fabric (`controller.web`: load-balancing modes can be changed there with the token it logs at start;
+links belong to the fabric's side and are refused). SIGTERM/SIGINT stop it cleanly.
 
 A description that cannot be read or is not valid ends the command at once with one line
 naming the file (exit status 2); switches that cannot be reached are not fatal: the service
@@ -37,6 +38,8 @@ from controller.fabric_controller import FabricController, Pipeline
 from controller.telemetry.int_collector import IntCollector
 from controller.metrics import FabricMetrics, fabric_metrics
 from controller.telemetry import Telemetry, TelemetryConfig, WatchRule
+from hostagent.collectives.report_files import RUN_SUBDIR
+from hostagent.collectives.report_metrics import AllReduceReportCollector
 from softswitch.addr import host_port_arg, parse_host_port
 
 log = logging.getLogger("aifabric.controller")
@@ -154,8 +157,10 @@ class ControllerService:
             self.collector.start()
         apart = self.collector is not None and self.opts.int_metrics is not None
         if self.opts.metrics is not None:
+            reports = AllReduceReportCollector(self.opts.fabric_file.parent / RUN_SUBDIR)
             self._serve(fabric_metrics(self.controller, None if apart else self.collector,
-                                       collectors=[ControllerStatusCollector(self.controller)]), self.opts.metrics)
+                                       collectors=[ControllerStatusCollector(self.controller), reports]),
+                        self.opts.metrics)
         if apart:
             names = {sw.device_id: sw.name for sw in self.controller.fabric.switches}
             self._serve(FabricMetrics(int_collector=self.collector, switch_names=names), self.opts.int_metrics)

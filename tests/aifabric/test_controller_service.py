@@ -2,7 +2,9 @@
 
 Two in-process softswitches (no ports, so no root and no fabric) stand for a leaf-spine's
 switches at free addresses the description names; the service must program both, show it in
-its metrics, and program a switch again after it restarts empty. A bad description ends the
+its metrics (with each switch's load-balancing mode and aggregation counters, read from the
+switches, and the AllReduce reports left beside the description), and program a switch again
+after it restarts empty. A bad description ends the
 command with one line naming the file.
 """
 from __future__ import annotations
@@ -21,6 +23,8 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from aifabric.lab.description import FabricDescription
+from controller.aggregation.entries import OUTCOMES
+from hostagent.collectives.report_files import RUN_SUBDIR, write_report
 from tests.p4rt_support import running_switch
 from topologies.fabric import leaf_spine
 from emulation.testbed import free_tcp_port
@@ -44,11 +48,19 @@ def scrape(port: int) -> dict[tuple[str, str], float]:
             for s in fam.samples}
 
 
-def wait_for(port: int, want, what: str, timeout: float = 30.0) -> dict[tuple[str, str], float]:
+def scrape_all(port: int) -> dict[tuple[str, tuple], float]:
+    """(metric, sorted labels) -> value of every sample served."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+        text = answer.read().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for fam in text_string_to_metric_families(text) for s in fam.samples}
+
+
+def wait_for(port: int, want, what: str, timeout: float = 30.0, read=scrape) -> dict:
     deadline, seen = time.monotonic() + timeout, {}
     while time.monotonic() < deadline:
         with contextlib.suppress(OSError):
-            seen = scrape(port)
+            seen = read(port)
             if want(seen):
                 return seen
         time.sleep(0.2)
@@ -80,6 +92,7 @@ def test_service_programs_every_switch_and_reprograms_one_that_restarts(tmp_path
 
             seen = wait_for(port, all_in_sync, "every switch in sync")
             assert all(seen[("aifabric_controller_pipeline_pushes_total", n)] == 1 for n in names), seen
+            _check_lb_and_allreduce_metrics(port, tmp_path, names)
 
             # l1 restarts empty at the same address: the service must push the pipeline again
             sw, addr = switches["l1"]
@@ -92,6 +105,24 @@ def test_service_programs_every_switch_and_reprograms_one_that_restarts(tmp_path
             proc.send_signal(signal.SIGTERM)
             out, _ = proc.communicate(timeout=20)
             assert proc.returncode == 0, out
+
+
+def _check_lb_and_allreduce_metrics(port: int, run_dir: Path, names: list[str]) -> None:
+    """Two ranks' reports beside the description are served as one run; every switch's mode and
+    its agg_ops counter (all outcomes, read from the switch: zeros) are served."""
+    for rank, time_s in ((0, 0.5), (1, 0.8)):
+        write_report(run_dir / RUN_SUBDIR, {"algorithm": "ring", "job": 4, "rank": rank, "workers": 2,
+                                            "tensor_bytes": 4000, "time_s": time_s, "ok": True, "retransmissions": rank})
+    run = (("algorithm", "ring"), ("job_id", "4"))
+    m = wait_for(port, lambda m: ("aifabric_allreduce_run_seconds", run) in m
+                 and sum(1 for k in m if k[0] == "aifabric_agg_ops_total") == len(OUTCOMES) * len(names),
+                 "the AllReduce run and every switch's agg_ops", read=scrape_all)
+    assert m[("aifabric_allreduce_run_seconds", run)] == 0.8
+    assert m[("aifabric_allreduce_run_algbw_bytes_per_second", run)] == 5000
+    assert m[("aifabric_allreduce_run_retransmissions", run)] == 1
+    assert {dict(k)["switch"]: dict(k)["mode"] for (n, k) in m if n == "aifabric_lb_mode"} == dict.fromkeys(names, "ecmp")
+    assert {v for (n, _), v in m.items() if n == "aifabric_agg_ops_total"} == {0}
+    assert m[("aifabric_allreduce_jobs_running", ())] == 0
 
 
 @contextlib.contextmanager
