@@ -691,7 +691,10 @@ ss_objects *ss_dp_objects(ss_dataplane *dp) { return dp->objects; }
 int ss_dp_start(ss_dataplane *dp) {
     if (dp->running) return EBUSY;
     int err = pthread_create(&dp->thread, NULL, loop, dp);
-    if (!err) dp->running = 1;
+    if (!err) {
+        dp->running = 1;
+        pthread_setname_np(dp->thread, "ss-dataplane");    /* top, perf: the loop by its name */
+    }
     return err;
 }
 
