@@ -16,7 +16,9 @@ register reads and writes, and one result out of port 2).
 BMv2 runs with --log-level off (its best case; the fabric runs it with logging) from the build
 on PATH and from an optimised build at /opt/bmv2-opt where present. softswitch runs twice: as
 users run it (its compiled packet path, built before the run, where Cython and a C compiler
-are) and as ``softswitch-python`` (the generated Python alone, the reference).
+are), as ``softswitch-python`` (the generated Python alone, the reference) and as
+``softswitch-native`` (the native data path: pipeline and loop in C, --native on). Each run
+also reads the switch process's memory after the traffic (PSS and private, smaps_rollup).
 
 --baseline REV runs softswitch as it was at an earlier revision beside today's, as the target
 ``softswitch@COMMIT`` (benchmarks/past_softswitch.py), with the ratio of today's to it: how a
@@ -60,6 +62,7 @@ from controller.p4names import Action, Table  # noqa: E402
 from controller.fabric_controller import Pipeline  # noqa: E402
 from controller.routing import NextHop  # noqa: E402
 from controller.switch import SwitchConnection  # noqa: E402
+from softswitch.native import build as native_build  # noqa: E402
 from softswitch.pipeline.compiled import PathCompiler  # noqa: E402
 from softswitch.pipeline.program import Program  # noqa: E402
 from emulation.testbed import HostPort, Testbed  # noqa: E402
@@ -143,9 +146,11 @@ PATH_SWITCHES = 5                         # switches a flow between pods of a fa
 # softswitch's two packet paths: "softswitch" as users run it, compiled where Cython and a C
 # compiler are (built before the run, so it runs compiled from its first packet), and
 # "softswitch-python", the generated Python alone (the reference the compiled path must match)
-TARGET_KIND = {"softswitch-python": "softswitch"}
-SOFTSWITCH_ARGS = {"softswitch": ("--compiled", "now"), "softswitch-python": ("--compiled", "off")}
-TARGET_LETTER = {"softswitch": "s", "softswitch-python": "p", "bmv2": "b", "bmv2-opt": "o"}
+# and "softswitch-native", the native data path (its library built at the pipeline push, cached)
+TARGET_KIND = {"softswitch-python": "softswitch", "softswitch-native": "softswitch"}
+SOFTSWITCH_ARGS = {"softswitch": ("--compiled", "now"), "softswitch-python": ("--compiled", "off"),
+                   "softswitch-native": ("--compiled", "off", "--native", "on")}
+TARGET_LETTER = {"softswitch": "s", "softswitch-python": "p", "softswitch-native": "n", "bmv2": "b", "bmv2-opt": "o"}
 PAST_EXECUTABLES: dict[str, str] = {}     # "softswitch@COMMIT" -> its executable (--baseline)
 
 
@@ -177,6 +182,18 @@ def cpu_seconds(pids: list[int]) -> dict[int, float]:
             todo += children.get(p, [])
         out[pid] = total
     return out
+
+
+def memory_mib(pid: int) -> dict[str, float]:
+    """The process's proportional set size (its shared pages divided among their users) and
+    its private memory, in MiB (/proc/PID/smaps_rollup)."""
+    kb = {}
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        name, _, rest = line.partition(":")
+        if rest.strip().endswith("kB"):
+            kb[name] = int(rest.split()[0])
+    return {"pss_mib": round(kb.get("Pss", 0) / 1024, 1),
+            "private_mib": round((kb.get("Private_Clean", 0) + kb.get("Private_Dirty", 0)) / 1024, 1)}
 
 
 class TargetGone(RuntimeError):
@@ -228,6 +245,7 @@ def measure_once(target: str, program: str, seconds: float) -> dict:
                 received += len(rx.receive(timeout=0.2, quiet=0.05))
             gen.join()
             cpu = cpu_seconds([pid])[pid] - cpu0
+            memory = memory_mib(pid)
             if gen.exitcode != 0 or not sent.value:
                 raise GeneratorFailed(f"{target}/{program}: the load generator died (exit code {gen.exitcode})")
         finally:
@@ -237,7 +255,8 @@ def measure_once(target: str, program: str, seconds: float) -> dict:
     return {"target": target, "program": program, "seconds": seconds, "sent": sent.value,
             "received": received, "offered_pps": round(offered), "delivered_pps": round(delivered),
             "loss_pct": round(100.0 * (1 - received / sent.value), 1) if sent.value else 0.0,
-            "cpu_s": round(cpu, 2), "cpu_us_per_packet": round(1e6 * cpu / received, 1) if received else None}
+            "cpu_s": round(cpu, 2), "cpu_us_per_packet": round(1e6 * cpu / received, 1) if received else None,
+            **memory}
 
 
 def summarise(results: list[dict], programs: list[str], targets: list[str]) -> list[dict]:
@@ -252,7 +271,9 @@ def summarise(results: list[dict], programs: list[str], targets: list[str]) -> l
                         "delivered_pps": round(statistics.median(r["delivered_pps"] for r in runs)),
                         "delivered_min": min(r["delivered_pps"] for r in runs),
                         "delivered_max": max(r["delivered_pps"] for r in runs),
-                        "cpu_us_per_packet": round(statistics.median(cpu), 1) if cpu else None})
+                        "cpu_us_per_packet": round(statistics.median(cpu), 1) if cpu else None,
+                        "pss_mib": statistics.median(r["pss_mib"] for r in runs),
+                        "private_mib": statistics.median(r["private_mib"] for r in runs)})
     return out
 
 
@@ -266,13 +287,16 @@ def saturation(programs: list[str], targets: list[str], seconds: float, rounds: 
                 results.append(dict(measure(target, program, seconds), round=rnd + 1))
     summary = summarise(results, programs, targets)
     rows = [(s["program"], s["target"], s["offered_pps"], s["delivered_pps"],
-             f"{s['delivered_min']}..{s['delivered_max']}", s["cpu_us_per_packet"]) for s in summary]
-    print(report.table(["program", "target", "offered pps", "delivered pps (median)", "range", "CPU us / packet"],
+             f"{s['delivered_min']}..{s['delivered_max']}", s["cpu_us_per_packet"], s["pss_mib"], s["private_mib"])
+            for s in summary]
+    print(report.table(["program", "target", "offered pps", "delivered pps (median)", "range", "CPU us / packet",
+                        "PSS MiB", "private MiB"],
                        rows, title=f"Saturation through one switch, medians of {rounds} rounds (106-byte frames; "
                                    "aggregation: 314; port 1 -> port 2)"))
     by = {(s["program"], s["target"]): s for s in summary}
     for program in programs:
         for mine, theirs in (("softswitch", "bmv2"), ("softswitch", "bmv2-opt"), ("softswitch-python", "bmv2-opt"),
+                             ("softswitch-native", "bmv2-opt"), ("softswitch-native", "softswitch"),
                              ("softswitch", "softswitch-python"), *(("softswitch", p) for p in PAST_EXECUTABLES)):
             soft, other = by.get((program, mine)), by.get((program, theirs))
             if soft and other and other["delivered_pps"]:
@@ -376,7 +400,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", default=str(REPO / "out/target_pps.json"))
     ap.add_argument("--targets", nargs="*", default=None,
-                    help="softswitch (compiled path), softswitch-python, bmv2, bmv2-opt (default: those installed)")
+                    help="softswitch (compiled path), softswitch-python, softswitch-native, bmv2, bmv2-opt "
+                         "(default: those installed)")
     ap.add_argument("--programs", nargs="*", default=list(PROGRAMS), choices=list(PROGRAMS))
     ap.add_argument("--fabric", action="store_true", help="measure the per-switch cost in a k=4 fat-tree instead")
     ap.add_argument("--fabric-pps", type=int, default=2000, help="offered load of the flow between pods")
@@ -387,6 +412,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.baseline and args.fabric:
         ap.error("--baseline measures saturation through one switch, not --fabric")
     targets = args.targets or (["softswitch", "softswitch-python"]
+                               + (["softswitch-native"] if native_build.missing() is None else [])
                                + (["bmv2"] if shutil.which("simple_switch_grpc") else [])
                                + (["bmv2-opt"] if BMV2_OPTIMISED.exists() else []))
     unknown = [t for t in targets if t not in TARGET_LETTER]

@@ -151,10 +151,12 @@ def load_p4info(path: Path) -> P4Info:
     return P4Info(text_format.Parse(path.read_text(), p4info_pb2.P4Info()))
 
 
-# target -> (kind, letter for interface names, extra arguments): softswitch's two packet paths,
-# the generated Python (the reference) and the compiled one (built beforehand: build_compiled)
+# target -> (kind, letter for interface names, extra arguments): softswitch's packet paths, the
+# generated Python (the reference), the compiled one (built beforehand: build_compiled) and the
+# native one (its library built at the push, cached)
 TARGETS = {"softswitch": ("softswitch", "s", ("--compiled", "off")),
            "softswitch-compiled": ("softswitch", "c", ("--compiled", "now")),
+           "softswitch-native": ("softswitch", "n", ("--compiled", "off", "--native", "on")),
            "bmv2": ("bmv2", "b", ())}
 
 

@@ -5,7 +5,9 @@ softswitch over veth pairs: its explicit expectations must hold. Where BMv2's
 simple_switch_grpc is installed the same scenario runs on it too, and softswitch must send
 the same frames out of the same ports for every packet (the differential test). Where
 softswitch's compiled packet path can be built (Cython, a C compiler), the scenario runs on it
-as well and must give what the generated Python, the reference, gives.
+as well and must give what the generated Python, the reference, gives; so must the native data
+path (a C compiler) for every program its generator can do (the others are skipped, the reason
+named).
 """
 from __future__ import annotations
 
@@ -73,3 +75,29 @@ def test_compiled_same_as_python(sc: Scenario):
     python = comparable(sc, _outputs("softswitch", sc))
     compiled = comparable(sc, _outputs("softswitch-compiled", sc))
     assert compiled == python, f"compiled:\n{describe(compiled)}\nPython:\n{describe(python)}"
+
+
+def _native_refusal(program: str) -> str | None:
+    """Why the native path cannot run ``program`` (None: it can)."""
+    from softswitch.native import build, codegen
+    from softswitch.pipeline.program import Program
+    why = build.missing()
+    if why:
+        return why
+    try:
+        codegen.generate(Program(program_files(program)[0].read_bytes()))
+    except codegen.Unsupported as e:
+        return f"the native generator cannot do {program}: {e}"
+    return None
+
+
+@pytest.mark.parametrize("sc", SCENARIOS, ids=lambda s: s.name)
+def test_native_same_as_python(sc: Scenario):
+    if not program_files(sc.program)[0].exists():
+        pytest.skip(f"{program_files(sc.program)[0]} is not built")
+    why = _native_refusal(sc.program)
+    if why:
+        pytest.skip(why)
+    python = comparable(sc, _outputs("softswitch", sc))
+    native = comparable(sc, _outputs("softswitch-native", sc))
+    assert native == python, f"native:\n{describe(native)}\nPython:\n{describe(python)}"

@@ -1,5 +1,6 @@
-"""Random, truncated and mangled frames thrown at softswitch: it never crashes or wedges, no
-packet makes the program fail, and good traffic is forwarded afterwards."""
+"""Random, truncated and mangled frames thrown at softswitch (its default path and its native
+data path): it never crashes or wedges, no packet makes the program fail, and good traffic is
+forwarded afterwards."""
 from __future__ import annotations
 
 import json
@@ -84,13 +85,16 @@ def _corpus(rng: random.Random) -> list[bytes]:
     return [f for f in frames if 14 <= len(f) <= 1514]
 
 
+@pytest.mark.parametrize("path", ["python", "native"])
 @pytest.mark.parametrize("program", ["basic_router", "fabric"])
-def test_random_and_truncated_frames_never_hurt(program):
+def test_random_and_truncated_frames_never_hurt(program, path):
+    """On softswitch as it runs by default, and on its native data path (--native on)."""
     rng = random.Random(20261122)
     frames = _corpus(rng)
     ctl_port = _free_port()
-    with Testbed(nports=2, prefix=f"fz{program[0]}") as tb:
-        target = tb.start_target("softswitch", extra_args=("--runtime-addr", f"127.0.0.1:{ctl_port}"))
+    native = ("--native", "on") if path == "native" else ()
+    with Testbed(nports=2, prefix=f"fz{program[0]}{path[0]}") as tb:
+        target = tb.start_target("softswitch", extra_args=("--runtime-addr", f"127.0.0.1:{ctl_port}", *native))
         conn = SwitchConnection("fuzz", target.grpc_addr, device_id=1)
         conn.connect()
         try:
