@@ -24,8 +24,8 @@ Refused (Unsupported, naming what), the switch then runs the Python path: fields
 constants wider than 128 bits, variable-length fields that may be; header unions and union
 stacks; calculations over the payload; the hash algorithms xxh64,
 toeplitz, round_robin(_consistent) and custom CRCs other than the four defaults; registers
-wider than 64 bits; register reads inside expressions; deparser primitives; header-stack
-and union-stack assignment (assign_header_stack, assign_union_stack). Anything else the
+wider than 64 bits; register reads inside expressions; deparser primitives; union-stack
+assignment (assign_union_stack). Anything else the
 generator trips on is Unsupported too, with its cause. ``log_msg`` does nothing on the
 native path (the Python path logs).
 """
@@ -472,6 +472,13 @@ class CGenerator(Arithmetic):
                 f"else {{ S->s[{db}] = S->s[{sb}]; {' '.join(copies)} }}"]
 
     p_copy_header = p_assign_header
+
+    def p_assign_header_stack(self, dst, src):
+        ds, ss = self.lay.stack(dst["value"]), self.lay.stack(src["value"])
+        lines = [f"S->s[{ds.next_slot}] = S->s[{ss.next_slot}];"]
+        for a, b in zip(ds.headers, ss.headers):
+            lines += self.p_assign_header({"type": "header", "value": a.name}, {"type": "header", "value": b.name})
+        return lines
 
     def _stack_shift(self, stack, num, direction: str):
         c = self.compile(stack)

@@ -259,8 +259,19 @@ def _narrow_registers(text: str) -> str:
     return json.dumps(js)
 
 
+def _stack_copies(text: str) -> str:
+    """mux_header with its first action ending in whole-stack assignments (x = x_2, t_0 = x)."""
+    js = json.loads(text)
+    js["actions"][0]["primitives"] += [
+        {"op": "assign_header_stack", "parameters": [{"type": "header_stack", "value": d},
+                                                     {"type": "header_stack", "value": s}]}
+        for d, s in (("x", "x_2"), ("t_0", "x"))]
+    return json.dumps(js)
+
+
 STATE_PROGRAMS = {p.stem: p.read_text for p in PROGRAMS if p.stem not in REFUSED}
 STATE_PROGRAMS["stateful_narrow_registers"] = lambda: _narrow_registers((REPO / "tests/p4/build/stateful.json").read_text())
+STATE_PROGRAMS["mux_header_stack_copies"] = lambda: _stack_copies((REPO / "tests/p4/build/mux_header.json").read_text())
 
 
 @pytest.mark.parametrize("stem", sorted(STATE_PROGRAMS))
