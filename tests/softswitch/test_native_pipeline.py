@@ -296,6 +296,8 @@ def test_random_states_through_both_controls(stem: str):
         for slot, (width, signed) in fields.items():       # signed fields hold their signed value
             if signed and F[slot] >> (width - 1):
                 F[slot] -= 1 << width
+        for st in ref.layout.stacks.values():              # and stacks any next index
+            F[st.next_slot] = rng.randrange(len(st.headers) + 1)
         lib.ss_state_init(nat.state)
         for slot, v in enumerate(F):
             if isinstance(v, int):
