@@ -7,7 +7,8 @@ moment (time.monotonic()): the port found dead (the monitor's verdict, worst of 
 failover), and the reroute finished (routes recomputed on the model and every switch
 reconciled), plus the reroute's own duration. The link is then brought up again and the time to
 the port alive again and the routes restored is reported too. Also the controller process's CPU
-share while only heartbeats run. Measures, asserts nothing.
+share while only heartbeats run. Measures; exits 1, naming why, when a round timed out (its step
+named) or a port of another link was found dead meanwhile, so a script or CI sees it.
 
     .venv/bin/python -m benchmarks.failover_detection [--target softswitch] [--rounds 5]
         [--interval-ms 10] [--multiplier 3]
@@ -19,11 +20,12 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
+import sys
 import time
 
 
 from aifabric.experiments.allreduce_lab import cpu_times  # noqa: E402
+from aifabric.lab.failures import Failures
 from aifabric.lab.lab import Lab  # noqa: E402
 from controller.failover import HeartbeatConfig
 from topologies.fabric import fat_tree
@@ -31,21 +33,20 @@ from topologies.fabric import fat_tree
 LINK = ("c0", "p0a0")
 
 
-def _wait(predicate, timeout: float = 20.0) -> None:
+def _wait(predicate, what: str, timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
-            raise TimeoutError("timed out")
+            raise TimeoutError(f"timed out after {timeout:g} s waiting for {what}")
         time.sleep(0.005)
 
 
 def _set(lab: Lab, up: bool) -> float:
-    link = lab.failure_handler.link(*LINK)
-    ifaces = [dict(lab.switch(sw).data_ports())[port] for sw, port in link.ends()]
-    t0 = time.monotonic()
-    for iface in ifaces:
-        subprocess.run(["ip", "link", "set", iface, "up" if up else "down"], check=True)
-    return t0
+    """The link cut (or back) as each target allows (`Failures`: on BMv2 an interface going down
+    stops the whole switch); returns when its first end changed."""
+    failures = Failures(lab)
+    event = (failures.restore_link if up else failures.fail_link)(*LINK)
+    return event.detail["first_end"]
 
 
 def one_round(lab: Lab) -> dict[str, float]:
@@ -56,8 +57,9 @@ def one_round(lab: Lab) -> dict[str, float]:
     def dead_events():
         return [e for e in handler.events[n_events:] if not e.alive and (e.switch, e.port) in link.ends()]
 
-    _wait(lambda: len(dead_events()) == 2)
-    _wait(lambda: len(handler.reroutes) > n_reroutes and tuple(sorted(LINK)) in model.down_links())
+    _wait(lambda: len(dead_events()) == 2, "both ends found dead and written")
+    _wait(lambda: len(handler.reroutes) > n_reroutes and tuple(sorted(LINK)) in model.down_links(),
+          "the reroute around the link")
     dead = dead_events()
     reroute = handler.reroutes[n_reroutes]
     out = {
@@ -69,9 +71,11 @@ def one_round(lab: Lab) -> dict[str, float]:
     lab.controller.wait_in_sync(30)
     n_events, n_reroutes = len(handler.events), len(handler.reroutes)
     t1 = _set(lab, up=True)
-    _wait(lambda: handler.link_up(*LINK))
-    _wait(lambda: len(handler.reroutes) > n_reroutes and tuple(sorted(LINK)) not in model.down_links())
-    _wait(lambda: sum(e.alive and (e.switch, e.port) in link.ends() for e in handler.events[n_events:]) == 2)
+    _wait(lambda: handler.link_up(*LINK), "the link alive again")
+    _wait(lambda: len(handler.reroutes) > n_reroutes and tuple(sorted(LINK)) not in model.down_links(),
+          "the routes restored")
+    _wait(lambda: sum(e.alive and (e.switch, e.port) in link.ends() for e in handler.events[n_events:]) == 2,
+          "both ends written alive")
     alive = [e for e in handler.events[n_events:] if e.alive and (e.switch, e.port) in link.ends()]
     out["alive_ms"] = 1000 * (max(e.written or float("inf") for e in alive) - t1)
     out["restored_ms"] = 1000 * (handler.reroutes[n_reroutes].finished - t1)
@@ -80,7 +84,7 @@ def one_round(lab: Lab) -> dict[str, float]:
     return out
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", default="softswitch")
     ap.add_argument("--rounds", type=int, default=5)
@@ -102,12 +106,13 @@ def main() -> None:
               f"sent/s, {(handler.heartbeats_heard - heard0) / (w1 - w0):.0f} heard/s, controller process CPU "
               f"{100 * cpu:.0f}% of one core, machine {100 * busy:.0f}% busy, "
               f"{len(handler.events) - events0} ports wrongly found dead")
-        rows = []
+        rows, failed = [], []
         for i in range(args.rounds):
             try:
                 rows.append(one_round(lab))
-            except TimeoutError:
-                print(f"round {i}: timed out")
+            except TimeoutError as err:
+                failed.append(f"round {i}: {err}")
+                print(failed[-1])
         false_deaths = [e for e in handler.events if not e.alive
                         and (e.switch, e.port) not in handler.link(*LINK).ends()]
     print(f"{'ms after link down/up':<28}{'median':>8}{'max':>8}")
@@ -115,7 +120,11 @@ def main() -> None:
         values = [r[key] for r in rows]
         print(f"{key:<28}{statistics.median(values):>8.1f}{max(values):>8.1f}")
     print(f"ports of other links found dead meanwhile: {len(false_deaths)}")
+    failed += [f"{e.switch} port {e.port} found dead, not on {LINK[0]}-{LINK[1]}" for e in false_deaths]
+    if failed:
+        print(f"FAILED ({len(failed)}): " + "; ".join(failed), file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
