@@ -44,7 +44,7 @@ def new_token() -> str:
 
 def check_token(authorization: str | None, token: str) -> None:
     """The request's ``Authorization`` header against the server's token."""
-    if not authorization:
+    if not authorization or authorization.strip().lower() == "bearer":
         raise ChangeError(401, "no token: changes need the header 'Authorization: Bearer <token>' with the "
                                "token printed when the server started")
     scheme, _, given = authorization.partition(" ")

@@ -110,6 +110,8 @@ def test_a_change_without_the_token_or_with_a_wrong_one_is_refused(served):
     url = server.url + "api/change/fail-link"
     status, body = _post(url, {"a": "c0", "b": "p0a0"})
     assert status == 401 and "no token" in body["error"]
+    status, body = _post(url, {"a": "c0", "b": "p0a0"}, token="")         # "Bearer " and nothing
+    assert status == 401 and "no token" in body["error"]
     status, body = _post(url, {"a": "c0", "b": "p0a0"}, token=server.token[:-1] + "x")
     assert status == 403 and "wrong token" in body["error"]
     assert changes.calls == []

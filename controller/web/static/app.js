@@ -14,7 +14,8 @@ function loadColour(util) {
   if (util === undefined || util === null) return "#d5d9e0";     // never measured
   if (util < 0.01) return "#b0b7c3";
   const u = Math.min(util, 1);
-  return `hsl(${Math.round(120 * (1 - u))},75%,42%)`;
+  // light loads (heartbeats, a few percent) fade in from grey; then green to red at the link's rate
+  return `hsl(${Math.round(120 * (1 - u))},${Math.round(75 * Math.min(1, u / 0.15))}%,42%)`;
 }
 
 const STYLE = [
@@ -241,8 +242,9 @@ async function change(action, body) {
   const out = $("change-result");
   out.className = ""; out.textContent = `${action}...`;
   try {
-    const r = await fetch(`/api/change/${action}`, { method: "POST", body: JSON.stringify(body),
-      headers: { "Content-Type": "application/json", "Authorization": `Bearer ${$("token").value.trim()}` } });
+    const token = $("token").value.trim(), headers = { "Content-Type": "application/json" };
+    if (token) headers.Authorization = `Bearer ${token}`;      // none typed: the server says a token is needed
+    const r = await fetch(`/api/change/${action}`, { method: "POST", body: JSON.stringify(body), headers });
     const j = await r.json();
     out.className = r.ok ? "ok" : "err";
     out.textContent = r.ok ? `${action}: done` : `${action} refused (${r.status}): ${j.error}`;
