@@ -24,6 +24,8 @@ from softswitch.ports import Port, PortSpec
 from softswitch.runtime.pre import ReplicationEngine
 from softswitch.switch import Switch, SwitchConfig
 
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (veths, namespaces, raw sockets)")
+
 STUB = Path(__file__).resolve().parent / "native_stub.c"
 NORMAL, INGRESS_CLONE, EGRESS_CLONE, RECIRC, REPLICATION, RESUBMIT = 0, 1, 2, 4, 5, 6
 CPU_PORT = 64
