@@ -61,6 +61,11 @@ META = ("ingress_port", "egress_spec", "egress_port", "instance_type", "packet_l
         "@packet_length", "@truncate_length", "@learn_id", "@ingress_length")
 
 
+# helpers that fail a packet (pipeline_helpers.h: they set S->err), and the check that stops it
+FALLIBLE = ("ss_index(", "ss_udiv(", "ss_umod(", "ss_sdiv(", "ss_smod(")
+FAILED = "if (S->err) return S->err;"
+
+
 class Unsupported(Exception):
     """The native generator cannot do this program; the message names what (the switch runs
     the Python path instead, and says why)."""
@@ -438,7 +443,13 @@ class CGenerator(Arithmetic):
 
     # -- primitives ---------------------------------------------------------------------
     def primitive(self, prim: dict) -> list[str]:
-        return call_primitive(self, prim, lambda op: Unsupported(f"primitive '{op}'"))
+        """The primitive's statements; where they can fail (a stack index, a division), the
+        packet stops after them, as the Python path's exception stops it (the stateful ones
+        check before they change anything)."""
+        lines = call_primitive(self, prim, lambda op: Unsupported(f"primitive '{op}'"))
+        if any(h in ln for ln in lines for h in FALLIBLE):
+            lines = lines + [FAILED]
+        return lines
 
     def p_assign(self, dst, src):
         if dst["type"] == "header":
@@ -571,12 +582,14 @@ class CGenerator(Arithmetic):
         c = self._index_of(self.counters, counter, "counter array")
         il = self.hidden["ingress_length"]
         return [f"{{ ss_u128 _cx = {self.value(index).src}; ss_counter_array *_c = &o->counters[{c}];",
+                f"  {FAILED}",
                 f"  if (_cx < _c->size) {{ _c->packets[(uint32_t)_cx]++; _c->bytes[(uint32_t)_cx] += S->s[{il}]; }} }}"]
 
     def p_execute_meter(self, meter, index, dst):
         m = self._index_of(self.meters, meter, "meter array")
         il = self.hidden["ingress_length"]
         return [f"{{ ss_u128 _mx = {self.value(index).src}; ss_meter_array *_m = &o->meters[{m}];",
+                f"  {FAILED}",
                 "  if (_mx < _m->size) " + self.lvalue(dst).store(
                     f"ss_meter_execute(&_m->m[(uint32_t)_mx], S->s[{il}])"),
                 "}"]
@@ -589,8 +602,9 @@ class CGenerator(Arithmetic):
 
     def p_register_write(self, reg, index, value):
         r = self._index_of(self.registers, reg, "register array")
-        return [f"{{ ss_u128 _rx = {self.value(index).src}; ss_register *_r = &o->registers[{r}];",
-                f"  if (_rx < _r->size) _r->v[(uint32_t)_rx] = (uint64_t){self.value(value).src} & _r->mask; }}"]
+        return [f"{{ ss_u128 _rx = {self.value(index).src}, _rv = {self.value(value).src};",
+                f"  ss_register *_r = &o->registers[{r}]; {FAILED}",
+                "  if (_rx < _r->size) _r->v[(uint32_t)_rx] = (uint64_t)_rv & _r->mask; }"]
 
     def _accumulate(self, dst, v, op):
         d = self.lvalue(dst)
