@@ -21,8 +21,8 @@ Variable-length fields of up to 128 bits are kept in w[] too, their current widt
 slot after the header's fields (the Python path's layout).
 
 Refused (Unsupported, naming what), the switch then runs the Python path: fields or
-constants wider than 128 bits, variable-length fields that may be; header unions and union
-stacks; calculations over the payload; the hash algorithms xxh64,
+constants wider than 128 bits, variable-length fields that may be; header union stacks (and
+comparing or choosing whole unions); calculations over the payload; the hash algorithms xxh64,
 toeplitz, round_robin(_consistent) and custom CRCs other than the four defaults; registers
 wider than 64 bits; register reads inside expressions; deparser primitives; union-stack
 assignment (assign_union_stack). Anything else the
@@ -201,8 +201,8 @@ class CGenerator(Arithmetic):
             for f in t.fields:
                 if f.width is not None and f.width > MAX_WIDTH:
                     raise Unsupported(f"field '{t.name}.{f.name}' is {f.width} bits (at most {MAX_WIDTH})")
-        if self.lay.unions or self.lay.union_stacks:
-            raise Unsupported("header unions")
+        if self.lay.union_stacks:
+            raise Unsupported("header union stacks")
         for r in self.p.registers.values():
             if r.bitwidth > 64:
                 raise Unsupported(f"register array '{r.name}' is {r.bitwidth} bits wide (at most 64)")
@@ -301,8 +301,10 @@ class CGenerator(Arithmetic):
             st = self.lay.stack(v[0])
             info = st.headers[0].type.field(v[1])
             return self.read(self.dyn_slot(self._stack_last(st), 1 + info.index, info))
-        if t in ("header_union", "header_union_stack"):
-            raise Unsupported("header unions")
+        if t == "header_union":
+            return V("", "union", const=self.lay.union(v))
+        if t == "header_union_stack":
+            raise Unsupported("header union stacks")
         if t == "register":
             raise Unsupported("a register read inside an expression")
         raise ProgramError(f"unsupported expression operand type '{t}'")
@@ -332,10 +334,11 @@ class CGenerator(Arithmetic):
             return V(f"(!{self.boolean(right)})", "bool")
         if op == "~":
             return V(f"(~(ss_i128){self.value(right).src})", signed=True)
-        if op == "valid":
+        if op in ("valid", "valid_union"):
+            r = self.compile(right)
+            if r.kind == "union":            # any member valid
+                return V("(" + " || ".join(f"S->s[{h.base}]" for h in r.const.headers) + ")", "bool")
             return V(f"(S->s[{self.header(right)}] == 1)", "bool")
-        if op == "valid_union":
-            raise Unsupported("header unions")
         if op == "d2b":
             return V(f"({self.value(right).src} != 0)", "bool")
         if op == "b2d":
@@ -349,6 +352,8 @@ class CGenerator(Arithmetic):
         if op == "?":
             cond = self.boolean(e["cond"])
             lc, rc = self.compile(left), self.compile(right)
+            if "union" in (lc.kind, rc.kind):
+                raise Unsupported("a conditional header union")
             if lc.kind == rc.kind == "header":
                 return V(f"({cond} ? {lc.src} : {rc.src})", "header")
             lv, rv = self.value(left), self.value(right)
@@ -370,9 +375,18 @@ class CGenerator(Arithmetic):
             return V(f"((ss_i128)S->s[{self._any_stack(right).next_slot}] - 1)", signed=True)
         if op == "size_stack":
             return V(f"((ss_u128)S->s[{self._any_stack(right).next_slot}])")
-        if op in ("dereference_union_stack", "access_union_header"):
-            raise Unsupported("header unions")
+        if op == "access_union_header":
+            u = self._union(left)
+            return V(str(u.headers[json_int(right, "access_union_header index", 0, len(u.headers) - 1)].base), "header")
+        if op == "dereference_union_stack":
+            raise Unsupported("header union stacks")
         raise ProgramError(f"unsupported expression operator '{op}'")
+
+    def _union(self, node):
+        c = self.compile(node)
+        if c.kind != "union":
+            raise ProgramError(f"expected a header union, got {node!r}")
+        return c.const
 
     def _any_stack(self, node):
         c = self.compile(node)
@@ -402,6 +416,8 @@ class CGenerator(Arithmetic):
 
     def _compare(self, op: str, left, right) -> V:
         lc, rc = self.compile(left), self.compile(right)
+        if "union" in (lc.kind, rc.kind):
+            raise Unsupported("comparing header unions")
         if lc.kind == "header" and rc.kind == "header":
             htype = self.header_type_of(left)
             eq = self._header_equal(lc.src, rc.src, htype)
@@ -419,7 +435,7 @@ class CGenerator(Arithmetic):
         return f"(S->s[{a}] == S->s[{b}] && (!S->s[{a}] || ({fields})))"
 
     def header_type_of(self, node: dict) -> HeaderType:
-        return header_type_of(self.lay, node, lambda n: self.compile(n).const, _no_unions)
+        return header_type_of(self.lay, node, lambda n: self.compile(n).const, self._union)
 
     def lvalue(self, p: dict) -> Lvalue:
         t, v = p["type"], p.get("value")
@@ -507,11 +523,24 @@ class CGenerator(Arithmetic):
         base = self.header(hdr)
         htype = self.header_type_of(hdr)
         zero = [f"{lv.target} = 0;" for lv in self._field_slots(base, htype)]
-        return [f"if (!S->s[{base}]) {{ {' '.join(zero)} S->s[{base}] = 1; "
+        return [f"if (!S->s[{base}]) {{ {' '.join(zero)} {' '.join(self._set_valid(base))} "
                 f"S->s[{self.hidden['packet_length']}] += {htype.fixed_bits // 8}; }}"]
 
     def p_add_header_fast(self, hdr):
-        return [f"S->s[{self.header(hdr)}] = 1;"]
+        return self._set_valid(self.header(hdr))
+
+    def _set_valid(self, base: str) -> list[str]:
+        """Mark a header valid; a union member invalidates its siblings (stack elements are no
+        union's: union stacks are refused)."""
+        siblings = self.p.union_siblings.get(int(base), ()) if base.isdigit() else ()
+        return [f"S->s[{base}] = 1;", *(f"S->s[{sib}] = 0;" for sib in siblings)]
+
+    def p_assign_union(self, dst, src):
+        d, s = self._union(dst), self._union(src)
+        lines = []
+        for a, b in zip(d.headers, s.headers):
+            lines += self.p_assign_header({"type": "header", "value": a.name}, {"type": "header", "value": b.name})
+        return lines
 
     def p_remove_header(self, hdr):
         base = self.header(hdr)
@@ -771,7 +800,7 @@ class CGenerator(Arithmetic):
         t, v = target.get("type"), target.get("value")
         if t == "regular":
             hdr = self.lay.header(v)
-            return self._extract_into(str(hdr.base), hdr.type, vl_bits) + [f"S->s[{hdr.base}] = 1;"]
+            return self._extract_into(str(hdr.base), hdr.type, vl_bits) + self._set_valid(str(hdr.base))
         if t == "stack":
             st = self.lay.stack(v)
             bases = self.static("int32_t", [str(h.base) for h in st.headers])
@@ -1212,10 +1241,6 @@ class CGenerator(Arithmetic):
 
 
 _KIND = {"exact": 0, "lpm": 1, "ternary": 2, "range": 3, "optional": 4, "valid": 5}
-
-
-def _no_unions(node: dict):
-    raise Unsupported("header unions")
 
 
 def generate(program: Program) -> Native:

@@ -291,7 +291,35 @@ def _stack_copies(text: str) -> str:
     return json.dumps(js)
 
 
+def _short_options(text: str) -> str:
+    """parser_features with its IPv4 options at most 16 bytes (so natively runnable: its header
+    unions, value set, stacks and varbits then run; longer options fail as HeaderTooShort)."""
+    js = json.loads(text)
+    for t in js["header_types"]:
+        if t["name"] == "ipv4_options_t":
+            t["max_length"] = 16
+    return json.dumps(js)
+
+
+def _union_writes(text: str) -> str:
+    """parser_features with the action its first control node runs also writing whether the
+    union is valid (any member) into union_sel.sel, then making a member valid (which makes its
+    sibling invalid): random states have both members valid or neither."""
+    js = json.loads(text)
+    first = next(t for t in js["pipelines"][0]["tables"] if t["name"] == js["pipelines"][0]["init_table"])
+    action = next(a for a in js["actions"] if a["id"] == first["default_entry"]["action_id"])
+    valid = {"type": "expression", "value": {"op": "valid", "left": None,
+                                             "right": {"type": "header_union", "value": "variant"}}}
+    action["primitives"] += [
+        {"op": "assign", "parameters": [{"type": "field", "value": ["union_sel", "sel"]},
+                                        {"type": "expression", "value": {"op": "b2d", "left": None, "right": valid}}]},
+        {"op": "add_header", "parameters": [{"type": "header", "value": "variant.short"}]}]
+    return json.dumps(js)
+
+
 STATE_PROGRAMS = {p.stem: p.read_text for p in PROGRAMS if p.stem not in REFUSED}
+STATE_PROGRAMS["parser_features_short_options"] = lambda: _union_writes(_short_options(
+    (REPO / "tests/p4/build/parser_features.json").read_text()))
 STATE_PROGRAMS["stateful_narrow_registers"] = lambda: _narrow_registers((REPO / "tests/p4/build/stateful.json").read_text())
 STATE_PROGRAMS["mux_header_stack_copies"] = lambda: _stack_copies((REPO / "tests/p4/build/mux_header.json").read_text())
 
@@ -779,3 +807,40 @@ def test_parser_value_sets_as_their_members_change():
             assert got.state == want.state, f"sets {exact} {masked}: type {t:#x}: packet state"
             sent[(exact, masked)] += want.frame[22:23] == b"\x06"          # TTL decremented: parsed as IPv4
     assert sent[((), ())] == 0 and sent[((0x0800,), ())] == 1 and sent[((0x0800, 0x88B5), (0x1200,))] == 4
+
+
+def test_header_unions_value_sets_and_varbits_on_frames():
+    """parser_features (short options) frame by frame: its STF frames, mutations of them and
+    random bytes, with its value set's members set, against the Python path."""
+    text = _short_options((REPO / "tests/p4/build/parser_features.json").read_text())
+    ref, prog = Program(text), Program(text)
+    nat = _native(prog)
+    for p in (ref, prog):                      # its STF file's entries, and the value set's members
+        for vs in p.value_sets.values():
+            vs.set_values([0x42, 0x07])
+        fwd, mpls = p.tables["FeatureIngress.fwd"], p.tables["FeatureIngress.mpls_op"]
+        set_port = next(a for a in fwd.actions.values() if a.name == "FeatureIngress.set_port")
+        push = next(a for a in mpls.actions.values() if a.name == "FeatureIngress.push_label")
+        for port in (1, 3):
+            fwd.insert(Entry((port,), 0, set_port, (2,)))
+        mpls.insert(Entry((3,), 0, push, (0xABCDE,)))
+    frames = _stf_packets("parser_features")
+    assert frames
+    rng = random.Random(5)
+    corpus = list(frames)
+    for f in frames:
+        for _ in range(10):
+            b = bytearray(f)
+            b[rng.randrange(len(b))] = rng.getrandbits(8)
+            corpus.append(bytes(b))
+    corpus += [bytes(rng.getrandbits(8) for _ in range(rng.randrange(80))) for _ in range(60)]
+    outcomes = Counter()
+    for i, frame in enumerate(corpus):
+        port = (1, 3)[i % 2]
+        want, got = python_run(ref, frame, port, replica=REPLICA), nat.run(frame, port, replica=REPLICA)
+        assert (got.outcome, got.frame) == (want.outcome, want.frame), f"frame {i} {frame.hex()}"
+        if not want.outcome.startswith("error"):
+            diff = [(k, a, b) for k, (a, b) in enumerate(zip(got.state, want.state)) if a != b]
+            assert not diff, f"frame {i}: slots (slot, native, python) {diff[:6]}"
+        outcomes[want.outcome] += 1
+    assert outcomes["sent"] >= len(frames) // 2, dict(outcomes)
