@@ -15,6 +15,8 @@ Modules, each owning one thing:
 * `paths`     - the ECMP paths the routes install between two hosts (to check INT paths against)
 * `metrics`   - Prometheus exporter (own registry) over the features: INT, ECN marks, link
   utilisation, collector, failure handling
+* `web`       - the live page of the fabric (aiohttp, server-sent events, cytoscape.js): the
+  topology by tier, link loads, INT, failures, modes, TE pins, AllReduce trees; changes with a token
 
 Features, each a package that plugs into the `FabricController` (the core names none of them):
 
