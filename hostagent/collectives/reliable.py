@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass
 from typing import Sequence
 
+from hostagent.collectives.rocev2 import RoceEndpoint
 from hostagent.collectives.transport import Pending, RtoEstimator, TransferStats, UdpEndpoint
 
 MAGIC = b"CL"
@@ -91,12 +92,24 @@ class _Inbox:
 class TransportConfig:
     """How a group's ranks move packets: `window` unacknowledged packets per peer, `rto_s` the
     first (and least) retransmission timeout, a peer silent for `silent_after_s` is dead;
-    `drop_outgoing` (seeded by `drop_seed`) drops that share of sent packets, for loss tests."""
+    `drop_outgoing` (seeded by `drop_seed`) drops that share of sent packets, for loss tests.
+    `rocev2`: packets go RoCEv2-like (UDP 4791, a BTH whose queue pair names the group's flow to
+    each peer, ECN-capable) so the host agents' PLB and DCQCN act on them (hostagent.collectives
+    .rocev2); `rate_control_port` (with rocev2; 0: none) is where the sender hears the rates
+    DCQCN sets for its queue pairs."""
     window: int = 64
     rto_s: float = 0.03
     silent_after_s: float = 10.0
     drop_outgoing: float = 0.0
     drop_seed: int = 0
+    rocev2: bool = False
+    rate_control_port: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.rocev2 and self.rate_control_port:
+            raise ValueError("TransportConfig: rate_control_port paces RoCEv2 queue pairs; set rocev2 too")
+        if self.rocev2 and self.drop_outgoing:
+            raise ValueError("TransportConfig: drop_outgoing is not offered with rocev2")
 
 
 class ReliableTransport:
@@ -111,7 +124,8 @@ class ReliableTransport:
         self.group = group
         self.window = config.window
         self.rto_s = rto_s = config.rto_s
-        self.endpoint = UdpEndpoint(self.peers[rank], config.drop_outgoing, drop_seed=config.drop_seed)
+        self.endpoint = (RoceEndpoint(self.peers[rank], self.peers, group, config.rate_control_port) if config.rocev2
+                         else UdpEndpoint(self.peers[rank], config.drop_outgoing, drop_seed=config.drop_seed))
         self.stats: TransferStats = self.endpoint.stats
         self._by_address = {p: r for r, p in enumerate(self.peers)}
         self._cond = threading.Condition()

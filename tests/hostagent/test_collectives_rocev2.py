@@ -1,0 +1,121 @@
+"""The collectives' transport carried RoCEv2-like (TransportConfig(rocev2=True)), on loopback
+addresses: what reaches port 4791 is a BTH naming the group's flow to that peer, ECN-capable,
+with the transport's packet behind it; collectives over it (root group and a subgroup sharing the
+host's port 4791) give numpy's results; a rate given for a queue pair by a rate-control message
+paces that queue pair's datagrams and no other's."""
+from __future__ import annotations
+
+import random
+import socket
+import time
+
+import numpy as np
+import pytest
+from loopback_ranks import fresh_net, run_parallel
+
+from hostagent.collectives import rocev2
+from hostagent.collectives.group import ProcessGroup
+from hostagent.collectives.reliable import TransportConfig
+from hostagent.collectives.rocev2 import RoceEndpoint, frame, qp_for, unframe
+from hostagent.traffic.flows import ROCEV2_PORT
+from hostagent.traffic.ratecontrol import RateClient, frame_bytes
+
+PORT = 47400
+
+
+def test_framing_round_trip_and_what_is_refused() -> None:
+    qp = qp_for(5, 3)
+    assert qp == 5 << 10 | 3
+    assert unframe(frame(qp, b"payload")) == (qp, b"payload")
+    with pytest.raises(rocev2.MalformedBth, match="shorter"):
+        unframe(b"\x04" * 5)
+    with pytest.raises(rocev2.MalformedBth, match="opcode 0x81"):     # a CNP is the agents', not ours
+        unframe(b"\x81" + frame(qp, b"x")[1:])
+    with pytest.raises(ValueError, match="24 bits"):
+        qp_for(1 << 14, 0)
+
+
+def test_on_the_wire_a_bth_to_port_4791_ecn_capable_from_the_groups_port() -> None:
+    net = fresh_net()
+    peers = [(net + "1", PORT), (net + "2", PORT)]
+    sniff = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)      # stands where rank 1's port 4791 is
+    sniff.bind((net + "2", ROCEV2_PORT))
+    sniff.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
+    sniff.settimeout(2.0)
+    end = RoceEndpoint(peers[0], peers, group=7)
+    try:
+        end.send(b"CL-packet", peers[1])
+        data, ancillary, _, addr = sniff.recvmsg(2048, socket.CMSG_SPACE(4))
+    finally:
+        end.close()
+        sniff.close()
+    assert unframe(data) == (qp_for(7, 1), b"CL-packet")
+    assert data[0] == rocev2.OPCODE_SEND_ONLY and data[2:4] == b"\xff\xff"
+    assert addr == peers[0]                                          # left from the group's own port
+    tos = [c for lvl, typ, c in ancillary if lvl == socket.IPPROTO_IP and typ == socket.IP_TOS]
+    assert tos and tos[0][0] & 3 == rocev2.ECT0                       # ECT(0)
+
+
+def test_collectives_over_rocev2_are_exact_with_a_subgroup_sharing_the_port() -> None:
+    net, n = fresh_net(), 4
+    config = TransportConfig(rocev2=True)
+    pgs = [ProcessGroup(r, [(net + str(10 + i), PORT) for i in range(n)], timeout_s=10.0, transport=config)
+           for r in range(n)]
+    try:
+        xs = [np.random.default_rng(r).integers(-1000, 1000, 5000).astype(np.int32) for r in range(n)]
+        subs = [pg.new_group([1, 3]) for pg in pgs]
+
+        def rank(r: int):
+            total = pgs[r].all_reduce(xs[r], algo="ring")
+            part = subs[r].all_reduce(xs[r], algo="ring") if subs[r] is not None else None
+            return total, part
+
+        results = run_parallel([lambda r=r: rank(r) for r in range(n)])
+        for r, res in enumerate(results):
+            assert not isinstance(res, BaseException), res
+            np.testing.assert_array_equal(res[0], sum(xs))
+            if r in (1, 3):
+                np.testing.assert_array_equal(res[1], xs[1] + xs[3])
+        assert all(pg.transport.endpoint.stats.packets_received > 0 for pg in pgs)
+    finally:
+        for pg in pgs:
+            pg.close()
+
+
+def test_a_rate_message_paces_its_queue_pair_and_no_other() -> None:
+    net = fresh_net()
+    rate_port = random.SystemRandom().randint(50000, 60000)
+    peers = [(net + "1", PORT), (net + "2", PORT), (net + "3", PORT)]
+    sinks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in peers[1:]]
+    for s, p in zip(sinks, peers[1:]):
+        s.bind((p[0], ROCEV2_PORT))
+    end = RoceEndpoint(peers[0], peers, group=2, rate_control_port=rate_port)
+    client = RateClient(rate_port)
+    try:
+        payload, count = b"x" * 488, 21
+        bits = frame_bytes(rocev2.BTH_BYTES + len(payload), ipv6=False) * 8
+        rate = bits * 100.0                                   # 100 datagrams/s for queue pair (2, 1)
+        client.set_rate(qp_for(2, 1), rate)
+        time.sleep(2 * rocev2.RATE_POLL_S)
+        t0 = time.monotonic()
+        for _ in range(count):
+            end.send(payload, peers[1])
+        paced = time.monotonic() - t0
+        assert end.rate_messages == 1
+        assert paced >= (count - 1) * bits / rate * 0.99, paced   # no faster than the rate given
+        before = end.paced_s
+        for _ in range(count):
+            end.send(payload, peers[2])                       # another queue pair: no rate, no wait
+        assert end.paced_s == before
+    finally:
+        client.close()
+        end.close()
+        for s in sinks:
+            s.close()
+
+
+def test_options_that_do_not_go_together_are_refused() -> None:
+    with pytest.raises(ValueError, match="set rocev2"):
+        TransportConfig(rate_control_port=47910)
+    with pytest.raises(ValueError, match="drop_outgoing"):
+        TransportConfig(rocev2=True, drop_outgoing=0.1)
