@@ -119,6 +119,15 @@ def switch(library, bench):
         s.dp.stop()
 
 
+def counters_once(dp: NativeDataplane, ready, timeout: float = 2.0):
+    """The data plane's counters once ``ready(counters)`` holds (or at the timeout): a frame is
+    counted sent when its send returns, which may be after it arrived."""
+    deadline = time.monotonic() + timeout
+    while not ready(c := dp.counters) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return c
+
+
 def frame(seq: int, size: int = 64) -> bytes:
     return bytes.fromhex("000000000002") + bytes(6) + b"\x88\xb5" + seq.to_bytes(4, "big") + bytes(size - 18)
 
@@ -142,7 +151,7 @@ def test_forwards_port_to_port_counting_packets(switch):
     assert [seq_of(f) for f in got] == list(range(50))
     assert all(f[12:] == o[12:] and carried(f) == dict(instance=NORMAL, rid=0, tag=0, mark=0, port=2, qid=0)
                for f, o in zip(got, sent))
-    c = s.dp.counters
+    c = counters_once(s.dp, lambda c: c.tx >= 50)
     assert (c.tx, c.errors) == (50, 0)
     assert s.count(1) == 50
     assert s.dp.port_counters(1)[0] == 50 and s.dp.port_counters(2)[1:] == (50, 0)
@@ -201,7 +210,7 @@ def test_a_priority_the_port_lacks_is_dropped(switch):
     s.dp.start()
     s.send(1, [frame(i) for i in range(5)])
     assert s.receive(2, 5, timeout=0.5) == []
-    assert s.dp.counters.dropped == 5
+    assert counters_once(s.dp, lambda c: c.dropped >= 5).dropped == 5
 
 
 def test_multicast_copies_carry_replication_and_their_rid_and_follow_group_changes(switch):
@@ -292,7 +301,7 @@ def test_failures_are_counted_by_name_and_the_loop_goes_on(switch):
     s.send(2, [frame(i) for i in range(2)])
     s.send(4, [frame(9)])
     assert [seq_of(f) for f in s.receive(1, 1)] == [9]
-    c = s.dp.counters
+    c = counters_once(s.dp, lambda c: c.errors >= 5)
     assert c.errors == 5 and c.error_kinds == {"div_zero": 3, "bad_index": 2}
 
 
@@ -307,7 +316,7 @@ def test_a_frame_longer_than_the_native_limit_is_counted_not_crashed(switch, ben
         s.dp.start()
         s.send(1, [frame(1, size=17000), frame(2)])
         assert [seq_of(f) for f in s.receive(2, 1)] == [2]
-        c = s.dp.counters
+        c = counters_once(s.dp, lambda c: c.tx >= 1)
         assert c.errors == 1 and c.error_kinds == {"too_long": 1} and c.tx == 1
     finally:
         subprocess.run(["ip", "-n", hp.ns, "link", "set", "dev", hp.host_iface, "mtu", "1500"], check=True)
