@@ -124,6 +124,8 @@ def test_loaded_links_change_colour_and_idle_ones_do_not(page):
     loaded = ["p2e0>p2e0h0"]           # the flow's last hop; its way up p0e0 takes one of two uplinks
     uplinks = ["p0e0>p0a0", "p0e0>p0a1"]
     idle = ["p3e1>p3e1h1", "p1e0>p1e0h0"]
+    n = len(lab.fabric.links) * 2        # the counter pollers' first round done: every direction measured
+    page.wait("every link direction measured", lambda: len(page.state()["loads"]) == n, 15)
     assert all(page.colour(d) == IDLE for d in loaded + idle), [page.colour(d) for d in loaded + idle]
     receiver = traffic.start_receiver(lab.host(dst), dport, quiet=2.0, limit=30.0)
     sender = traffic.start_paced_sender(lab.host(src), str(lab.fabric.host(dst).ip4.ip), sport, dport,
