@@ -1,6 +1,7 @@
 """`ProcessGroup`: the one entry point of the collectives library.
 
     pg = ProcessGroup(rank, peers=[("10.0.0.1", 47000), ...])
+    pg = ProcessGroup.from_rendezvous("10.0.0.1:29500", rank, world_size)   # or the ranks meet at a store
     total = pg.all_reduce(x)                       # algo="auto": chosen by size and topology
     work = pg.all_gather(x, async_op=True); ...; parts = work.wait()
 
@@ -26,7 +27,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from hostagent.collectives import choice, in_network
+from hostagent.collectives import choice, in_network, rendezvous
 from hostagent.collectives.algorithms import halving_doubling, hierarchical, pairwise, ring, tree
 from hostagent.collectives.arrays import CODES, DTYPES, ReduceOp, dtype_name
 from hostagent.collectives.headers import CallHeader, NonFinite, Refused, agree
@@ -116,6 +117,14 @@ class ProcessGroup:
         self.transport = ReliableTransport(rank, peers, group_id, transport)
         self._start(list(range(len(peers))), 0, timeout_s, groups if groups is not None else choice.groups_by_subnet(peers),
                     aggregation)
+
+    @classmethod
+    def from_rendezvous(cls, address: str, rank: int, world_size: int, *, ip: str | None = None, port: int = 47000,
+                        rendezvous_timeout_s: float = rendezvous.DEFAULT_TIMEOUT_S, **kwargs: Any) -> ProcessGroup:
+        """The group of the ranks that meet at the store on `address` (HOST:PORT; rank 0 runs it),
+        each registering (ip, port) as its group address (rendezvous.rendezvous); kwargs as ProcessGroup's."""
+        peers = rendezvous.rendezvous(address, rank, world_size, ip=ip, port=port, timeout_s=rendezvous_timeout_s)
+        return cls(rank, peers, **kwargs)
 
     def _start(self, members: list[int], subgroup: int, timeout_s: float, groups: list[list[int]], aggregation: Any) -> None:
         """members: this group's ranks in the transport's numbering (the root group's ranks)."""

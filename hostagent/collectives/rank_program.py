@@ -2,7 +2,7 @@
 the process group's arguments, the group built from them, and a main that prints one JSON report.
 
     p = argparse.ArgumentParser(...)
-    add_group_args(p, port=47000)            # --rank --peers --port --timeout --silent-after ...
+    add_group_args(p, port=47000)            # --rank --peers (or --rendezvous) --port --timeout ...
     ...
     with group_from_args(args) as pg: ...
     raise SystemExit(json_main(p, run))     # run(args) -> dict with "ok"
@@ -18,6 +18,7 @@ from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT
 from hostagent.collectives.aggregation.worker import JobConfig
 from hostagent.collectives.group import ProcessGroup
 from hostagent.collectives.reliable import TransportConfig
+from hostagent.collectives.rendezvous import rendezvous
 
 AGG_TIMEOUT_S = 0.1      # the in-network worker's first resend timeout on links not limited
 AGG_MAX_RETRIES = 200
@@ -27,7 +28,12 @@ def add_group_args(p: argparse.ArgumentParser, *, port: int, timeout: float = 60
                    window: int = 64, rto: float = 0.05, slots: int = 32) -> None:
     """The group's options with this program's defaults."""
     p.add_argument("--rank", type=int, required=True)
-    p.add_argument("--peers", required=True, help="every rank's IP, comma-separated, in rank order")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--peers", help="every rank's IP, comma-separated, in rank order")
+    where.add_argument("--rendezvous", metavar="HOST:PORT",
+                       help="instead of --peers: meet the other ranks at the store on HOST:PORT (rank 0 runs it)")
+    p.add_argument("--world-size", type=int, help="with --rendezvous: how many ranks meet")
+    p.add_argument("--address", help="with --rendezvous: this rank's IP (default: the one it reaches the store from)")
     p.add_argument("--port", type=int, default=port)
     p.add_argument("--timeout", type=float, default=timeout, help="each call's deadline, seconds")
     p.add_argument("--silent-after", type=float, default=silent_after,
@@ -43,6 +49,13 @@ def add_group_args(p: argparse.ArgumentParser, *, port: int, timeout: float = 60
 
 
 def peer_ips(args: argparse.Namespace) -> list[str]:
+    """Every rank's IP in rank order; with --rendezvous, found there first (once; --peers is then set)."""
+    if args.peers is None:
+        if args.world_size is None:
+            raise ValueError("--rendezvous needs --world-size")
+        peers = rendezvous(args.rendezvous, args.rank, args.world_size, ip=args.address, port=args.port,
+                           timeout_s=args.timeout)
+        args.peers = ",".join(ip for ip, _ in peers)
     return [ip for ip in args.peers.split(",") if ip]
 
 
