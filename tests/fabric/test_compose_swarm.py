@@ -1,8 +1,8 @@
 """`aifabric compose` run for real on Docker Swarm: a k=4 fat-tree with every switch and host a
 container and every link an overlay network, deployed with ``docker stack deploy``; all pairs
-reachable over IPv4 and IPv6, ECMP over every core switch, then removed with nothing left
-(services, containers, networks, configs; the swarm itself and its docker_gwbridge when this
-test made them). Twice: on a single-node Swarm, and on two nodes, the second a Docker engine in
+reachable over IPv4 and IPv6, each at its first echo request, ECMP over every core switch, then
+removed with nothing left (services, containers, networks, configs; the swarm itself and its
+docker_gwbridge when this test made them). Twice: on a single-node Swarm, and on two nodes, the second a Docker engine in
 a privileged container (docker/swarm-node.Dockerfile) joined as a worker, with ``--place-pods``
 putting pods 0 and 2 and the cores on this machine and pods 1 and 3 on the worker
 (`aifabric.containers.swarm`), so the uplinks of pods 1 and 3 cross between the nodes' VXLANs. The
@@ -84,6 +84,7 @@ def test_all_pairs_reachable_over_ipv4_and_ipv6(deployment: SwarmFabric) -> None
         result = ping_all(deployment, family)
         assert result.pairs == 16 * 15
         assert result.failures() == [], f"{family}: unreached pairs {result.failures()}"
+        assert not result.needed_retry, f"{family}: pairs whose first echo request was lost: {result.needed_retry}"
 
 
 def test_ecmp_spreads_inter_pod_traffic_over_every_core(deployment: SwarmFabric) -> None:

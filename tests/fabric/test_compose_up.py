@@ -1,8 +1,9 @@
 """`aifabric compose`'s compose.yml run for real with docker-compose on one machine (bridge
 networks, one per link): a small leaf-spine (2 leaves, 2 spines, 2 hosts each) comes up, every
-pair of hosts is reachable over IPv4 and IPv6, and ``docker-compose down`` leaves no container,
-network or volume. The Swarm side is tests/fabric/test_compose_swarm.py. Skipped, saying why, where there is
-no Docker engine; run it under the fabric lock like every fabric.
+pair of hosts is reachable over IPv4 and IPv6, each at its first echo request, and
+``docker-compose down`` leaves no container, network or volume. The Swarm side is
+tests/fabric/test_compose_swarm.py. Skipped, saying why, where there is no Docker engine; run it
+under the fabric lock like every fabric.
 """
 from __future__ import annotations
 
@@ -62,6 +63,7 @@ def test_all_pairs_reachable_over_ipv4_and_ipv6(up: ComposeFabric) -> None:
                                         family)
         assert result.pairs == 4 * 3
         assert result.failures() == [], f"{family}: unreached pairs {result.failures()}"
+        assert not result.needed_retry, f"{family}: pairs whose first echo request was lost: {result.needed_retry}"
 
 
 def test_down_leaves_nothing(up: ComposeFabric) -> None:
