@@ -9,12 +9,14 @@ import numpy as np
 
 from hostagent.collectives.aggregation.worker import AllReduceClient, JobConfig
 from hostagent.collectives.arrays import ReduceOp
+from hostagent.collectives.transport import TransferStats
 
 
 class Backend:
     def __init__(self, config: JobConfig) -> None:
         self.config = config
         self._client: AllReduceClient | None = None
+        self.totals = TransferStats()  # every call's packets summed (the client keeps only its last call's)
 
     def all_reduce(self, x: np.ndarray, op: ReduceOp) -> np.ndarray:
         if op != ReduceOp.SUM:
@@ -22,7 +24,17 @@ class Backend:
         if self._client is None:
             self._client = AllReduceClient(self.config)
         wide = x if x.dtype in (np.float32, np.int32) else x.astype(np.float32)
-        return self._client.allreduce(wide).astype(x.dtype, copy=False)
+        earlier = self._client.last_stats
+        try:
+            return self._client.allreduce(wide).astype(x.dtype, copy=False)
+        finally:
+            last = self._client.last_stats
+            if last is not earlier:  # the same object: refused before it sent anything
+                for name in ("packets_sent", "packets_received", "retransmissions", "duplicates", "stale", "dropped_on_purpose"):
+                    setattr(self.totals, name, getattr(self.totals, name) + getattr(last, name))
+
+    def stats(self) -> dict[str, float]:
+        return self.totals.as_dict()
 
     def close(self) -> None:
         if self._client is not None:
