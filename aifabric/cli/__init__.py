@@ -41,7 +41,8 @@
                                                                         per collective, analytic step time
     aifabric train --preset NAME [--dp N --tp N --pp N] [--iterations N]  that workload executed on a fabric's
           [--collectives ring|in_network] [--lb MODE] [--rate PPS]      hosts: step, compute, exposed comm,
-                                                                        the estimate beside it, link load
+          [--congestion none|dcqcn]                                     the estimate beside it, link load
+                                                                        (--lb plb, dcqcn: the hosts' agents)
 """
 from __future__ import annotations
 

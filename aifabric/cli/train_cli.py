@@ -1,7 +1,8 @@
 """``aifabric train``: a training workload executed on a fabric (aifabric.experiments.train_runner):
 the job of `aifabric workload show`'s options, its ranks placed on the --topo fabric's hosts,
 scaled to the emulated links, --iterations iterations, on links limited to --rate packets/s under
-a load-balancing mode (--lb), its data-parallel all-reduces by ring or in the switches
+a load-balancing mode (--lb; plb: the hosts' eBPF agents repath flows) and congestion feedback
+(--congestion dcqcn: the agents' DCQCN paces them; both carry the collectives RoCEv2-like), its data-parallel all-reduces by ring or in the switches
 (--collectives). A table per iteration (the slowest rank: step, compute, exposed communication,
 idle, time per collective kind), the analytic estimate of the same iteration beside it, the link
 load, a timeline PNG and JSON."""
@@ -21,7 +22,8 @@ from hostagent.collectives.aggregation.protocol import FRAME_BYTES
 
 DEFAULT_PNG = "out/train_timeline.png"
 COLLECTIVES = ("ring", "in_network")
-LB_MODES = ("ecmp", "spray", "flowlet", "te")    # aifabric.experiments.fabric_conditions.LB_MODES
+LB_MODES = ("ecmp", "spray", "flowlet", "te", "plb")    # aifabric.experiments.fabric_conditions.LB_MODES
+CONGESTION = ("none", "dcqcn")                          # aifabric.experiments.fabric_conditions.CONGESTION
 DEFAULT_RATE_PPS = 100
 
 
@@ -32,7 +34,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--collectives", choices=COLLECTIVES, default="ring",
                    help="the data-parallel all-reduces by ring, or summed in the switches (in_network: one host "
                         "must run no rank, for the fallback aggregator); every other collective by ring")
-    p.add_argument("--lb", choices=LB_MODES, default="ecmp", help="load-balancing mode of every switch")
+    p.add_argument("--lb", choices=LB_MODES, default="ecmp",
+                   help="load-balancing mode of every switch (plb: ECMP, and the hosts' agents repath congested flows)")
+    p.add_argument("--congestion", choices=CONGESTION, default="none",
+                   help="congestion feedback: dcqcn (the hosts' agents set each flow's rate from CNPs) or none")
     p.add_argument("--rate", type=int, default=DEFAULT_RATE_PPS,
                    help=f"every link's rate, packets/s per direction (sets the emulated link rate: "
                         f"{FRAME_BYTES}-byte frames; default {DEFAULT_RATE_PPS})")
@@ -70,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
         manager = JobManager(lab.controller) if args.collectives == "in_network" else None
         with conditions.load_balancing(args.lb):
             run_ = run_workload(lab, workload, args.iterations, Path(tmp) / "plan.json", manager=manager,
-                                rate_pps=args.rate, seed=args.seed)
+                                rate_pps=args.rate, seed=args.seed,
+                                host_agent=conditions.host_agent(args.lb, args.congestion, args.seed))
     if not run_.ok:
         print("aifabric: training failed: " + "; ".join(run_.errors), file=sys.stderr)
         return 1
@@ -80,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"timeline written to {Path(png).resolve()}")
     if args.json:
         report.write_json(args.json, {**workload.job.to_dict(), "scale": scale.to_dict(), "collectives": args.collectives,
-                                      "lb": args.lb, "rate_pps": args.rate, "seed": args.seed, **run_.summary(),
+                                      "lb": args.lb, "congestion": args.congestion, "rate_pps": args.rate, "seed": args.seed, **run_.summary(),
                                       "ranks": run_.reports})
         print(f"figures written to {Path(args.json).resolve()}")
     return 0
@@ -89,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
 def render(run_, job, fabric, scale, args) -> str:
     """The iteration table, the estimate beside the measurement, link load and where the sums were made."""
     title = (f"{job.shape.name} on {fabric.describe()}, {job.parallelism.world} ranks, {args.lb}, "
+             f"congestion feedback {args.congestion}, "
              f"DP all-reduce {args.collectives}, links {args.rate} packets/s; emulated time "
              f"(x{scale.time_dilation:.3g} the real one); the slowest rank")
     out = [report.table(["iteration", "step (s)", "compute (s)", "exposed comm (s)", "idle (s)", "comm by kind (s)"],
@@ -101,6 +108,11 @@ def render(run_, job, fabric, scale, args) -> str:
                f"({100 * load['busiest_share']:.0f}% of its rate over the run); fabric links: "
                f"{load['fabric_directions_used']} of {load['fabric_directions']} directions used, mean "
                f"{100 * load['fabric_mean_share']:.0f}%, max/mean {load['fabric_imbalance']}; CPU {100 * run_.cpu_busy:.0f}% busy")
+    if run_.agents:
+        a = run_.agents
+        out.append(f"host agents: {a.get('repaths', 0)} repaths in {a.get('congested_rounds', 0)} congested of "
+                   f"{a.get('rounds', 0)} PLB rounds; CNPs {a.get('cnps_sent', 0)} sent, {a.get('cnps_received', 0)} "
+                   f"received; {a.get('rate_updates', 0)} rate updates")
     if args.collectives == "in_network":
         out.append(f"in the switches: {'yes' if run_.in_network else 'NO (slot pool full: on the aggregator)'}; "
                    f"chunks completed {run_.agg_ops.get('completed', 0)}, fallback aggregator packets "

@@ -10,10 +10,14 @@ runs what it wraps under ``mode`` and puts ECMP back after:
 * ``ecmp``, ``spray`` (a random member per packet), ``flowlet`` (gap ``FLOWLET_GAP_US``): the
   switches' ``lb_mode`` (controller.load_balance.LbModes);
 * ``te``: ECMP plus Hedera's loop (controller.load_balance.te.loop.TeLoop): the edge switches
-  sample packets, and every ``TE_PERIOD_S`` the controller places the elephants and pins them.
+  sample packets, and every ``TE_PERIOD_S`` the controller places the elephants and pins them;
+* ``plb``: ECMP in the switches, and the hosts' eBPF agents (hostagent.agent) moving a flow to
+  another source port after ``PLB_REHASH_ROUNDS`` congested rounds of ``PLB_ROUND_S``.
 
-PLB and DCQCN are not offered: their host agents act on TCP and RoCEv2 (UDP 4791) flows, and
-the collectives' transport is neither, so they would neither repath nor slow it.
+Congestion feedback (`CONGESTION`): ``none``, or ``dcqcn`` (the agents' DCQCN setting each
+flow's rate from the receivers' CNPs). Both act on RoCEv2-like flows, so a run under either
+carries the collectives RoCEv2-like (hostagent.collectives.rocev2); `host_agent` gives the
+agents' configuration a run passes to aifabric.experiments.train_runner.run_workload.
 """
 from __future__ import annotations
 
@@ -26,8 +30,13 @@ from aifabric.lab.lab import Lab
 from controller.load_balance import LbModes
 from controller.load_balance.te.engine import TeConfig
 from controller.load_balance.te.loop import TeLoop
+from hostagent.agent.config import AgentConfig
+from hostagent.agent.load_balance_plb import PlbParams
 
-LB_MODES = ("ecmp", "spray", "flowlet", "te")
+LB_MODES = ("ecmp", "spray", "flowlet", "te", "plb")
+CONGESTION = ("none", "dcqcn")
+PLB_ROUND_S = 0.1            # about one RTT with a few packets queued at 100 packets/s
+PLB_REHASH_ROUNDS = PlbParams.rehash_rounds   # the kernel's N
 FLOWLET_GAP_US = 50_000      # five packet times at 100 packets/s: a pause, not a packet's spacing
 TE_PERIOD_S = 0.5
 TE_ONE_IN = 8
@@ -50,6 +59,18 @@ class FabricConditions:
             self._te = TeLoop(self.lab.controller, TeConfig(host_link_bps=self.plan.rate_bits),
                               period_s=TE_PERIOD_S, one_in=TE_ONE_IN)
         return self._te
+
+    def host_agent(self, mode: str, congestion: str = "none", seed: int | None = None) -> AgentConfig | None:
+        """The host agents a run under ``mode`` and ``congestion`` needs (None: none), DCQCN
+        scaled to the links' rate."""
+        if mode not in LB_MODES or congestion not in CONGESTION:
+            raise ValueError(f"load balancing {mode!r} / congestion {congestion!r}: one of "
+                             f"{', '.join(LB_MODES)} / {', '.join(CONGESTION)}")
+        agent_mode = "+".join(m for m, on in (("plb", mode == "plb"), ("dcqcn", congestion == "dcqcn")) if on)
+        if not agent_mode:
+            return None
+        return AgentConfig(agent_mode, round_s=PLB_ROUND_S, line_rate_bps=self.plan.rate_bits, seed=seed,
+                           plb=PlbParams(rehash_rounds=PLB_REHASH_ROUNDS))
 
     @contextmanager
     def load_balancing(self, mode: str) -> Iterator[None]:

@@ -51,7 +51,7 @@ from controller.load_balance.te.loop import TeLoop
 from controller.telemetry.entries import EcnThresholds, TelemetryConfig, WatchRule
 from hostagent import load_balance_kernel_plb as kernel_plb
 from hostagent.agent.config import AgentConfig
-from hostagent.agent.launch import AgentSet, start_agents
+from hostagent.agent.launch import start_agents
 from hostagent.agent.load_balance_plb import PlbParams
 from hostagent.traffic import patterns
 from hostagent.traffic.drive import run_traffic
@@ -233,7 +233,7 @@ def run_mode(lab: Lab, modes: LbModes, te: TeLoop, mode: str, pattern: str, seed
             run.te_rounds = [(round(t, 2), len(r.elephants), len(r.placement.placed), len(r.unplaced))
                              for t, r in zip(te.round_times, te.rounds)]
         if agents is not None:
-            run.agents = _agent_totals(agents)
+            run.agents = agents.totals()
             agents.stop()
         if mode == KERNEL_PLB:
             run.agents = {"repaths": sum(kernel_plb.rehashes(h) for h in hosts.values()) - rehashed0}
@@ -277,14 +277,6 @@ def ce_marks(lab: Lab) -> int:
     """Packets marked CE so far, all switches and ports."""
     return sum(c.packets for sw in lab.fabric.switches
                for c in lab.controller.read_port_counters(sw.name, ECN_MARKED).values())
-
-
-def _agent_totals(agents: AgentSet) -> dict:
-    totals: dict[str, int] = {}
-    for stats in agents.stats().values():
-        for key, value in vars(stats.totals).items():
-            totals[key] = totals.get(key, 0) + value
-    return totals
 
 
 def setup(lab: Lab, plan: LbPlan) -> tuple[LbModes, TeLoop]:

@@ -7,7 +7,9 @@ links and not the two CPUs should set the pace; the CPU busy share of every run 
 show how far that holds. The workload (a preset, its parallelism, scaled so the analytic
 iteration lasts ``fit_seconds`` on those links) is placed on the fabric's hosts and run
 ``iterations`` times per (seed, mode, collectives); a seed moves the groups' UDP ports, so ECMP
-hashes the same traffic onto other paths. Seeds are the outer loop, so every combination meets
+hashes the same traffic onto other paths. ``congestion`` (none or dcqcn) holds for every run; plb
+and dcqcn run the hosts' agents and carry the collectives RoCEv2-like, and their runs report the
+agents' repaths and CNPs. Seeds are the outer loop, so every combination meets
 the machine's drift alike. Per run the step time and exposed communication are the slowest
 rank's in the last iteration (the first also opens every group); the table gives the medians
 over seeds beside the analytic link-bound estimate, the link load and the CPU share. A run that
@@ -21,7 +23,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from aifabric.experiments.fabric_conditions import LB_MODES, FabricConditions
+from aifabric.experiments.fabric_conditions import CONGESTION, LB_MODES, FabricConditions
 from aifabric.experiments.train_runner import WorkloadRun, run_workload
 from aifabric.lab import report
 from aifabric.lab.lab import Lab
@@ -56,6 +58,7 @@ class TrainBenchPlan:
     modes: tuple[str, ...] = LB_MODES
     collectives: tuple[str, ...] = COLLECTIVES
     seeds: tuple[int, ...] = (0, 1, 2)
+    congestion: str = "none"
     target: str = "softswitch"
 
     @property
@@ -87,7 +90,8 @@ def figures(run: WorkloadRun) -> dict:
             "busiest_share": run.link_load["busiest_share"], "fabric_imbalance": run.link_load["fabric_imbalance"],
             "busiest": run.link_load["busiest"], "cpu_busy": run.cpu_busy, "in_network": run.in_network,
             "agg_completed": run.agg_ops.get("completed", 0),
-            "aggregator_packets": run.server_stats.get("packets_in")}
+            "aggregator_packets": run.server_stats.get("packets_in"),
+            "repaths": run.agents.get("repaths"), "cnps": run.agents.get("cnps_sent")}
 
 
 def run_topology(plan: TrainBenchPlan, topology: str, scale: Scale, runs: list[dict]) -> None:
@@ -109,7 +113,8 @@ def run_topology(plan: TrainBenchPlan, topology: str, scale: Scale, runs: list[d
                     with conditions.load_balancing(mode):
                         run = run_workload(lab, workload, plan.iterations, Path(tmp) / "plan.json",
                                            manager=manager if coll == "in_network" else None,
-                                           rate_pps=plan.rate_pps, seed=seed, deadline_s=300.0)
+                                           rate_pps=plan.rate_pps, seed=seed, deadline_s=300.0,
+                                           host_agent=conditions.host_agent(mode, plan.congestion, seed))
                     row.update(figures(run))
                 except Exception as exc:        # noqa: BLE001 - named in the table, the next run goes on
                     row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
@@ -204,6 +209,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topologies", nargs="+", choices=tuple(TOPOLOGIES), default=list(d.topologies))
     p.add_argument("--modes", nargs="+", choices=LB_MODES, default=list(d.modes))
     p.add_argument("--collectives", nargs="+", choices=COLLECTIVES, default=list(d.collectives))
+    p.add_argument("--congestion", choices=CONGESTION, default=d.congestion,
+                   help="congestion feedback in every run: dcqcn (the hosts' agents) or none")
     p.add_argument("--seeds", nargs="+", type=int, default=list(d.seeds))
     p.add_argument("--json", default="out/bench_train.json")
     p.add_argument("--png", default="out/bench_train.png")
@@ -213,5 +220,5 @@ def run_args(a: argparse.Namespace) -> int:
     plan = TrainBenchPlan(preset=a.preset, dp=a.dp, tp=a.tp, pp=a.pp, micro_batches=a.micro_batches,
                           iterations=a.iterations, fit_seconds=a.fit_seconds, rate_pps=a.rate_pps,
                           topologies=tuple(a.topologies), modes=tuple(a.modes), collectives=tuple(a.collectives),
-                          seeds=tuple(a.seeds), target=getattr(a, "target", "softswitch"))
+                          seeds=tuple(a.seeds), congestion=a.congestion, target=getattr(a, "target", "softswitch"))
     return run(plan, a.json, a.png)

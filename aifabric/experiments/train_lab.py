@@ -5,7 +5,9 @@
 host, with an in-network aggregation job on the switches when the algorithm is in_network, and
 collects every rank's report; a rank that reports nothing or an error fails the run by name
 (`TrainRun.errors`). ``kill_rank_after`` kills one rank's process that many seconds after the
-start, to show how a run ends when a host dies. `reference` trains the same ranks in this process.
+start, to show how a run ends when a host dies. `reference` trains the same ranks in this process. With ``host_agent`` the hosts run the eBPF
+agents (PLB, DCQCN) for the run and the ranks send RoCEv2-like (aifabric.experiments.host_agents);
+`TrainRun.agents` holds the agents' summed counters.
 """
 from __future__ import annotations
 
@@ -19,9 +21,11 @@ from typing import Sequence
 import numpy as np
 
 from aifabric.experiments.aggregation_job import in_network_job
+from aifabric.experiments.host_agents import agents_on, rank_args
 from aifabric.experiments.rank_processes import busy_between, collect_ranks, cpu_times
 from aifabric.lab.lab import Lab
 from controller.aggregation import JobManager
+from hostagent.agent.config import AgentConfig
 from hostagent.training import reference
 from hostagent.training.data import Split
 from hostagent.training.step import Config
@@ -58,6 +62,7 @@ class TrainRun:
     in_network: bool = False
     cpu_busy: float = 0.0
     wall_s: float = 0.0
+    agents: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -73,7 +78,7 @@ class TrainRun:
     def summary(self) -> dict:
         return {"algorithm": self.algorithm, "hosts": self.hosts, "ok": self.ok, "errors": self.errors,
                 "in_network": self.in_network, "agg_ops": self.agg_ops, "server": self.server,
-                "cpu_busy": round(self.cpu_busy, 3), "wall_s": round(self.wall_s, 2),
+                "cpu_busy": round(self.cpu_busy, 3), "wall_s": round(self.wall_s, 2), "agents": self.agents,
                 "steps": self.steps() if self.ok else [],
                 "stats": [r.get("stats", {}) for r in self.reports]}
 
@@ -81,22 +86,25 @@ class TrainRun:
 def train_on_fabric(lab: Lab, hosts: Sequence[str], algorithm: str, data: str | Path, steps: int, *,
                     cfg: Config = Config(), manager: JobManager | None = None, server: str | None = None,
                     slots: int = 8, timeout: float = 30.0, silent_after: float = 5.0,
-                    kill_rank_after: tuple[int, float] | None = None, deadline_s: float = 600.0) -> TrainRun:
+                    kill_rank_after: tuple[int, float] | None = None, deadline_s: float = 600.0,
+                    host_agent: AgentConfig | None = None, agent_dir: str | Path | None = None) -> TrainRun:
     """``steps`` steps of data-parallel SGD, one rank per host (rank order = ``hosts``' order),
     the gradients all-reduced with ``algorithm``; in_network needs ``manager`` and ``server`` (the
-    host of the job's fallback aggregator)."""
+    host of the job's fallback aggregator). ``host_agent``: the agents' configuration (their
+    stats under ``agent_dir``, default the lab's log directory)."""
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm {algorithm!r}: one of {', '.join(ALGORITHMS)}")
     run = TrainRun(algorithm, list(hosts))
     ips = ",".join(str(lab.fabric.host(h).ip4.ip) for h in hosts)
     common = ["--peers", ips, "--data", Path(data).resolve(), "--steps", steps, "--algo", algorithm,
               "--hidden", cfg.hidden, "--batch", cfg.batch, "--lr", cfg.lr, "--seed", cfg.seed,
-              "--timeout", timeout, "--silent-after", silent_after]
+              "--timeout", timeout, "--silent-after", silent_after, *rank_args(host_agent, hosts)]
     if algorithm == "in_network" and (manager is None or server is None):
         raise ValueError("in_network training needs the job manager and a host for the fallback aggregator")
     job_cm = (in_network_job(lab, hosts, manager=manager, server=server, slots=slots) if algorithm == "in_network"
               else nullcontext())
-    with job_cm as job:
+    agent_dir = Path(agent_dir if agent_dir is not None else lab.log_dir) / "train-agents"
+    with job_cm as job, agents_on(lab, hosts, host_agent, agent_dir) as agents:
         run.in_network = bool(job and job.in_network)
         cpu0, t0 = cpu_times(), time.monotonic()
         procs = [lab.host(h).popen([sys.executable, "-m", RANK, "--rank", str(r), *map(str, common),
@@ -104,6 +112,8 @@ def train_on_fabric(lab: Lab, hosts: Sequence[str], algorithm: str, data: str | 
         run.reports, run.errors = collect_ranks(list(hosts), procs, deadline_s, kill_rank_after)
         run.wall_s = time.monotonic() - t0
         run.cpu_busy = busy_between(cpu0, cpu_times())
+    if agents is not None:
+        run.agents = agents.totals()      # after they stopped: their last write is final
     if job is not None:
         run.agg_ops, run.server = job.agg_ops, job.server_stats
     return run

@@ -8,6 +8,10 @@ all-reduces are summed in the switches instead (`in_network_groups`: one in-netw
 group, a host that is no rank as every job's fallback aggregator). Every run also reads the
 link load (aifabric.experiments.link_load) and sets the analytic estimate of the same iteration
 (aifabric.workloads.estimate, on the emulated links, in-network or ring) beside each measured one.
+With ``host_agent`` (hostagent.agent.config.AgentConfig: plb, dcqcn or plb+dcqcn) the ranks'
+hosts run the eBPF host agents for the run and the ranks send RoCEv2-like (hostagent.collectives
+.rocev2), so PLB repaths their flows and DCQCN paces them; the agents' summed counters are
+reported (`WorkloadRun.agents`).
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from pathlib import Path
 from aifabric.experiments.aggregation_job import DEFAULT_SLOTS, in_network_jobs
 from aifabric.experiments.allreduce_lab import LinkPlan
 from aifabric.experiments.collectives_bench import min_rto_s
+from aifabric.experiments.host_agents import agents_on, rocev2_settings
 from aifabric.experiments.link_load import LinkLoad, link_packets
 from aifabric.experiments.rank_processes import busy_between, collect_ranks, cpu_times
 from aifabric.lab import report
@@ -28,6 +33,7 @@ from aifabric.lab.lab import Lab
 from aifabric.workloads import Workload, estimate
 from aifabric.workloads.estimate import in_switches
 from controller.aggregation import JobManager
+from hostagent.agent.config import AgentConfig
 from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT, FRAME_BYTES
 
 RUNNER = "hostagent.workload_runner"
@@ -101,6 +107,7 @@ class WorkloadRun:
     server_stats: dict = field(default_factory=dict)
     link_load: dict = field(default_factory=dict)
     estimate: dict = field(default_factory=dict)      # the analytic step on the emulated links
+    agents: dict = field(default_factory=dict)        # with host agents: their counters summed over hosts
 
     def slowest(self, i: int) -> dict:
         return max((r["iterations"][i] for r in self.reports), key=lambda it: it["step_s"])
@@ -120,6 +127,7 @@ class WorkloadRun:
         return {"hosts": self.hosts, "ok": self.ok, "errors": self.errors, "cpu_busy": round(self.cpu_busy, 3),
                 "wall_s": round(self.wall_s, 2), "in_network": self.in_network, "agg_ops": self.agg_ops,
                 "server": self.server_stats, "link_load": self.link_load, "estimate": self.estimate,
+                "agents": self.agents,
                 "iterations": [{k: v for k, v in self.slowest(i).items() if k != "ops"}
                                for i in range(len(self.reports[0]["iterations"]))] if self.ok else []}
 
@@ -143,13 +151,15 @@ class WorkloadRun:
 
 def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str | Path, *, timeout: float = 60.0,
                  silent_after: float = 5.0, deadline_s: float = 600.0, manager: JobManager | None = None,
-                 rate_pps: float = 0.0, seed: int = 0, kill_rank_after: tuple[int, float] | None = None) -> WorkloadRun:
+                 rate_pps: float = 0.0, seed: int = 0, kill_rank_after: tuple[int, float] | None = None,
+                 host_agent: AgentConfig | None = None) -> WorkloadRun:
     """Every rank's ops, ``iterations`` times; with ``manager`` the data-parallel all-reduces in
     the switches. ``rate_pps``: the links' rate (0: not limited), for the link load's shares and
     the ranks' first retransmission timeouts. ``seed`` moves the
     groups' UDP ports (``SEED_PORTS`` apart), so ECMP hashes the same traffic onto other paths. ``kill_rank_after``
     (rank, seconds) kills that rank's process that long after the start, to show how a run ends
-    when a host dies."""
+    when a host dies. ``host_agent``: the host agents' configuration, for a run under PLB and/or
+    DCQCN (see the module doc)."""
     if workload.placement is None:
         raise ValueError("the workload needs a placement on the fabric's hosts (aifabric.workloads.place)")
     world = workload.job.parallelism.world
@@ -160,6 +170,8 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
     if ports.stop > AGG_UDP_PORT:          # kept below it and the ring baseline's port above it
         raise ValueError(f"seed {seed}: the groups' UDP ports {ports.start}..{ports.stop - 1} would reach the "
                          f"aggregation port {AGG_UDP_PORT}, which the switches intercept; take a smaller seed")
+    if host_agent is not None:
+        plan.update(rocev2_settings(host_agent, hosts))
     run = WorkloadRun(hosts)
     groups = in_network_groups(workload) if manager is not None else []
     jobs = (in_network_jobs(lab, [[hosts[r] for r in g] for g in groups], manager=manager,
@@ -172,15 +184,18 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
                                    for g in groups for r in g}
             run.in_network = agg.in_network
         Path(plan_path).write_text(json.dumps(plan))
-        links0, cpu0, t0 = link_packets(lab), cpu_times(), time.monotonic()
-        procs = [lab.host(h).popen([sys.executable, "-m", RUNNER, "--rank", str(r), "--plan",
-                                    str(Path(plan_path).resolve()), "--timeout", str(timeout),
-                                    "--silent-after", str(silent_after)])
-                 for r, h in enumerate(hosts)]
-        run.reports, run.errors = collect_ranks(hosts, procs, deadline_s, kill_rank_after)
-        run.wall_s = time.monotonic() - t0
-        run.cpu_busy = busy_between(cpu0, cpu_times())
-        run.link_load = LinkLoad.between(lab, links0, link_packets(lab), run.wall_s, rate_pps).summary()
+        with agents_on(lab, hosts, host_agent, Path(plan_path).parent / "agents") as agents:
+            links0, cpu0, t0 = link_packets(lab), cpu_times(), time.monotonic()
+            procs = [lab.host(h).popen([sys.executable, "-m", RUNNER, "--rank", str(r), "--plan",
+                                        str(Path(plan_path).resolve()), "--timeout", str(timeout),
+                                        "--silent-after", str(silent_after)])
+                     for r, h in enumerate(hosts)]
+            run.reports, run.errors = collect_ranks(hosts, procs, deadline_s, kill_rank_after)
+            run.wall_s = time.monotonic() - t0
+            run.cpu_busy = busy_between(cpu0, cpu_times())
+            run.link_load = LinkLoad.between(lab, links0, link_packets(lab), run.wall_s, rate_pps).summary()
+        if agents is not None:
+            run.agents = agents.totals()      # after they stopped: their last write is final
     if agg is not None:
         run.agg_ops, run.server_stats = agg.agg_ops, agg.server_stats
     est = estimate(workload, emulated=True, in_network=bool(groups)).slowest

@@ -56,6 +56,14 @@ class AgentSet:
                 pass
         return out
 
+    def totals(self) -> dict[str, int]:
+        """Every counter of the agents' latest stats, summed over hosts."""
+        out: dict[str, int] = {}
+        for stats in self.stats().values():
+            for key, value in vars(stats.totals).items():
+                out[key] = out.get(key, 0) + value
+        return out
+
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> dict[str, int | None]:
         """SIGTERM to all, one deadline for all, SIGKILL to whoever is left; exit codes by host
         (an agent killed this way left its filters: the namespace's end removes them)."""

@@ -40,6 +40,10 @@ def add_group_args(p: argparse.ArgumentParser, *, port: int, timeout: float = 60
                    help="seconds without a packet (heartbeats included) before a rank is declared dead")
     p.add_argument("--window", type=int, default=window, help="unacknowledged packets per peer")
     p.add_argument("--rto", type=float, default=rto, help="first retransmission timeout, seconds")
+    p.add_argument("--rocev2", action="store_true",
+                   help="packets RoCEv2-like (UDP 4791, a BTH, ECN-capable), for the host agents' PLB and DCQCN")
+    p.add_argument("--rate-control-port", type=int, default=0,
+                   help="with --rocev2: where the rates DCQCN sets arrive (127.0.0.1; 0: not paced)")
     p.add_argument("--aggregator", help="in-network job: the fallback aggregator's IP")
     p.add_argument("--job", type=int, help="in-network job id")
     p.add_argument("--worker-id", type=int, help="in-network: this rank's worker_id on the wire")
@@ -70,7 +74,8 @@ def job_from_args(args: argparse.Namespace) -> JobConfig | None:
 
 
 def group_from_args(args: argparse.Namespace, *, groups: list[list[int]] | None = None) -> ProcessGroup:
-    transport = TransportConfig(window=args.window, rto_s=args.rto, silent_after_s=args.silent_after)
+    transport = TransportConfig(window=args.window, rto_s=args.rto, silent_after_s=args.silent_after,
+                                rocev2=args.rocev2, rate_control_port=args.rate_control_port)
     return ProcessGroup(args.rank, [(ip, args.port) for ip in peer_ips(args)], timeout_s=args.timeout, groups=groups,
                         aggregation=job_from_args(args), transport=transport)
 

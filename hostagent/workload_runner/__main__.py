@@ -8,7 +8,8 @@ the switches by the rank's in-network job (one a rank: its worker binds the aggr
 every other collective by ring}, and optionally the transport's "window" (packets in flight per
 link), "rto_s" (first retransmission timeout) and "agg_timeout_s" (in-network chunk resend
 timeout): on rate-limited links the lab sets them to what a full window takes through one link,
-as shorter ones resend what is only queued}. Every stream runs on its own
+as shorter ones resend what is only queued, and "rocev2" (the groups' packets RoCEv2-like, for the
+host agents' PLB and DCQCN) with "rate_control_port" (where DCQCN's rates arrive)}. Every stream runs on its own
 thread, an op starting once its deps are done and the stream's previous op ended; a barrier of
 all ranks starts each iteration. Prints one JSON report: per iteration, each op's start and end
 (seconds from the iteration's start) and the accounting of hostagent.workload_runner.accounting.
@@ -46,12 +47,14 @@ class Rank:
         job = plan.get("aggregation", {}).get(str(rank))
         window, rto = plan.get("window", WINDOW), plan.get("rto_s", DEFAULT_RTO_S)
         agg_timeout = plan.get("agg_timeout_s", DEFAULT_AGG_TIMEOUT_S)
+        transport = TransportConfig(window=window, rto_s=rto, silent_after_s=silent_after,
+                                    rocev2=plan.get("rocev2", False), rate_control_port=plan.get("rate_control_port", 0))
         for index, members in enumerate(plan["groups"]):
             if rank in members:
                 in_network = job is not None and job["group"] == index
                 self.groups[tuple(members)] = ProcessGroup(
                     members.index(rank), [(ips[m], base + index) for m in members], group_id=index + 1,
-                    timeout_s=timeout, transport=TransportConfig(window=window, rto_s=rto, silent_after_s=silent_after),
+                    timeout_s=timeout, transport=transport,
                     aggregation=_job_config(job, len(members), ips[rank], agg_timeout) if in_network else None)
         self.world = self.groups[tuple(range(len(ips)))]
 

@@ -16,6 +16,10 @@ emulated durations. With in-network collectives the data-parallel all-reduces ar
 the switches (their chunks completed, nothing at the fallback aggregator) while TP stays on the
 ring. A rank killed mid-run ends every other rank's run with an error naming it.
 
+Under the hosts' PLB agents (the ranks' transport RoCEv2-like, hostagent.collectives.rocev2),
+with PLB taking every path for congested (K = 0), the agents repath the training's flows and the
+ring training still follows the exact reference step by step.
+
 The fabric is torn down after.
 """
 from __future__ import annotations
@@ -26,6 +30,7 @@ import re
 
 import pytest
 
+from hostagent_support import bcc_missing
 from teardown_check import assert_torn_down
 
 pytestmark = [
@@ -67,11 +72,11 @@ def _gap(a, b, key="loss"):
     return max(abs(x[key] - y[key]) for x, y in zip(a, b, strict=True))
 
 
-def _every_rank_finished_alike(run):
+def _every_rank_finished_alike(run, steps=STEPS):
     assert run.ok, run.errors
     assert len(run.reports) == len(HOSTS)
     for r in run.reports:
-        assert len(r["steps"]) == STEPS
+        assert len(r["steps"]) == steps
         assert [s["loss"] for s in r["steps"]] == [s["loss"] for s in run.steps(0)]   # one model on every rank
 
 
@@ -99,6 +104,25 @@ def test_ring_training_follows_the_exact_reference(training):
     _every_rank_finished_alike(run)
     assert _gap(run.steps(), refs["exact"]) <= 1e-4        # only the order of float additions differs
     assert abs(run.steps()[-1]["test_acc"] - refs["exact"][-1]["test_acc"]) <= 0.01
+
+
+PLB_STEPS = 10
+
+
+@pytest.mark.skipif(bcc_missing() is not None, reason=str(bcc_missing()))
+def test_plb_repaths_the_rocev2_training_flows_and_the_training_stays_exact(training, tmp_path):
+    from aifabric.experiments.train_lab import train_on_fabric
+    from hostagent.agent.config import AgentConfig
+    from hostagent.agent.load_balance_plb import PlbParams
+    lab, _, data, refs = training
+    # every path congested as PLB sees it (K = 0: every round with deliveries is a congested one;
+    # the module's links are not limited, so the switches' queues stay too short to mark), N = 1
+    config = AgentConfig("plb", round_s=0.05, plb=PlbParams(rehash_rounds=1, cong_thresh=0), seed=1)
+    run = train_on_fabric(lab, HOSTS, "ring", data, PLB_STEPS, host_agent=config, agent_dir=tmp_path)
+    _every_rank_finished_alike(run, PLB_STEPS)
+    # the agents saw the ranks' flows as RoCEv2 (receiver reports make PLB rounds) and moved them
+    assert run.agents["reports_sent"] > 0 and run.agents["repaths"] > 0, run.agents
+    assert _gap(run.steps(), refs["exact"][:PLB_STEPS]) <= 1e-4   # repathed (reordered) and still exact
 
 
 def test_a_killed_rank_stops_the_training_with_its_name(training):
