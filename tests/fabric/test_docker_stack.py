@@ -172,6 +172,7 @@ def test_stack_fabric_prometheus_and_every_dashboard_query(stack: Stack) -> None
     assert [s.name for s in desc.switches] == ["l0", "l1", "s0", "s1"]
     reach = all_pairs(stack)
     assert reach.pairs == 12 and not reach.failures(), reach.failures()
+    assert not reach.needed_retry, f"pairs whose first echo request was lost: {reach.needed_retry}"
 
     # UDP flows (INT watches every TCP/UDP flow) from each leaf's host to the other leaf
     h = {x.name: x for x in hosts(stack)}
@@ -250,3 +251,4 @@ def test_killed_controller_reconciles_a_restarted_switch_when_it_returns(stack: 
     assert pushes_before == 1
     reach = all_pairs(stack)
     assert not reach.failures(), reach.failures()
+    assert not reach.needed_retry, f"pairs whose first echo request was lost: {reach.needed_retry}"
