@@ -206,6 +206,12 @@ class RoceEndpoint:
     def rate_messages(self) -> int:
         return self._rates.messages if self._rates is not None else 0
 
+    def counters(self) -> dict[str, float]:
+        """What the RoCEv2 path did beyond TransferStats: pacing, rate messages heard (by the
+        process), and datagrams the host's port 4791 could not hand to a group (all groups')."""
+        return {"rocev2_paced_s": round(self.paced_s, 6), "rocev2_rate_messages": self.rate_messages,
+                "rocev2_malformed": self._port.malformed, "rocev2_unknown_group": self._port.unknown_group}
+
     def recv(self, timeout: float) -> tuple[bytes, tuple[str, int]] | None:
         try:
             data, addr = self._inbox.get(timeout=timeout) if timeout > 0 else self._inbox.get_nowait()

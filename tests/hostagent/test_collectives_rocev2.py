@@ -74,6 +74,13 @@ def test_collectives_of_two_groups_sharing_the_port_are_exact() -> None:
                 np.testing.assert_array_equal(res[g], sum(xs[g]))
         assert all(pg.transport.endpoint.stats.packets_received > 0 for grp in groups for pg in grp)
         assert all(pg.transport.stats.stale == 0 for grp in groups for pg in grp)
+        junk = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)           # not a BTH of ours: counted
+        junk.sendto(b"\x81" + b"\0" * 40, (net + "10", ROCEV2_PORT))
+        junk.close()
+        deadline = time.monotonic() + 2.0
+        while groups[0][0].stats()["rocev2_malformed"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert groups[0][0].stats()["rocev2_malformed"] == 1 and groups[1][0].stats()["rocev2_unknown_group"] == 0
     finally:
         for grp in groups:
             for pg in grp:
