@@ -51,12 +51,16 @@ def edge_groups(lab: Lab, hosts: Sequence[str]) -> str:
 def run_group(lab: Lab, hosts: Sequence[str], calls: str, elements: Sequence[int], *, dtype: str = "float32",
               repeat: int = 1, timeout: float = 60.0, window: int = 32, manager: JobManager | None = None,
               server: str | None = None, slots: int = 32, deadline_s: float = 900.0,
-              even_splits: bool = False, extra_args: Sequence[str] = ()) -> GroupRun:
+              even_splits: bool = False, extra_args: Sequence[str] = (), rendezvous_port: int | None = None) -> GroupRun:
     """Every rank runs ``calls`` (OP:ALGO,...) for each length in ``elements``. With ``manager`` and
-    ``server``, an in-network aggregation job is started for the group first and ended after."""
+    ``server``, an in-network aggregation job is started for the group first and ended after. With
+    ``rendezvous_port``, the ranks are not told each other's addresses: they meet at the store rank 0
+    runs on its host and that port, each registering the address it reaches it from."""
     run = GroupRun(list(hosts))
-    ips = ",".join(str(lab.fabric.host(h).ip4.ip) for h in hosts)
-    common = ["--peers", ips, "--calls", calls, "--elements", *elements, "--dtype", dtype, "--repeat", repeat,
+    ips = [str(lab.fabric.host(h).ip4.ip) for h in hosts]
+    where = (["--rendezvous", f"{ips[0]}:{rendezvous_port}", "--world-size", len(hosts)] if rendezvous_port
+             else ["--peers", ",".join(ips)])
+    common = [*where, "--calls", calls, "--elements", *elements, "--dtype", dtype, "--repeat", repeat,
               "--timeout", timeout, "--window", window, "--groups", edge_groups(lab, hosts)]
     if even_splits:
         common.append("--even-splits")
