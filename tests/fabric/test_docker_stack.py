@@ -6,7 +6,9 @@ them) the test starts dockerd when it is not running and makes the debian:bookwo
 when it is absent (`scripts/docker_engine.sh`); elsewhere it is skipped, saying why. The fabric
 is a small leaf-spine (2 leaves, 2 spines, 2 hosts each) to keep the run short; Grafana itself
 is started only where its image is present (no registry is reachable on the development
-machines): its dashboards are checked by sending every panel's PromQL to the stack's Prometheus.
+machines): its dashboards are checked by sending every panel's PromQL to the stack's Prometheus,
+each of which must return data: a ring AllReduce among the hosts leaves its ranks' reports in
+the run directory the controller serves them from, and UDP flows load the leaves' uplinks.
 Where the engine cannot start privileged containers, the fabric runs with
 docker/compose.unprivileged.yml (every capability the engine has, system paths writable).
 On machines behind a TLS-inspecting proxy, the CA certificates in
@@ -32,6 +34,7 @@ import pytest
 from aifabric.lab import traffic
 from aifabric.lab.description import FabricDescription, load
 from aifabric.containers.swarm import ContainerHost, build_env
+from hostagent.collectives.report_files import RUN_SUBDIR
 from tests.docker_support import compose_leftovers, run, skip_reason
 from emulation.testbed import free_tcp_port
 
@@ -43,6 +46,7 @@ PROJECT = "aifabricstacktest"
 TOPOLOGY = "--topo leafspine --leaves 2 --spines 2 --hosts-per-leaf 2"
 GRAFANA_IMAGE = "grafana/grafana:10.4.2"
 UP_TIMEOUT_S = 300          # first build of all images included
+ALLREDUCE_TIMEOUT_S = 120
 DATA_TIMEOUT_S = 90
 HEALTHY_TIMEOUT_S = 120
 
@@ -157,14 +161,34 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 
 def dashboard_expressions() -> list[tuple[str, str, str]]:
-    """(dashboard, panel, PromQL) of every panel target of every dashboard."""
+    """(dashboard, panel, PromQL) of every panel target of every dashboard; AssertionError
+    naming a panel that queries nothing (a placeholder)."""
     found = []
     for path in sorted(DASHBOARDS.glob("*.json")):
         board = json.loads(path.read_text())
         for panel in board["panels"]:
-            for target in panel.get("targets", []):
+            assert panel.get("targets"), f"{board['title']} / {panel['title']}: a panel with no query"
+            for target in panel["targets"]:
                 found.append((board["title"], panel["title"], target["expr"]))
     return found
+
+
+def ring_allreduce(stack: Stack, names: list[str], job: int = 1) -> list[dict]:
+    """A ring AllReduce among the hosts ``names``, each rank leaving its report in the run
+    directory's RUN_SUBDIR (the controller's exporter reads it); what every rank printed."""
+    desc = stack.description()
+    h = {x.name: x for x in hosts(stack)}
+    peers = ",".join(desc.host(n).ipv4.split("/")[0] for n in names)
+    procs = [h[n].popen(["python3", "-m", "hostagent.collectives", "ring", "--peers", peers, "--rank", str(r),
+                         "--size", "4096", "--job", str(job), "--report-dir", f"/run/aifabric/{RUN_SUBDIR}"])
+             for r, n in enumerate(names)]
+    reports = []
+    for name, proc in zip(names, procs):
+        out, _ = proc.communicate(timeout=ALLREDUCE_TIMEOUT_S)
+        lines = [line for line in out.decode().splitlines() if line.startswith("{")]
+        assert proc.returncode == 0 and lines, f"{name}: {out.decode()[-500:]}"
+        reports.append(json.loads(lines[-1]))
+    return reports
 
 
 def test_stack_fabric_prometheus_and_every_dashboard_query(stack: Stack) -> None:
@@ -179,13 +203,17 @@ def test_stack_fabric_prometheus_and_every_dashboard_query(stack: Stack) -> None
     addr = {x.name: x.ipv4.split("/")[0] for x in desc.hosts}
     traffic.udp_flows(h["l0h0"], addr["l1h1"], flows=8, count=20)
     traffic.udp_flows(h["l1h0"], addr["l0h1"], flows=8, count=20)
+    t0 = time.monotonic()
+    ranks = ring_allreduce(stack, ["l0h0", "l0h1", "l1h0", "l1h1"])
+    stack.timings["ring_allreduce_s"] = time.monotonic() - t0
+    assert all(r["ok"] for r in ranks), ranks
 
     targets = wait_until("every Prometheus target up", lambda: (t := _targets(stack)) and all(
         x["health"] == "up" for x in t) and t, DATA_TIMEOUT_S)
     assert {x["labels"]["job"] for x in targets} == {"controller", "int-collector"}
 
     expressions = dashboard_expressions()
-    assert len(expressions) >= 12
+    assert len(expressions) >= 28
     empty = {}
     # rate() panels see the last 30 s only: the flows go on while the panels are queried
     done = threading.Event()
@@ -196,6 +224,7 @@ def test_stack_fabric_prometheus_and_every_dashboard_query(stack: Stack) -> None
 
     more = threading.Thread(target=keep_sending, daemon=True)
     more.start()
+    t1 = time.monotonic()
     try:
         for board, panel, expr in expressions:
             try:
@@ -205,8 +234,12 @@ def test_stack_fabric_prometheus_and_every_dashboard_query(stack: Stack) -> None
     finally:
         done.set()
         more.join(30)
+    stack.timings["dashboard_queries_s"] = time.monotonic() - t1
     assert not empty, f"dashboard queries with no data: {empty}"
     print(f"\n{len(expressions)} dashboard PromQL expressions returned data")
+    # the AllReduce panels show the run the ranks reported: its slowest rank's time
+    (run,) = stack.query('aifabric_allreduce_run_seconds{algorithm="ring", job_id="1"}')
+    assert float(run["value"][1]) == pytest.approx(max(r["time_s"] for r in ranks))
 
 
 def _targets(stack: Stack) -> list[dict]:
