@@ -15,7 +15,10 @@ runs what it wraps under ``mode`` and puts ECMP back after:
   another source port after ``PLB_REHASH_ROUNDS`` congested rounds of ``PLB_ROUND_S``.
 
 Congestion feedback (`CONGESTION`): ``none``, or ``dcqcn`` (the agents' DCQCN setting each
-flow's rate from the receivers' CNPs). Both act on RoCEv2-like flows, so a run under either
+flow's rate from the receivers' CNPs). Both hear congestion as ECN marks: every switch port marks
+ECN-capable packets above ``ECN_THRESHOLD`` packets of queue (step marking, as DCTCP's K and the
+load-balancing benchmark's); only the agents' RoCEv2 traffic is ECN-capable, so the other modes
+are never marked. Both act on RoCEv2-like flows, so a run under either
 carries the collectives RoCEv2-like (hostagent.collectives.rocev2); `host_agent` gives the
 agents' configuration a run passes to aifabric.experiments.train_runner.run_workload.
 """
@@ -30,6 +33,8 @@ from aifabric.lab.lab import Lab
 from controller.load_balance import LbModes
 from controller.load_balance.te.engine import TeConfig
 from controller.load_balance.te.loop import TeLoop
+from controller.telemetry import Telemetry, TelemetryConfig
+from controller.telemetry.entries import EcnThresholds
 from hostagent.agent.config import AgentConfig
 from hostagent.agent.load_balance_plb import PlbParams
 
@@ -37,6 +42,7 @@ LB_MODES = ("ecmp", "spray", "flowlet", "te", "plb")
 CONGESTION = ("none", "dcqcn")
 PLB_ROUND_S = 0.1            # about one RTT with a few packets queued at 100 packets/s
 PLB_REHASH_ROUNDS = PlbParams.rehash_rounds   # the kernel's N
+ECN_THRESHOLD = 10           # packets of queue above which ECN-capable packets are marked
 FLOWLET_GAP_US = 50_000      # five packet times at 100 packets/s: a pause, not a packet's spacing
 TE_PERIOD_S = 0.5
 TE_ONE_IN = 8
@@ -46,6 +52,9 @@ class FabricConditions:
     def __init__(self, lab: Lab, rate_pps: int) -> None:
         self.lab, self.plan = lab, LinkPlan(rate_pps=rate_pps, burst_bytes=2 * MAX_FRAME)
         limit_links(lab, self.plan)
+        k = ECN_THRESHOLD
+        self.ecn = Telemetry(lab.controller, TelemetryConfig(ecn=EcnThresholds(kmin=k, kmax=k, pmax=1.0),
+                                                             int_enabled=False))
         self.modes = LbModes(lab.controller)
         self._te: TeLoop | None = None        # made on first use: its sampler is a state source
         self.te_rounds = 0
