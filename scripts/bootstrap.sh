@@ -16,7 +16,6 @@ APT_PACKAGES=(
   python3-crcmod  # C CRCs for softswitch's hashes (checked against its Python ones; optional)
   gcc             # softswitch's compiled packet path (with python3-dev and Cython; optional)
   nftables        # closes BMv2's Thrift ports to other machines (emulation/control_ports.py)
-  npm             # installs the live page's cytoscape.js (controller/web/package.json)
   chromium chromium-driver   # the live page in a real browser, driven by selenium (tests/fabric/test_web_page.py)
   openmpi-bin libopenmpi-dev  # Open MPI beside our collectives (bench collectives --with-mpi); -dev: mpi4py can build
 )
@@ -84,6 +83,9 @@ make_venv() {
 install_web_libraries() {
   local dir=controller/web stamp=controller/web/node_modules/.aifabric-installed
   if [ -f "$stamp" ] && [ ! "$dir/package-lock.json" -nt "$stamp" ]; then return 0; fi
+  # Debian's npm only where no npm is on PATH: Node.js from elsewhere (NodeSource's nodejs, which
+  # carries npm) conflicts with Debian's npm package, and apt then refuses the whole list
+  if ! command -v npm >/dev/null; then apt_install_missing bootstrap npm; fi
   echo "bootstrap: installing the live page's libraries with npm into $dir/node_modules"
   npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error
   touch "$stamp"
