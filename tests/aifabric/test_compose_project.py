@@ -93,7 +93,7 @@ def test_announcements_go_to_every_docker_mac_of_the_link_but_the_gateway_and_se
     frames = container_node.announce_frames("02:00:00:00:00:05", at)
     dsts = [f[:6] for f in frames]
     assert dsts == [bytes([2, 0x42, 10, 250, 0, n]) for n in (2, 4, 5, 6)]
-    assert all(f[6:12] == bytes.fromhex("020000000005") and f[12:14] == b"\x88\xb5" and len(f) >= 60
+    assert all(f[6:12] == bytes.fromhex("020000000005") and f[12:14] == b"\x88\xb7" and len(f) >= 60
                for f in frames)
 
 
