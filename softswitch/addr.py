@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import socket
 
 
 def parse_host_port(text: str, *, allow_port_zero: bool = False) -> tuple[str, int]:
@@ -27,3 +28,22 @@ def host_port_arg(text: str) -> str:
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
     return text
+
+
+def check_bindable(host: str, port: int) -> None:
+    """OSError naming why a TCP server could not listen on HOST:PORT now (in use, not an address
+    of this machine, a name that does not resolve); port 0 is always free. Checked before a gRPC
+    server binds: gRPC's own failure also writes a log line of its own to stderr."""
+    if port == 0:
+        return
+    try:
+        family, kind, proto, _, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                              flags=socket.AI_PASSIVE)[0]
+    except socket.gaierror as e:
+        raise OSError(e.strerror) from None
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)    # as gRPC's listener: TIME_WAIT is free
+        try:
+            probe.bind(sockaddr)
+        except OSError as e:
+            raise OSError(e.strerror) from None

@@ -28,6 +28,7 @@ import grpc
 from google.rpc import status_pb2
 from p4.v1 import p4runtime_pb2
 
+from ..addr import check_bindable, parse_host_port
 from . import intake
 from .arbitration import Connection, EndOfStream
 from .device import P4RuntimeDevice
@@ -317,6 +318,11 @@ class P4RuntimeServer:
                      ("grpc.http2.ping_timeout_ms", int(KEEPALIVE_TIMEOUT_S * 1000)),
                      ("grpc.http2.max_pings_without_data", 0)])     # an idle backup is pinged too
         self._server.add_generic_rpc_handlers((self._servicer.handler(),))
+        try:
+            check_bindable(*parse_host_port(addr, allow_port_zero=True))
+        except (OSError, ValueError) as e:
+            self._server.stop(None)
+            raise OSError(f"cannot serve P4Runtime on {addr}: {e}") from None
         try:
             port = self._server.add_insecure_port(addr)
         except RuntimeError as e:
