@@ -35,8 +35,12 @@ RUN python3 -c "import tomllib; print('\n'.join(tomllib.load(open('/src/pyprojec
 FROM python AS controller
 COPY . /src
 RUN pip install -q --no-deps --no-build-isolation -e /src    # offline: all it needs is above
+# The live page's graph library comes from the build context, where `make setup` installed it
+# with npm (the image has no npm): say so instead of serving a page that cannot draw.
+RUN test -s /src/controller/web/node_modules/cytoscape/dist/cytoscape.min.js \
+ || { echo "controller/web/node_modules/cytoscape is missing: run make setup (npm) before building" >&2; exit 1; }
 WORKDIR /run/aifabric
-EXPOSE 9100/tcp 32766/udp
+EXPOSE 9100/tcp 8080/tcp 32766/udp
 ENTRYPOINT ["aifabric", "controller"]
 CMD ["--fabric", "/run/aifabric/fabric.json", "--metrics", "0.0.0.0:9100"]
 

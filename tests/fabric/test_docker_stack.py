@@ -1,5 +1,7 @@
 """The Docker stack (docker-compose.yml) run for real: build, up, a live fabric, Prometheus and
-every Grafana panel's query, the controller killed and back, then down with nothing left.
+every Grafana panel's query, the live page the controller serves (over HTTP, its changes with and
+without the token it logged, and drawn in a real browser where chromium is installed), the
+controller killed and back, then down with nothing left.
 
 Needs a Docker engine and docker-compose: where they are installed (scripts/bootstrap.sh installs
 them) the test starts dockerd when it is not running and makes the debian:bookworm base image
@@ -20,9 +22,11 @@ lock around it (`flock /tmp/aifabric-fabric.lock pytest tests/fabric/test_docker
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
@@ -35,6 +39,7 @@ from aifabric.lab import traffic
 from aifabric.lab.description import FabricDescription, load
 from aifabric.containers.swarm import ContainerHost, build_env
 from hostagent.collectives.report_files import RUN_SUBDIR
+from tests.browser_support import MISSING as BROWSER_MISSING, headless_chromium
 from tests.docker_support import compose_leftovers, run, skip_reason
 from emulation.testbed import free_tcp_port
 
@@ -56,6 +61,7 @@ class Stack:
     env: dict[str, str]
     services: list[str]
     prometheus: str             # base URL
+    web: str                    # the live page's base URL
     run_dir: Path
     timings: dict[str, float]
 
@@ -110,10 +116,10 @@ def wait_until(what: str, check, timeout: float, interval: float = 1.0):
     raise AssertionError(f"{what}: not within {timeout:g} s (last: {last!r})")
 
 
-def _compose_env(run_dir: Path, prometheus_port: int) -> dict[str, str]:
+def _compose_env(run_dir: Path, prometheus_port: int, web_port: int) -> dict[str, str]:
     env = build_env(AIFABRIC_TOPOLOGY=TOPOLOGY, AIFABRIC_TARGET="softswitch",
                AIFABRIC_RUN_DIR=str(run_dir), AIFABRIC_PROMETHEUS_PORT=str(prometheus_port),
-               AIFABRIC_GRAFANA_PORT=str(free_tcp_port()))
+               AIFABRIC_GRAFANA_PORT=str(free_tcp_port()), AIFABRIC_WEB_PORT=str(web_port))
     if subprocess.run(["docker", "run", "--rm", "--privileged", "debian:bookworm", "true"],
                       capture_output=True).returncode != 0:
         # an engine that cannot grant every capability (a sandbox, some VMs)
@@ -127,12 +133,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     if reason:
         pytest.skip(reason)
     run_dir = tmp_path_factory.mktemp("stack-run")
-    port = free_tcp_port()
-    env = _compose_env(run_dir, port)
+    port, web_port = free_tcp_port(), free_tcp_port()
+    env = _compose_env(run_dir, port, web_port)
     services = ["fabric", "controller", "prometheus"]
     if subprocess.run(["docker", "image", "inspect", GRAFANA_IMAGE], capture_output=True).returncode == 0:
         services.append("grafana")
-    st = Stack(env, services, f"http://127.0.0.1:{port}", run_dir, {})
+    st = Stack(env, services, f"http://127.0.0.1:{port}", f"http://127.0.0.1:{web_port}", run_dir, {})
     st.compose("down", "--remove-orphans", check=False)      # an earlier run's leftovers
     try:
         t0 = time.monotonic()
@@ -240,6 +246,59 @@ def test_stack_fabric_prometheus_and_every_dashboard_query(stack: Stack) -> None
     # the AllReduce panels show the run the ranks reported: its slowest rank's time
     (run,) = stack.query('aifabric_allreduce_run_seconds{algorithm="ring", job_id="1"}')
     assert float(run["value"][1]) == pytest.approx(max(r["time_s"] for r in ranks))
+
+
+def _web(stack: Stack, path: str, body: dict | None = None, token: str | None = None) -> tuple[int, bytes]:
+    """(status, body) of a GET, or of a POST of ``body`` as JSON with ``token`` as its bearer."""
+    request = urllib.request.Request(stack.web + path, method="GET" if body is None else "POST",
+                                     data=None if body is None else json.dumps(body).encode())
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310 - 127.0.0.1 only
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read()
+
+
+def test_the_controller_serves_the_live_page(stack: Stack) -> None:
+    desc = stack.description()
+    status, html = _web(stack, "/")
+    assert status == 200 and b"cytoscape.min.js" in html
+    status, library = _web(stack, "/vendor/cytoscape.min.js")       # carried into the image from make setup
+    assert status == 200 and len(library) > 100_000, (status, library[:200])
+    topology = json.loads(_web(stack, "/api/topology")[1])
+    drawn = sorted(n["id"] for n in topology["nodes"])
+    assert drawn == sorted([s.name for s in desc.switches] + [h.name for h in desc.hosts])
+
+    # changes: refused without the token and with a wrong one; done with the one the controller logged
+    change = {"mode": "spray", "switches": ["l0"]}
+    assert _web(stack, "/api/change/lb-mode", change)[0] == 401
+    assert _web(stack, "/api/change/lb-mode", change, token="not-the-token")[0] == 403
+    tokens = re.findall(r"changes need the token (\S+)", stack.compose("logs", "controller"))
+    assert tokens, "the controller logged no token for the page's changes"
+    status, answer = _web(stack, "/api/change/lb-mode", change, token=tokens[-1])
+    assert status == 200, answer
+    # the links are the fabric container's: the controller service says it cannot change them
+    status, answer = _web(stack, "/api/change/fail-link", {"a": "l0", "b": "s0"}, token=tokens[-1])
+    assert status == 409, answer
+    wait_until("l0 in spray mode on the page's state",
+               lambda: json.loads(_web(stack, "/api/state")[1])["switches"]["l0"]["lb_mode"] == "spray", 10)
+
+    if BROWSER_MISSING:
+        print(f"\nthe page was not opened in a browser: {BROWSER_MISSING}")
+        return
+    with headless_chromium() as browser:
+        browser.get(stack.web)
+        wait_until("the page live in the browser",
+                   lambda: browser.execute_script("return fabricPage.connected && fabricPage.events > 0"), 15, 0.2)
+        shown = browser.execute_script("""
+            const cy = fabricPage.cy;
+            return {nodes: cy.nodes('.switch, .host').filter((n) => n.visible()).map((n) => n.id()),
+                    modes: Object.fromEntries(Object.entries(fabricPage.state.switches)
+                                              .map(([name, s]) => [name, s.lb_mode]))};""")
+    assert sorted(shown["nodes"]) == drawn
+    assert shown["modes"]["l0"] == "spray" and shown["modes"]["l1"] != "spray", shown["modes"]
 
 
 def _targets(stack: Stack) -> list[dict]:

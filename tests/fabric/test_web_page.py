@@ -10,7 +10,6 @@ Screenshots go to out/web_page_load.png (under load) and out/web_page_end.png.
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 import time
 from dataclasses import dataclass
@@ -18,12 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser_support import MISSING as BROWSER_MISSING, headless_chromium
+
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.timeout(300),
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root (Mininet, namespaces)"),
-    pytest.mark.skipif(not (shutil.which("chromium") and shutil.which("chromedriver")),
-                       reason="chromium and chromium-driver are not installed (make setup installs them)"),
+    pytest.mark.skipif(BROWSER_MISSING is not None, reason=BROWSER_MISSING or ""),
 ]
 
 OUT = Path(__file__).resolve().parents[2] / "out"
@@ -66,9 +66,6 @@ class Page:
 
 @pytest.fixture(scope="module")
 def page(tmp_path_factory):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
     from aifabric.lab.failures import Failures
     from aifabric.lab.lab import Lab
     from aifabric.lab.web_page import lab_page
@@ -88,18 +85,13 @@ def page(tmp_path_factory):
         failures = Failures(lab)
         server = lab_page(lab, failures, rates=rates)
         server.start()
-        options = webdriver.ChromeOptions()
-        options.binary_location = shutil.which("chromium")
-        for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1600,900"):
-            options.add_argument(arg)
-        browser = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
         try:
-            browser.get(server.url)
-            p = Page(lab, server, browser, failures)
-            p.wait("the fabric, live", lambda: p.js("return fabricPage.connected && fabricPage.events > 0"), 15)
-            yield p
+            with headless_chromium() as browser:
+                browser.get(server.url)
+                p = Page(lab, server, browser, failures)
+                p.wait("the fabric, live", lambda: p.js("return fabricPage.connected && fabricPage.events > 0"), 15)
+                yield p
         finally:
-            browser.quit()
             server.stop()
 
 
