@@ -14,7 +14,7 @@ demo: setup
 	$(VENV)/bin/aifabric demo
 
 test: setup
-	$(PY) -m pytest -ra $(PYTEST_ARGS)
+	$(PY) -m pytest -ra --durations=30 $(PYTEST_ARGS)
 
 # Rebuild the committed P4 outputs (needs p4c on PATH) and controller/p4names.py; see p4src/README.md.
 p4:
