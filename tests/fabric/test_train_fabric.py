@@ -1,4 +1,5 @@
-"""Training through a real k=4 fat-tree (softswitch), one fabric for the whole module.
+"""Training through a real k=4 fat-tree, one fabric for the whole module on each target
+(softswitch, and BMv2 where it is installed).
 
 A model trained data-parallel: 8 ranks, one per host over four pods, learn the digits with their
 gradients summed in the switches and by ring. Each run must follow the single-process reference
@@ -20,6 +21,10 @@ Under the hosts' PLB agents (the ranks' transport RoCEv2-like, hostagent.collect
 with PLB taking every path for congested (K = 0), the agents repath the training's flows and the
 ring training still follows the exact reference step by step.
 
+On BMv2 the tests that check the switches' part run (the trainings against their references,
+the runner's accounting, the DP all-reduces in the switches); the killed-rank and PLB tests check
+the hosts' side alone (the process group, the agents) and run on softswitch only.
+
 The fabric is torn down after.
 """
 from __future__ import annotations
@@ -31,6 +36,7 @@ import re
 import pytest
 
 from hostagent_support import bcc_missing
+from targets import FABRIC_TARGETS
 from teardown_check import assert_torn_down
 
 pytestmark = [
@@ -44,16 +50,22 @@ HOSTS = [f"p{p}e{e}h0" for e in range(2) for p in range(4)]
 SERVER = "p3e1h1"     # the in-network job's fallback aggregator (must see nothing)
 
 
-@pytest.fixture(scope="module")
-def lab():
+@pytest.fixture(scope="module", params=FABRIC_TARGETS)
+def lab(request):
     from aifabric.lab.lab import Lab
     from controller.aggregation import JobManager
     from topologies.fabric import fat_tree
 
     fabric = fat_tree(4)
-    with Lab(fabric, target="softswitch") as lab:
+    with Lab(fabric, target=request.param) as lab:
         yield lab, JobManager(lab.controller)
     assert_torn_down(fabric)
+
+
+def _hosts_side_alone(lab) -> None:
+    """Skip on BMv2, saying why: what the test checks does not depend on the switches' target."""
+    if lab[0].target != "softswitch":
+        pytest.skip("checks the hosts' side alone (process group, agents): run on softswitch")
 
 
 @pytest.fixture(scope="module")
@@ -114,6 +126,7 @@ def test_plb_repaths_the_rocev2_training_flows_and_the_training_stays_exact(trai
     from aifabric.experiments.train_lab import train_on_fabric
     from hostagent.agent.config import AgentConfig
     from hostagent.agent.load_balance_plb import PlbParams
+    _hosts_side_alone(training)
     lab, _, data, refs = training
     # every path congested as PLB sees it (K = 0: every round with deliveries is a congested one;
     # the module's links are not limited, so the switches' queues stay too short to mark), N = 1
@@ -127,6 +140,7 @@ def test_plb_repaths_the_rocev2_training_flows_and_the_training_stays_exact(trai
 
 def test_a_killed_rank_stops_the_training_with_its_name(training):
     from aifabric.experiments.train_lab import TrainingFailed, require_ok, train_on_fabric
+    _hosts_side_alone(training)
     lab, _, data, _ = training
     run = train_on_fabric(lab, HOSTS, "ring", data, 100000, silent_after=3.0, kill_rank_after=(3, 4.0),
                           deadline_s=60.0)
@@ -199,6 +213,7 @@ def test_data_parallel_all_reduces_in_the_switches(lab, tmp_path):
 
 def test_a_killed_rank_stops_every_rank_of_the_workload_with_its_name(lab, tmp_path):
     from aifabric.experiments.train_runner import run_workload
+    _hosts_side_alone(lab)
     workload = _workload(lab[0].fabric, dp=2, tp=2, pp=2, micro_batches=2)
     run = run_workload(lab[0], workload, 1000, tmp_path / "plan.json", silent_after=3.0, kill_rank_after=(5, 3.0),
                        deadline_s=60.0)
