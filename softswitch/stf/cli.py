@@ -1,4 +1,4 @@
-"""``softswitch stf PROGRAM.json TEST.stf [--target softswitch|bmv2] [--json OUT]``: run one
+"""``softswitch stf PROGRAM.json TEST.stf [--target softswitch|softswitch-native|bmv2] [--json OUT]``: run one
 STF test; exit status 0 passed, 1 failed, 2 the test could not run (bad file, missing target,
 a feature the target lacks)."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ from ..pipeline.errors import ProgramError
 from .errors import StfError, Unsupported
 from .runner import run_stf
 
-TARGETS = ("softswitch", "bmv2")
+TARGETS = ("softswitch", "softswitch-native", "bmv2")
 
 
 def main(argv: list[str]) -> int:
@@ -19,7 +19,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("program", help="BMv2 JSON of the P4 program (p4c-bm2-ss output)")
     p.add_argument("test", help="the STF file")
     p.add_argument("--target", choices=TARGETS, default="softswitch",
-                   help="softswitch (in this process, default) or bmv2 (simple_switch)")
+                   help="softswitch (in this process, default), softswitch-native (its native data path, "
+                        "in this process) or bmv2 (simple_switch)")
     p.add_argument("--json", metavar="FILE", help="also write the result as JSON to FILE")
     p.add_argument("--show-frames", action="store_true", help="print every frame that came out, per port")
     args = p.parse_args(argv)

@@ -92,11 +92,14 @@ def make_target(kind: str, json_path: Path, ports: set[int], senders: set[int], 
     if kind == "softswitch":
         from .softswitch_target import SoftswitchTarget
         return SoftswitchTarget(json_path, ports)
+    if kind == "softswitch-native":
+        from .native_target import NativeTarget
+        return NativeTarget(json_path, ports)
     # Other targets are plug-ins (the entry-point group TARGET_GROUP in pyproject.toml): BMv2's
     # starts simple_switch on veths, so it lives with the emulation layer above softswitch.
     plugins = {ep.name: ep for ep in entry_points(group=TARGET_GROUP)}
     if kind not in plugins:
-        known = ", ".join(["softswitch", *sorted(plugins)])
+        known = ", ".join(["softswitch", "softswitch-native", *sorted(plugins)])
         raise ValueError(f"unknown STF target '{kind}' ({known})")
     target_class = plugins[kind].load()
     # a frame shorter than an Ethernet header cannot be sent on a veth: pcap files then

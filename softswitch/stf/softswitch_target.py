@@ -110,23 +110,31 @@ class SoftswitchTarget:
                 t.clear()
 
     # -- replication -----------------------------------------------------------------------
+    def _replication_changed(self) -> None:
+        """Groups or sessions changed (the native target copies them into its library)."""
+        return None
+
     def mirroring_add(self, session: int, port: int) -> None:
         self.dp.pre.sessions[session] = CloneSession(session, ReplicaGroup(session, [(0, (port,))]))
+        self._replication_changed()
 
     def mirroring_add_mc(self, session: int, group: int) -> None:
         g = self.dp.pre.groups.get(group)
         if g is None:
             raise StfError(f"mirroring_add_mc: no multicast group {group}")
         self.dp.pre.sessions[session] = CloneSession(session, g)
+        self._replication_changed()
 
     def mirroring_delete(self, session: int) -> None:
         self.dp.pre.sessions.pop(session, None)
+        self._replication_changed()
 
     def mc_mgrp_create(self, group: int) -> None:
         try:
             self.dp.pre.insert_group(group, [])
         except TableError as err:
             raise StfError(f"mc_mgrp_create: {err}") from None
+        self._replication_changed()
 
     def mc_node_create(self, rid: int, ports: list[int]) -> int:
         handle = len(self.nodes)            # BMv2 numbers nodes from 0 in the order they are made
@@ -138,6 +146,7 @@ class SoftswitchTarget:
         self.nodes[handle] = (rid, tuple(sorted(set(ports))))
         for group, handles in self.group_nodes.items():
             self.dp.pre.groups[group].nodes = [self.nodes[h] for h in handles]
+        self._replication_changed()
 
     def mc_node_associate(self, group: int, handle: int) -> None:
         self._node(handle)
@@ -147,6 +156,7 @@ class SoftswitchTarget:
         handles = self.group_nodes.setdefault(group, [])
         handles.append(handle)              # copies go out in the order nodes were associated
         g.nodes = [self.nodes[h] for h in handles]
+        self._replication_changed()
 
     def _node(self, handle: int) -> tuple[int, tuple[int, ...]]:
         if handle not in self.nodes:

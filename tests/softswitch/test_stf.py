@@ -1,6 +1,7 @@
 """p4c's STF packet tests on our own programs (tests/p4/stf/PROGRAM/*.stf against the compiled
 tests/p4/build/PROGRAM.json), through softswitch's STF runner: on softswitch always (in this
-process), on BMv2 where simple_switch is installed. The expectations in the files were worked
+process), on its native data path (in this process, its loop thread on socket pairs) wherever gcc
+builds it, on BMv2 where simple_switch is installed. The expectations in the files were worked
 out from the programs (comments in each file say how), and BMv2 passes them too. The runner's
 own oracle is tested here as well: a frame that differs, is missing or is extra, a failed
 check and a packet softswitch failed on each fail the run."""
@@ -40,6 +41,22 @@ def test_every_program_with_stf_files_has_its_json():
 @pytest.mark.parametrize("stf", STF_FILES, ids=_id)
 def test_stf_on_softswitch(stf: Path):
     result = run_stf(_program(stf), stf, "softswitch")
+    assert result.passed, result.summary()
+    assert sum(result.frames_out.values()) > 0
+
+
+@pytest.mark.parametrize("stf", STF_FILES, ids=_id)
+def test_stf_on_the_native_data_path(stf: Path):
+    from softswitch.native.build import missing
+    from softswitch.stf.errors import Unsupported
+
+    why = missing()
+    if why:
+        pytest.skip(f"the native data path cannot be built here: {why}")
+    try:
+        result = run_stf(_program(stf), stf, "softswitch-native")
+    except Unsupported as e:        # a program the native generator refuses, by name
+        pytest.skip(str(e))
     assert result.passed, result.summary()
     assert sum(result.frames_out.values()) > 0
 
