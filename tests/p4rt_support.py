@@ -110,11 +110,11 @@ def running_switch(ports: dict[int, str] | None = None, cpu_port: int | None = 2
 
 
 @contextlib.contextmanager
-def softswitch_process(device_id: int = 1) -> Iterator[Target]:
+def softswitch_process(device_id: int = 1, extra_args: tuple[str, ...] = ()) -> Iterator[Target]:
     """A softswitch process without ports (``--no-p4``), for tests that watch the process itself
     (its memory, its survival); yields its `Target` (``grpc_addr``, ``proc``)."""
     with Testbed(nports=0) as tb:
-        yield tb.start_target("softswitch", device_id=device_id)
+        yield tb.start_target("softswitch", device_id=device_id, extra_args=extra_args)
 
 
 # -- a raw P4Runtime client ----------------------------------------------------------------------

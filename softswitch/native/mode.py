@@ -37,6 +37,11 @@ class NativeUnavailable(Exception):
     """``--native on`` and the program cannot run natively; the message says why."""
 
 
+class NativeRefused(NativeUnavailable):
+    """The program uses something the native generator cannot do (named): not a fault of the
+    machine or of softswitch, a feature the native path lacks."""
+
+
 @dataclass
 class NativeProgram:
     program: Program
@@ -89,7 +94,7 @@ class NativePath:
         try:
             native = codegen.generate(program)
         except codegen.Unsupported as e:
-            raise NativeUnavailable(f"the native generator cannot do this program: {e}") from None
+            raise NativeRefused(f"the native generator cannot do this program: {e}") from None
         try:
             objects = importlib.import_module(f"{__package__}.objects")
         except ImportError:

@@ -27,7 +27,7 @@ from google.protobuf.message import DecodeError
 from p4.v1 import p4runtime_pb2
 
 from . import entities, pre_entries, table_entries
-from ..native.mode import NativeUnavailable
+from ..native.mode import NativeRefused, NativeUnavailable
 from ..pipeline.compiled import CompileError
 from .arbitration import Arbiter, Connection, election_of
 from .errors import P4RTError, invalid, not_found, unimplemented, ABORTED, DEADLINE_EXCEEDED, FAILED_PRECONDITION, \
@@ -145,6 +145,8 @@ class P4RuntimeDevice:
             raise P4RTError(INTERNAL, f"the compiled packet path (--compiled now) cannot be had: {e}") from None
         try:     # built outside the locks (seconds, once per program text); "on": native, or this fails
             new.native = self.switch.native_path.prepare(new.program)
+        except NativeRefused as e:       # a program feature the native path lacks
+            raise unimplemented(f"the native data path (--native on) cannot run this program: {e}") from None
         except NativeUnavailable as e:
             raise P4RTError(INTERNAL, f"the native data path (--native on) cannot be had: {e}") from None
         with self._locked(timeout, self.push_lock):
