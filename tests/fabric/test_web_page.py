@@ -1,6 +1,7 @@
 """The live page in a real browser (Debian's chromium driven by selenium) on a k=4 fat-tree
-(softswitch, failure handling on): every switch and link drawn in view; traffic turns the links
-it loads from idle to coloured while idle ones stay idle; a link failed from the page (refused
+(softswitch, failure handling on, INT on one flow): every switch and link drawn in view; traffic
+turns the links it loads from idle to coloured while idle ones stay idle; the INT-watched flow's
+path is drawn hop by hop with each hop's latency and queue; a link failed from the page (refused
 without the token, done with it) is marked at once and then as failure handling localised it, and
 restored; an AllReduce in the switches has its tree drawn while it runs and its progress counted;
 a page that loses the server says so and reconnects by itself. One fabric for the module.
@@ -10,6 +11,7 @@ Screenshots go to out/web_page_load.png (under load) and out/web_page_end.png.
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -32,6 +34,7 @@ LOAD_PPS = 300          # one flow at 0.6 of it
 IDLE = "rgb(176,183,195)"     # the page's colour of a direction measured idle (app.js loadColour)
 LINK = ("c0", "p0a0")
 FLOW = ("p0e0h0", "p2e0h0", 40000, 5001)    # the loading flow: source, destination, UDP ports
+INT_FLOW = ("p1e0h0", "p3e1h1", 41000, 5002)  # the flow INT watches (and only it)
 MARKED_S = 2.0          # the page marks a link taken down from it within this
 DETECTED_S = 15.0       # failure handling's verdict, on a machine others share
 
@@ -70,13 +73,17 @@ def page(tmp_path_factory):
     from aifabric.lab.lab import Lab
     from aifabric.lab.web_page import lab_page
     from controller.failover import HeartbeatConfig
+    from controller.telemetry.entries import TelemetryConfig, WatchRule
     from controller.web.loads import LinkRates
     from topologies.fabric import fat_tree
 
     fabric = fat_tree(4)
+    src, dst, sport, dport = INT_FLOW
+    watch = WatchRule.flow(str(fabric.host(src).ip4.ip), str(fabric.host(dst).ip4.ip), 17, sport, dport)
     OUT.mkdir(exist_ok=True)
     with Lab(fabric, target="softswitch", log_dir=tmp_path_factory.mktemp("web"),
-             failover=HeartbeatConfig(link_interval_ms=None)) as lab:
+             failover=HeartbeatConfig(link_interval_ms=None),
+             telemetry=TelemetryConfig(ecn=None, watchlist=(watch,))) as lab:
         rates = LinkRates()
         for sw in fabric.switches:
             lab.switch(sw.name).set_queue_rate(RATE_PPS)
@@ -133,6 +140,41 @@ def test_loaded_links_change_colour_and_idle_ones_do_not(page):
         print(f"\n{loaded[0]}: {loads[loaded[0]]['util']:.2f} of its rate ({LOAD_PPS / RATE_PPS:.2f} sent)")
         assert all(page.colour(d) == IDLE for d in idle), [(d, page.colour(d)) for d in idle]
         page.browser.save_screenshot(str(OUT / "web_page_load.png"))
+    finally:
+        sender.kill()
+        receiver.kill()
+        sender.wait()
+        receiver.wait()
+
+
+def test_the_watched_flows_int_path_is_drawn_hop_by_hop(page):
+    from aifabric.lab import traffic
+
+    lab = page.lab
+    src, dst, sport, dport = INT_FLOW
+    receiver = traffic.start_receiver(lab.host(dst), dport, quiet=2.0, limit=30.0)
+    sender = traffic.start_paced_sender(lab.host(src), str(lab.fabric.host(dst).ip4.ip), sport, dport, 50, 150)
+    try:
+        def shown() -> dict | None:
+            flows = [f for f in page.state()["flows"] or [] if f"{sport}" in f["flow"] and f"{dport}" in f["flow"]]
+            if not flows or len(flows[0]["hops"]) < 5:
+                return None
+            page.js("const s = document.getElementById('flow-select'); s.value = arguments[0];"
+                    "s.dispatchEvent(new Event('change'));", flows[0]["flow"])
+            return flows[0]
+        page.wait("the INT flow's path", lambda: shown() is not None, 15)
+        flow = shown()
+        # hop by hop, from the source's edge switch to the destination: each hop's egress port
+        # leads to the next hop's switch, the last one to the destination host
+        nodes = [h["switch"] for h in flow["hops"]] + [dst]
+        assert nodes[0] == lab.fabric.host(src).switch and len(nodes) == 6, nodes
+        assert [lab.fabric.ports_of(h["switch"])[h["egress_port"]] for h in flow["hops"]] == nodes[1:], flow["hops"]
+        want = {f"{a}>{b}" for a, b in zip(nodes, nodes[1:])}
+        page.wait("the path drawn as watched", lambda: set(page.js(
+            "return fabricPage.cy.edges('.watched').map((e) => e.id())")) == want, 5)
+        labels = page.js("return fabricPage.cy.edges('.watched').map((e) => e.data('label'))")
+        assert all(re.fullmatch(r"\d+us q\d+", label) for label in labels), labels
+        page.browser.save_screenshot(str(OUT / "web_page_int.png"))
     finally:
         sender.kill()
         receiver.kill()
