@@ -38,11 +38,7 @@ class NativeTarget(SoftswitchTarget):
             prepared = NativePath("on").prepare(program)
         except NativeUnavailable as e:
             raise Unsupported(f"native data path: {e}") from None
-        self.program = program
-        self.ports = ports
-        self.out: dict[int, list[bytes]] = {}
-        self._error_messages: list[str] = []
-        self.nodes, self.group_nodes, self.handles, self.next_handle = {}, {}, {}, 0
+        self._start_run(program, ports)
         self._pairs = {p: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM) for p in sorted(ports)}
         self.dp = NativeDataplane(prepared.library, {p: pair[0] for p, pair in self._pairs.items()})
         with self.dp.lock:

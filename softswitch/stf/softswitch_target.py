@@ -26,15 +26,19 @@ class SoftswitchTarget:
     name = "softswitch"
 
     def __init__(self, json_path: Path, ports: set[int]):
-        self.program = Program(json_path.read_bytes())
-        self.ports = ports
+        self._start_run(Program(json_path.read_bytes()), ports)
         self.dp = Dataplane({p: None for p in ports})
-        self.out: dict[int, list[bytes]] = {}
         self.lost: list[int] = []                 # ports without an interface that were sent to
         self.dp.transmit = self._transmit         # before the program: its packet path binds transmit
-        self._error_messages: list[str] = []
         self.dp._packet_failed = self._packet_failed
         self.dp.set_program(self.program)
+
+    def _start_run(self, program: Program, ports: set[int]) -> None:
+        """What a run keeps whatever runs the program: outputs, errors, entry and node handles."""
+        self.program = program
+        self.ports = ports
+        self.out: dict[int, list[bytes]] = {}
+        self._error_messages: list[str] = []
         self.nodes: dict[int, tuple[int, tuple[int, ...]]] = {}     # handle -> (rid, ports), as BMv2's PRE
         self.group_nodes: dict[int, list[int]] = {}                  # group -> node handles, in order
         self.handles: dict[tuple[str, int], Entry] = {}
