@@ -40,7 +40,11 @@ class NativeTarget(SoftswitchTarget):
             raise Unsupported(f"native data path: {e}") from None
         self._start_run(program, ports)
         self._pairs = {p: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM) for p in sorted(ports)}
-        self.dp = NativeDataplane(prepared.library, {p: pair[0] for p, pair in self._pairs.items()})
+        try:
+            self.dp = NativeDataplane(prepared.library, {p: pair[0] for p, pair in self._pairs.items()})
+        except Exception:
+            self._close_sockets()
+            raise
         with self.dp.lock:
             self.dp.set_program(program)
             prepared.mirror(self.dp, prepared)
@@ -106,6 +110,9 @@ class NativeTarget(SoftswitchTarget):
 
     def close(self) -> None:
         self.dp.stop()
+        self._close_sockets()
+
+    def _close_sockets(self) -> None:
         for a, b in self._pairs.values():
             a.close()
             b.close()
@@ -141,4 +148,3 @@ class NativeTarget(SoftswitchTarget):
     def register_reset(self, name: str) -> None:
         with self.dp.lock:
             super().register_reset(name)
-
