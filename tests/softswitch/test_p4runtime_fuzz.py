@@ -293,14 +293,15 @@ def _fuzz_streams(rng: random.Random, tally: Tally, channel: grpc.Channel, info:
 
 @pytest.fixture(params=["python", "native"])
 def target(request):
-    """The switch process on its Python path, and on its native one (``--native on``: a pushed
+    """The switch process on its Python path (``--native off``, whatever SOFTSWITCH_NATIVE says),
+    and on its native one (``--native on``: a pushed
     program runs natively or the push fails, so the good controller's push at the end proves
     the native path took it)."""
     if request.param == "native":
         from softswitch.native.build import missing
         if missing():
             pytest.skip(f"the native data path cannot be built here: {missing()}")
-    with softswitch_process(extra_args=("--native", "on") if request.param == "native" else ()) as t:
+    with softswitch_process(extra_args=("--native", "on" if request.param == "native" else "off")) as t:
         t.native = request.param == "native"
         yield t
 
