@@ -294,9 +294,8 @@ def _fuzz_streams(rng: random.Random, tally: Tally, channel: grpc.Channel, info:
 @pytest.fixture(params=["python", "native"])
 def target(request):
     """The switch process on its Python path (``--native off``, whatever SOFTSWITCH_NATIVE says),
-    and on its native one (``--native on``: a pushed
-    program runs natively or the push fails, so the good controller's push at the end proves
-    the native path took it)."""
+    and on its native one (``--native on``: a pushed program runs natively or the push fails, so
+    the good controller's push at the end proves the native path took it)."""
     if request.param == "native":
         from softswitch.native.build import missing
         if missing():
