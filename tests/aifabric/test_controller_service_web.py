@@ -23,6 +23,7 @@ from pathlib import Path
 from aifabric.lab.description import FabricDescription
 from emulation.testbed import free_tcp_port
 from tests.p4rt_support import running_switch
+from tests.web_page_support import http_post
 from topologies.fabric import leaf_spine
 
 NAMES = ["l0", "l1", "s0"]
@@ -41,16 +42,6 @@ def _token(proc: subprocess.Popen, timeout: float = 60.0) -> tuple[str, str]:
         if proc.poll() is not None:
             break
     raise AssertionError(f"no page address and token in the service's log: {seen!r}")
-
-
-def _post(url: str, body: dict, token: str | None) -> tuple[int, dict]:
-    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
-    req = urllib.request.Request(url, json.dumps(body).encode(), headers, method="POST")
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
 
 
 def _state(url: str) -> dict:
@@ -74,14 +65,14 @@ def test_the_controller_service_serves_the_page_and_sets_modes_with_the_token(tm
             assert time.monotonic() < deadline, _state(url)["switches"]
             time.sleep(0.2)
         change = url + "api/change/"
-        assert _post(change + "lb-mode", {"mode": "spray", "switches": ["l0"]}, None)[0] == 401
-        assert _post(change + "lb-mode", {"mode": "spray", "switches": ["l0"]}, token) == \
+        assert http_post(change + "lb-mode", {"mode": "spray", "switches": ["l0"]}, None, timeout=30)[0] == 401
+        assert http_post(change + "lb-mode", {"mode": "spray", "switches": ["l0"]}, token, timeout=30) == \
             (200, {"done": "lb-mode", "mode": "spray", "switches": ["l0"], "gap_us": None})
         deadline, want = time.monotonic() + 5, {"l0": "spray", "l1": "ecmp", "s0": "ecmp"}
         while (modes := {n: s["lb_mode"] for n, s in _state(url)["switches"].items()}) != want:
             assert time.monotonic() < deadline, modes        # the state is published every 0.5 s
             time.sleep(0.1)
-        status, body = _post(change + "fail-link", {"a": "l0", "b": "s0"}, token)
+        status, body = http_post(change + "fail-link", {"a": "l0", "b": "s0"}, token, timeout=30)
         assert status == 409 and "fabric's side" in body["error"]
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=30)

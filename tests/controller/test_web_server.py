@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.error
 import urllib.request
 
 import pytest
@@ -15,6 +14,7 @@ from controller.fabric_controller import FabricController, Pipeline
 from controller.web.changes import ControllerChanges
 from controller.web.server import WebServer
 from controller.web.state import FabricView
+from tests.web_page_support import http_get, http_post
 from topologies.fabric import fat_tree
 
 
@@ -56,36 +56,15 @@ def served(controller):
     server.stop()
 
 
-def _get(url: str) -> tuple[int, bytes, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as r:
-            return r.status, r.read(), r.headers.get("Content-Type", "")
-    except urllib.error.HTTPError as e:
-        return e.code, e.read(), e.headers.get("Content-Type", "")
-
-
-def _post(url: str, body, token: str | None = None, raw: bytes | None = None) -> tuple[int, dict]:
-    headers = {"Content-Type": "application/json"}
-    if token is not None:
-        headers["Authorization"] = f"Bearer {token}"
-    data = raw if raw is not None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, headers=headers, method="POST")
-    try:
-        with urllib.request.urlopen(req, timeout=10) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
-
-
 def test_the_page_its_library_and_the_topology_are_served(served):
     server, _ = served
-    status, body, _ = _get(server.url)
+    status, body, _ = http_get(server.url)
     assert status == 200 and b'src="/vendor/cytoscape.min.js"' in body and b"/static/app.js" in body
-    status, body, kind = _get(server.url + "vendor/cytoscape.min.js")
+    status, body, kind = http_get(server.url + "vendor/cytoscape.min.js")
     assert status == 200 and b"cytoscape" in body[:2000] and len(body) > 100_000, "run `make setup` (npm ci)"
-    status, body, _ = _get(server.url + "static/app.js")
+    status, body, _ = http_get(server.url + "static/app.js")
     assert status == 200 and b"EventSource" in body
-    status, body, _ = _get(server.url + "api/topology")
+    status, body, _ = http_get(server.url + "api/topology")
     topo = json.loads(body)
     assert status == 200 and topo["changes"] is True and len(topo["nodes"]) == 36 and len(topo["directions"]) == 96
 
@@ -101,18 +80,18 @@ def test_the_event_stream_sends_the_state_at_least_once_a_second(served):
             if line.startswith(b"data: "):
                 seqs.append(json.loads(line[6:])["seq"])
     assert len(seqs) >= 3 and seqs == sorted(set(seqs)), seqs
-    status, body, _ = _get(server.url + "api/state")
+    status, body, _ = http_get(server.url + "api/state")
     assert status == 200 and json.loads(body)["seq"] >= seqs[-1]
 
 
 def test_a_change_without_the_token_or_with_a_wrong_one_is_refused(served):
     server, changes = served
     url = server.url + "api/change/fail-link"
-    status, body = _post(url, {"a": "c0", "b": "p0a0"})
+    status, body = http_post(url, {"a": "c0", "b": "p0a0"})
     assert status == 401 and "no token" in body["error"]
-    status, body = _post(url, {"a": "c0", "b": "p0a0"}, token="")         # "Bearer " and nothing
+    status, body = http_post(url, {"a": "c0", "b": "p0a0"}, token="")         # "Bearer " and nothing
     assert status == 401 and "no token" in body["error"]
-    status, body = _post(url, {"a": "c0", "b": "p0a0"}, token=server.token[:-1] + "x")
+    status, body = http_post(url, {"a": "c0", "b": "p0a0"}, token=server.token[:-1] + "x")
     assert status == 403 and "wrong token" in body["error"]
     assert changes.calls == []
 
@@ -132,13 +111,13 @@ def test_bad_requests_get_a_4xx_naming_what_was_wrong(served):
         (base + "reboot", {}, 404, "no change named 'reboot'"),
     ]
     for url, body, status, text in cases:
-        got, answer = _post(url, body, token=tok)
+        got, answer = http_post(url, body, token=tok)
         assert (got, text in answer["error"]) == (status, True), (url, body, got, answer)
-    got, answer = _post(base + "fail-link", None, token=tok, raw=b"{not json")
+    got, answer = http_post(base + "fail-link", None, token=tok, raw=b"{not json")
     assert got == 400 and "not JSON" in answer["error"]
-    got, answer = _post(base + "fail-link", None, token=tok, raw=b"{" + b" " * 5000 + b"}")
+    got, answer = http_post(base + "fail-link", None, token=tok, raw=b"{" + b" " * 5000 + b"}")
     assert got == 413 and "larger than" in answer["error"]
-    got, answer, _ = _get(base + "fail-link")
+    got, answer, _ = http_get(base + "fail-link")
     assert got == 405 and "method not allowed" in json.loads(answer)["error"]
     assert changes.calls == []
 
@@ -146,9 +125,9 @@ def test_bad_requests_get_a_4xx_naming_what_was_wrong(served):
 def test_good_requests_with_the_token_are_carried_out(served):
     server, changes = served
     base, tok = server.url + "api/change/", server.token
-    assert _post(base + "fail-link", {"a": "c0", "b": "p0a0"}, token=tok) == (200, {"done": "fail-link", "target": "c0-p0a0"})
-    assert _post(base + "restore-link", {"a": "p0a0", "b": "c0"}, token=tok)[0] == 200
-    assert _post(base + "lb-mode", {"mode": "flowlet", "switches": ["p0a0"], "gap_us": 200}, token=tok)[0] == 200
+    assert http_post(base + "fail-link", {"a": "c0", "b": "p0a0"}, token=tok) == (200, {"done": "fail-link", "target": "c0-p0a0"})
+    assert http_post(base + "restore-link", {"a": "p0a0", "b": "c0"}, token=tok)[0] == 200
+    assert http_post(base + "lb-mode", {"mode": "flowlet", "switches": ["p0a0"], "gap_us": 200}, token=tok)[0] == 200
     assert changes.calls == [("fail", "c0", "p0a0"), ("restore", "p0a0", "c0"), ("lb", "flowlet", ["p0a0"], 200)]
 
 
@@ -157,14 +136,14 @@ def test_a_read_only_server_and_the_controller_alone_refuse_what_they_cannot_do(
     read_only = WebServer(view, None)
     read_only.start()
     try:
-        status, body = _post(read_only.url + "api/change/lb-mode", {"mode": "spray"}, token=read_only.token)
+        status, body = http_post(read_only.url + "api/change/lb-mode", {"mode": "spray"}, token=read_only.token)
         assert status == 403 and "read-only" in body["error"]
     finally:
         read_only.stop()
     alone = WebServer(view, ControllerChanges(controller))
     alone.start()
     try:
-        status, body = _post(alone.url + "api/change/fail-link", {"a": "c0", "b": "p0a0"}, token=alone.token)
+        status, body = http_post(alone.url + "api/change/fail-link", {"a": "c0", "b": "p0a0"}, token=alone.token)
         assert status == 409 and "aifabric fail link" in body["error"]
     finally:
         alone.stop()

@@ -26,7 +26,6 @@ import re
 import subprocess
 import threading
 import time
-import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
@@ -39,7 +38,7 @@ from aifabric.lab import traffic
 from aifabric.lab.description import FabricDescription, load
 from aifabric.containers.swarm import ContainerHost, build_env
 from hostagent.collectives.report_files import RUN_SUBDIR
-from tests.browser_support import MISSING as BROWSER_MISSING, headless_chromium
+from tests.web_page_support import MISSING as BROWSER_MISSING, headless_chromium, http_get, http_post
 from tests.docker_support import compose_leftovers, run, skip_reason
 from emulation.testbed import free_tcp_port
 
@@ -248,42 +247,29 @@ def test_stack_fabric_prometheus_and_every_dashboard_query(stack: Stack) -> None
     assert float(run["value"][1]) == pytest.approx(max(r["time_s"] for r in ranks))
 
 
-def _web(stack: Stack, path: str, body: dict | None = None, token: str | None = None) -> tuple[int, bytes]:
-    """(status, body) of a GET, or of a POST of ``body`` as JSON with ``token`` as its bearer."""
-    request = urllib.request.Request(stack.web + path, method="GET" if body is None else "POST",
-                                     data=None if body is None else json.dumps(body).encode())
-    if token is not None:
-        request.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310 - 127.0.0.1 only
-            return answer.status, answer.read()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read()
-
-
 def test_the_controller_serves_the_live_page(stack: Stack) -> None:
     desc = stack.description()
-    status, html = _web(stack, "/")
+    status, html, _ = http_get(stack.web + "/")
     assert status == 200 and b"cytoscape.min.js" in html
-    status, library = _web(stack, "/vendor/cytoscape.min.js")       # carried into the image from make setup
+    status, library, _ = http_get(stack.web + "/vendor/cytoscape.min.js")   # carried into the image from make setup
     assert status == 200 and len(library) > 100_000, (status, library[:200])
-    topology = json.loads(_web(stack, "/api/topology")[1])
+    topology = json.loads(http_get(stack.web + "/api/topology")[1])
     drawn = sorted(n["id"] for n in topology["nodes"])
     assert drawn == sorted([s.name for s in desc.switches] + [h.name for h in desc.hosts])
 
     # changes: refused without the token and with a wrong one; done with the one the controller logged
-    change = {"mode": "spray", "switches": ["l0"]}
-    assert _web(stack, "/api/change/lb-mode", change)[0] == 401
-    assert _web(stack, "/api/change/lb-mode", change, token="not-the-token")[0] == 403
+    change, lb_mode = {"mode": "spray", "switches": ["l0"]}, stack.web + "/api/change/lb-mode"
+    assert http_post(lb_mode, change)[0] == 401
+    assert http_post(lb_mode, change, token="not-the-token")[0] == 403
     tokens = re.findall(r"changes need the token (\S+)", stack.compose("logs", "controller"))
     assert tokens, "the controller logged no token for the page's changes"
-    status, answer = _web(stack, "/api/change/lb-mode", change, token=tokens[-1])
+    status, answer = http_post(lb_mode, change, token=tokens[-1])
     assert status == 200, answer
     # the links are the fabric container's: the controller service says it cannot change them
-    status, answer = _web(stack, "/api/change/fail-link", {"a": "l0", "b": "s0"}, token=tokens[-1])
+    status, answer = http_post(stack.web + "/api/change/fail-link", {"a": "l0", "b": "s0"}, token=tokens[-1])
     assert status == 409, answer
     wait_until("l0 in spray mode on the page's state",
-               lambda: json.loads(_web(stack, "/api/state")[1])["switches"]["l0"]["lb_mode"] == "spray", 10)
+               lambda: json.loads(http_get(stack.web + "/api/state")[1])["switches"]["l0"]["lb_mode"] == "spray", 10)
 
     if BROWSER_MISSING:
         print(f"\nthe page was not opened in a browser: {BROWSER_MISSING}")

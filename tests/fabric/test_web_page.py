@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser_support import MISSING as BROWSER_MISSING, headless_chromium
+from tests.web_page_support import MISSING as BROWSER_MISSING, headless_chromium
 
 pytestmark = [
     pytest.mark.slow,
