@@ -125,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--size", type=int, default=16384, help="demo allreduce: tensor elements")
     demo.add_argument("--dtype", choices=("float32", "int32"), default="float32", help="demo allreduce: tensor type")
     demo.add_argument("--rate", type=int, help="demo allreduce/train: link rate, packets/s per direction "
-                      "(default: 100 for allreduce, not limited for train)")
+                      "(default: 1000 for allreduce, not limited for train)")
     demo.add_argument("--steps", type=int, default=100, help="demo train: SGD steps")
 
     bench = sub.add_parser("bench", help="run a comparison on a fabric (load-balance, or lb: load-balancing modes)")
@@ -337,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
                 from aifabric.experiments import demo_allreduce
                 return demo_allreduce.run(k=args.k, target=args.target, workers=args.workers, size=args.size,
                                           dtype=args.dtype, json_path=args.json, png_path=args.png,
-                                          pipeline=pipeline, rate_pps=args.rate or 100)
+                                          pipeline=pipeline, rate_pps=args.rate or demo_allreduce.DEFAULT_RATE_PPS)
             if args.which == "train":
                 from aifabric.experiments import demo_train
                 return demo_train.run(k=args.k, target=args.target, workers=args.workers, steps=args.steps,

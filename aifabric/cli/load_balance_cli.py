@@ -7,6 +7,7 @@ from pathlib import Path
 from aifabric.lab import report
 from aifabric.experiments.load_balance_bench import (
     AGENT_MODES,
+    FLOW_SECONDS,
     KERNEL_PLB,
     MODES,
     PATTERNS,
@@ -25,8 +26,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     p.add_argument("--patterns", "--pattern", nargs="+", choices=PATTERNS, default=["permutation", "collective"])
     p.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
-    p.add_argument("--rate", type=int, default=100, help="link rate, packets/s per direction")
-    p.add_argument("--packets", type=int, default=400, help="packets per flow")
+    p.add_argument("--rate", type=int, default=LbPlan.rate_pps, help="link rate, packets/s per direction "
+                   "(default %(default)s)")
+    p.add_argument("--packets", type=int, help=f"packets per flow (default: {FLOW_SECONDS:g} s at the rate, "
+                   f"{LbPlan().packets} at the default rate)")
     p.add_argument("--target", default="softswitch")
     p.add_argument("--plb-rehash-rounds", type=int, default=LbPlan.plb_rehash_rounds, metavar="N",
                    help="plb modes: congested PLB rounds before a flow repaths (default %(default)s, the kernel's)")
@@ -66,22 +69,44 @@ def run(args: argparse.Namespace, pipeline=None) -> int:
     rows = summarise(runs)
     queues = ["hot queue (mean)", "deepest queue"] if plan.int_queues else []
     print(report.table(["pattern", "mode", "runs", "throughput/ideal", "core imbalance", "floor", "FCT p50 (s)",
-                        "FCT p99 (s)", "out of order", "lost", "path changes", "CE marks", "CNPs", "CPU busy"]
+                        "FCT p99 (s)", "out of order", "lost", "path changes", "CE marks", "CNPs", "CPU busy",
+                        "switches CPU"]
                        + queues,
                        [(r["pattern"], r["mode"], r["runs"], r["throughput_vs_ideal"], r["core_imbalance"],
                          r["core_imbalance_floor"], r["fct_p50_s"], r["fct_p99_s"], r["out_of_order"], r["lost"],
                          r["repaths"] if r["repaths"] is not None else r["pins_moved"], r["ce_marks"], r["cnps"],
-                         r["cpu_busy"]) + ((r["hot_queue_mean"], r["queue_max"]) if plan.int_queues else ())
+                         _pct(r["cpu_busy"]), _pct(r["switch_cpu"])) + ((r["hot_queue_mean"], r["queue_max"]) if plan.int_queues else ())
                         for r in rows],
-                       title=f"\nLoad balancing on a k=4 fat-tree ({args.target}), links {args.rate} packets/s, "
-                             f"{args.packets} packets per flow, PLB N={plan.plb_rehash_rounds} rounds of {args.plb_round_ms:g} ms, "
+                       title=f"\nLoad balancing on a k=4 fat-tree ({args.target}), links {args.rate} packets/s "
+                             f"(queues of {plan.queue_depth} packets), {plan.packets} packets per flow, TE samples one "
+                             f"packet in {plan.te_one_in}, PLB N={plan.plb_rehash_rounds} rounds of {args.plb_round_ms:g} ms, "
                              f"medians over seeds {args.seeds}"))
+    te_rows = [r for r in rows if r["te_round_ms"] is not None]
+    for r in te_rows:
+        print(f"{r['pattern']} te: a round that changed pins took {r['te_round_ms']:g} ms from reading the samples "
+              f"to the last pin written ({r['te_write_ms']:g} ms of it writing), at most {r['te_round_max_ms']:g} ms "
+              f"(medians over seeds)")
+    print(f"links at {args.rate} packets/s per direction; the switch processes took "
+          f"{_span([r['switch_cpu'] for r in rows])} of the machine's CPU (all cores) per mode, the machine was "
+          f"{_span([r['cpu_busy'] for r in rows])} busy (medians over seeds)")
     if skipped:
         print("skipped: " + "; ".join(f"{mode} ({why})" for mode, why in skipped.items()))
     report.write_json(args.json, {"plan": vars(plan), "runs": runs, "medians": rows, "skipped": skipped})
     draw(Path(args.png), rows, heat)
     print(f"\nJSON: {Path(args.json).resolve()}\npicture: {Path(args.png).resolve()}")
     return 1 if report.say_failed(rows) else 0
+
+
+def _pct(x) -> str:
+    return f"{100 * x:.0f}%" if isinstance(x, (int, float)) else x
+
+
+def _span(values: list) -> str:
+    values = [v for v in values if isinstance(v, (int, float))]
+    if not values:
+        return "?"
+    lo, hi = round(100 * min(values)), round(100 * max(values))
+    return f"{lo}%" if lo == hi else f"{lo}-{hi}%"
 
 
 def unavailable_modes(modes: list[str]) -> dict[str, str]:

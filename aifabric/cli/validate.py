@@ -117,7 +117,7 @@ def validate(args: argparse.Namespace) -> None:
             resolve_target(args.target)
         except P4SwitchError as e:
             raise ValueError(str(e)) from None
-        if not 1 <= args.rate <= MAX_LINK_RATE_PPS or args.packets < 1:
+        if not 1 <= args.rate <= MAX_LINK_RATE_PPS or (args.packets is not None and args.packets < 1):
             raise ValueError(f"--rate {args.rate} / --packets {args.packets}: rate 1..{MAX_LINK_RATE_PPS}, packets >= 1")
         prepare_output("--json", args.json)
         prepare_output("--png", args.png)
@@ -206,7 +206,7 @@ def check_allreduce(args: argparse.Namespace) -> None:
                          f"({hosts} hosts, one is the parameter server; a job holds at most {MAX_CHILDREN})")
     if not 1 <= args.size <= MAX_ALLREDUCE_ELEMENTS:
         raise ValueError(f"--size {args.size}: must be 1..{MAX_ALLREDUCE_ELEMENTS} elements")
-    if not 1 <= args.rate <= MAX_LINK_RATE_PPS:
+    if args.rate is not None and not 1 <= args.rate <= MAX_LINK_RATE_PPS:     # None: the demo's default
         raise ValueError(f"--rate {args.rate}: must be 1..{MAX_LINK_RATE_PPS} packets/s")
     prepare_output("--png", args.png or demo_allreduce.DEFAULT_PNG)
 

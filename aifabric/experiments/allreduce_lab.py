@@ -5,7 +5,8 @@ tests share: `limit_links` makes the links the bottleneck (every switch port's q
 in packets/s, every host's own egress shaped to the same rate with a TBF qdisc, since a switch
 can only limit what it sends); `run_allreduce` runs one AllReduce of the workers' tensors with
 one algorithm and collects what every worker measured, what the parameter server and the
-switches' ``agg_ops`` counters saw, and how busy the machine's CPUs were meanwhile.
+switches' ``agg_ops`` counters saw, and how busy the machine's CPUs were meanwhile (and the
+switch processes' share of them).
 
 Every worker process builds its tensor from (seed, rank) and also checks its result against the
 exact sum of all of them, so a run is correct only when every worker said so.
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from aifabric.experiments.aggregation_job import in_network_job, read_agg_ops
-from aifabric.experiments.rank_processes import busy_between, communicate, cpu_times, last_json, last_words
+from aifabric.experiments.rank_processes import CpuMeter, communicate, cpu_times, last_json, last_words
 from aifabric.lab.lab import Lab
 from aifabric.lab.report import Failed, Measured
 from controller.aggregation import JobManager
@@ -29,7 +30,8 @@ ALGORITHMS = ("innetwork", "ring", "ps")
 DEFAULT_RATE_PPS = 100       # host and fabric links, packets/s (see `limit_links`)
 DEFAULT_QUEUE = 1024         # switch queue depth, packets: the windows of every worker fit
 WORKER_DEADLINE_S = 600.0
-CELLS = ("correct", "time (s)", "algbw (kB/s)", "sent / tensor", "received / tensor", "retransmissions", "CPU busy")
+CELLS = ("correct", "time (s)", "algbw (kB/s)", "sent / tensor", "received / tensor", "retransmissions", "CPU busy",
+         "switches CPU")
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,7 @@ class RunResult:
     in_network: bool = False
     tree: str = ""
     cpu_busy: float = 0.0                               # machine CPU busy fraction during the run
+    switch_cpu: float = 0.0                             # the switch processes' part of it (of every core)
     wall_s: float = 0.0
     errors: list[str] = field(default_factory=list)
 
@@ -134,7 +137,8 @@ class RunResult:
     def cells(self) -> tuple:
         """The run's figures as a table row under `CELLS`; a figure not measured shows why."""
         return ("yes" if self.ok else "NO", self.time_s, self.algbw_kbps, self.per_tensor("bytes_sent"),
-                self.per_tensor("bytes_received"), self.total("retransmissions"), f"{100 * self.cpu_busy:.0f}%")
+                self.per_tensor("bytes_received"), self.total("retransmissions"), f"{100 * self.cpu_busy:.0f}%",
+                f"{100 * self.switch_cpu:.0f}%")
 
     def summary(self) -> dict:
         return {"algorithm": self.algorithm, "workers": len(self.workers), "elements": self.elements,
@@ -144,7 +148,8 @@ class RunResult:
                 "bytes_received_per_worker": round(self.mean("bytes_received")),
                 "retransmissions": self.total("retransmissions"),
                 "in_network": self.in_network, "tree": self.tree, "server": self.server,
-                "agg_ops": self.agg_ops, "cpu_busy": round(self.cpu_busy, 3), "errors": self.errors}
+                "agg_ops": self.agg_ops, "cpu_busy": round(self.cpu_busy, 3),
+                "switch_cpu": round(self.switch_cpu, 3), "errors": self.errors}
 
 
 def _python_cmd(*args: object) -> list[str]:
@@ -186,11 +191,13 @@ def run_allreduce(lab: Lab, manager: JobManager, algorithm: str, workers: Sequen
 
 
 def _run_workers(lab: Lab, result: RunResult, cmds: dict[str, list[str]]) -> None:
-    """Every worker's command on its host, timed, with the machine's CPU share meanwhile."""
-    cpu0, t0 = cpu_times(), time.monotonic()
+    """Every worker's command on its host, timed, with the machine's CPU share meanwhile and
+    the switches' part of it."""
+    meter, t0 = CpuMeter(lab.switch_pids), time.monotonic()
     collect_workers(result, {w: lab.host(w).popen(cmd) for w, cmd in cmds.items()})
     result.wall_s = time.monotonic() - t0
-    result.cpu_busy = busy_between(cpu0, cpu_times())
+    cpu = meter.read()
+    result.cpu_busy, result.switch_cpu = cpu.busy, cpu.switches
 
 
 def collect_workers(result: RunResult, procs: dict, deadline_s: float = WORKER_DEADLINE_S) -> None:

@@ -15,12 +15,13 @@ from controller.fabric_controller import Pipeline
 from topologies.fabric import fat_tree
 
 DEFAULT_PNG = "out/allreduce_demo.png"
+DEFAULT_RATE_PPS = 1000         # every link direction, packets/s: the switches take ~10% of 2 cores
 LABELS = {"innetwork": "in-network", "ring": "ring", "ps": "parameter server"}
 
 
 def run(k: int = 4, target: str = "softswitch", workers: int = 8, size: int = 16384, dtype: str = "float32",
         json_path: str | None = None, png_path: str | None = None, pipeline: Pipeline | None = None,
-        rate_pps: int = 100) -> int:
+        rate_pps: int = DEFAULT_RATE_PPS) -> int:
     fabric = fat_tree(k)
     names, server = spread_workers(fabric, workers)
     plan = LinkPlan(rate_pps=rate_pps)
@@ -47,6 +48,7 @@ def run(k: int = 4, target: str = "softswitch", workers: int = 8, size: int = 16
     print(report.table(["algorithm", *CELLS], [(LABELS[r.algorithm], *r.cells()) for r in results],
                        title=f"\nAllReduce of {size} {dtype} values ({4 * size} bytes), "
                              f"{workers} workers, {figures['target']}, links {plan.describe()}"))
+    print(cpu_line(plan, results))
     innet, ring = results[0], results[1]
     if innet.ok and ring.ok:
         print(f"\nin-network / ring algorithm bandwidth: {innet.algbw_mbps / ring.algbw_mbps:.2f}x "
@@ -63,6 +65,16 @@ def run(k: int = 4, target: str = "softswitch", workers: int = 8, size: int = 16
     if failed:
         print("\nfailed: " + " | ".join(failed))
     return 0 if not failed else 1
+
+
+def cpu_line(plan: LinkPlan, results: list[RunResult]) -> str:
+    """The link rate and the CPU the runs took: whether the links, not the CPU, set the times."""
+    def span(values: list[float]) -> str:
+        lo, hi = round(100 * min(values)), round(100 * max(values))
+        return f"{lo}%" if lo == hi else f"{lo}-{hi}%"
+    return (f"\nlinks at {plan.rate_pps} packets/s per direction; during the runs the switch processes took "
+            f"{span([r.switch_cpu for r in results])} of the machine's CPU (all cores), the machine was "
+            f"{span([r.cpu_busy for r in results])} busy")
 
 
 def retransmit_timeout(plan: LinkPlan, workers: int) -> float:

@@ -15,7 +15,9 @@ same source ports); the figures per run:
   max / mean >= ceil(m) / m (on k=4, with at most four flows leaving and entering each pod, a core
   per flow reaches it). Splitting flows (spraying, flowlets, many moves) can go below it;
 * flow completion time p50 / p99, packets delivered out of order, lost;
-* CPU busy share of the machine during the run.
+* CPU busy share of the machine during the run, and the switch processes' share of it;
+* te: how long its rounds took from reading the samples to the last pin written (median and
+  max over the rounds that changed a pin) and the writes' part of it.
 
 Modes: ``ecmp``, ``spray`` (random member per packet), ``flowlet`` (gap ``flowlet_gap_us``) and
 ``te`` (ECMP plus Hedera's loop, `controller.load_balance.te.loop.TeLoop`: the edge switches sample one
@@ -40,7 +42,8 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aifabric.experiments.allreduce_lab import FRAME_BYTES, LinkPlan, cpu_times, limit_links
+from aifabric.experiments.allreduce_lab import FRAME_BYTES, LinkPlan, limit_links
+from aifabric.experiments.rank_processes import CpuMeter
 from aifabric.lab.lab import Lab
 from aifabric.lab.report import Failed
 from controller.telemetry.entries import ECN_MARKED
@@ -67,22 +70,43 @@ PAYLOAD = FRAME_BYTES - 42          # UDP payload of a full-size frame (Ethernet
 UDP = 17
 
 
+DEFAULT_RATE_PPS = 1000             # every link direction, packets/s
+FLOW_SECONDS = 4.0                  # a flow's length alone on its path: packets = this x rate
+QUEUE_SECONDS = 10.24               # switch queues hold this long at the rate (1024 packets at 100/s)
+SAMPLES_PER_S = 12.5                # TE samples per second of a flow at the full rate (one in 8 at 100/s)
+
+
 @dataclass(frozen=True)
 class LbPlan:
-    rate_pps: int = 100
-    packets: int = 400               # per flow: 4 s alone at 100 packets/s
+    """What a run does; ``packets``, ``queue_depth`` and ``te_one_in`` left None are scaled to
+    ``rate_pps`` (a flow lasts `FLOW_SECONDS` alone, a queue holds `QUEUE_SECONDS`, TE samples
+    `SAMPLES_PER_S` packets of a flow a second), so the same seconds hold at every rate."""
+    rate_pps: int = DEFAULT_RATE_PPS
+    packets: int | None = None       # per flow (None: FLOW_SECONDS at the rate)
+    queue_depth: int | None = None   # switch queues, packets (None: QUEUE_SECONDS at the rate)
     flowlet_gap_us: int = 50_000
     te_period_s: float = 0.5         # a TE round every this many seconds
-    te_one_in: int = 8               # edge switches sample one packet in this many for TE
+    te_one_in: int | None = None     # edge switches sample one packet in this many for TE (None: scaled)
     plb_round_s: float = 0.1         # PLB round: about one RTT with a few packets queued at 100 packets/s
     plb_rehash_rounds: int = PlbParams.rehash_rounds   # PLB's N: congested rounds before a repath
     ecn_threshold: int = 10          # packets of queue above which ECN-capable packets are marked
     int_queues: bool = False         # INT on the flows: queue depth per hop from the collector
 
     def __post_init__(self) -> None:
+        if not self.rate_pps >= 1:
+            raise ValueError(f"link rate {self.rate_pps!r} packets/s: must be at least 1")
+        scaled = {"packets": round(FLOW_SECONDS * self.rate_pps),
+                  "queue_depth": round(QUEUE_SECONDS * self.rate_pps),
+                  "te_one_in": max(2, round(self.rate_pps / SAMPLES_PER_S))}
+        for name, value in scaled.items():
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, value)
         PlbParams(rehash_rounds=self.plb_rehash_rounds)      # a bad N is named before any bring-up
         if not self.plb_round_s > 0:
             raise ValueError(f"PLB round {self.plb_round_s * 1000:g} ms: must be positive")
+
+    def links(self) -> LinkPlan:
+        return LinkPlan(rate_pps=self.rate_pps, queue_depth=self.queue_depth)
 
     @property
     def link_bps(self) -> float:
@@ -111,9 +135,12 @@ class ModeRun:
     flows: list[dict] = field(default_factory=list)
     core_links: dict[str, int] = field(default_factory=dict)
     cpu_busy: float = 0.0
+    switch_cpu: float = 0.0          # the switch processes' part of the machine's CPU
     pins: int = 0                    # te: pins installed at most at once
     pins_moved: int = 0              # te: pins a later round moved to another port
     te_rounds: list = field(default_factory=list)   # te: (s from start, elephants, placed, unplaced) per round
+    pin_delays: list = field(default_factory=list)  # te: s from samples read to pins written, rounds that changed pins
+    write_times: list = field(default_factory=list)  # te: s writing the pins of those rounds
     ce_marks: int = 0                # packets the switches marked CE
     agents: dict = field(default_factory=dict)   # plb modes: the agents' totals, summed over hosts
     queues: dict = field(default_factory=dict)   # int_queues: hot port, its mean queue, deepest queue
@@ -144,6 +171,10 @@ class ModeRun:
                 "complete": senders or sum(f["complete"] for f in self.flows),
                 "flows": len(self.flows), "pins": self.pins, "pins_moved": self.pins_moved, "te_rounds": self.te_rounds, "ce_marks": self.ce_marks,
                 "repaths": self.agents.get("repaths"), "cnps": self.agents.get("cnps_sent"), "cpu_busy": round(self.cpu_busy, 2),
+                "switch_cpu": round(self.switch_cpu, 3),
+                "te_round_ms": _ms(statistics.median(self.pin_delays)) if self.pin_delays else None,
+                "te_round_max_ms": _ms(max(self.pin_delays)) if self.pin_delays else None,
+                "te_write_ms": _ms(statistics.median(self.write_times)) if self.write_times else None,
                 "hot_port": self.queues.get("hot_port"), "hot_queue_mean": self.queues.get("hot_queue_mean"),
                 "queue_max": self.queues.get("queue_max"),
                 "per_flow": [{k: f[k] for k in ("src", "dst", "sport", "complete", "lost", "fct_s", "out_of_order",
@@ -157,6 +188,10 @@ def imbalance_floor(flows: list[dict], directions: int) -> float | None:
         return None
     mean = 2 * between / directions
     return round(math.ceil(mean) / mean, 2)
+
+
+def _ms(seconds: float) -> float:
+    return round(1000 * seconds, 1)
 
 
 def _pct(values: list[float], p: float) -> float:
@@ -219,7 +254,7 @@ def run_mode(lab: Lab, modes: LbModes, te: TeLoop, mode: str, pattern: str, seed
         agents = start_agents(hosts, plan.agent_config(mode, seed), Path(lab.log_dir) / "lb-agents")
     if lab.collector is not None:
         lab.collector.reset_flows()
-    before, marks0, cpu0 = core_links(lab), ce_marks(lab), cpu_times()
+    before, marks0, cpu = core_links(lab), ce_marks(lab), CpuMeter(lab.switch_pids)
     if mode == "te":
         te.start()
     try:
@@ -232,6 +267,7 @@ def run_mode(lab: Lab, modes: LbModes, te: TeLoop, mode: str, pattern: str, seed
             run.pins_moved = te.pins_moved
             run.te_rounds = [(round(t, 2), len(r.elephants), len(r.placement.placed), len(r.unplaced))
                              for t, r in zip(te.round_times, te.rounds)]
+            run.pin_delays, run.write_times = list(te.pin_delays), list(te.write_times)
         if agents is not None:
             run.agents = agents.totals()
             agents.stop()
@@ -239,11 +275,11 @@ def run_mode(lab: Lab, modes: LbModes, te: TeLoop, mode: str, pattern: str, seed
             run.agents = {"repaths": sum(kernel_plb.rehashes(h) for h in hosts.values()) - rehashed0}
             for name in {f.src for f in flows}:
                 kernel_plb.disable(hosts[name])
-    cpu1 = cpu_times()
+    share = cpu.read()
     after = core_links(lab)
     run.ce_marks = ce_marks(lab) - marks0
     run.core_links = {k: after[k] - before[k] for k in after}
-    run.cpu_busy = 1 - (cpu1[1] - cpu0[1]) / max(1e-9, cpu1[0] - cpu0[0])
+    run.cpu_busy, run.switch_cpu = share.busy, share.switches
     run.flows = [r.summary() for r in results]
     if plan.int_queues and lab.collector is not None:
         lab.collector.wait_quiet()
@@ -280,7 +316,7 @@ def ce_marks(lab: Lab) -> int:
 
 
 def setup(lab: Lab, plan: LbPlan) -> tuple[LbModes, TeLoop]:
-    limit_links(lab, LinkPlan(rate_pps=plan.rate_pps))
+    limit_links(lab, plan.links())
     te = TeLoop(lab.controller, TeConfig(host_link_bps=plan.link_bps),
                 period_s=plan.te_period_s, one_in=plan.te_one_in)
     return LbModes(lab.controller), te
@@ -289,7 +325,8 @@ def setup(lab: Lab, plan: LbPlan) -> tuple[LbModes, TeLoop]:
 def summarise(runs: list[dict]) -> list[dict]:
     """Medians over seeds, per (pattern, mode); failed where a seed's figure failed (with why)."""
     keys = ("throughput_vs_ideal", "core_imbalance", "core_imbalance_floor", "fct_p50_s", "fct_p99_s", "out_of_order", "lost",
-            "pins_moved", "repaths", "cnps", "ce_marks", "cpu_busy", "hot_queue_mean", "queue_max")
+            "pins_moved", "repaths", "cnps", "ce_marks", "cpu_busy", "switch_cpu", "te_round_ms", "te_round_max_ms",
+            "te_write_ms", "hot_queue_mean", "queue_max")
     out = []
     for pattern in dict.fromkeys(r["pattern"] for r in runs):
         for mode in dict.fromkeys(r["mode"] for r in runs):

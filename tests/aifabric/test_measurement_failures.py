@@ -179,7 +179,8 @@ def test_allreduce_whose_workers_gave_no_report_is_failed_not_timed(hosts, tmp_p
     assert r.cells()[1:6] == (failed,) * 5
 
     *_, row, note = _allreduce_table(r).splitlines()          # one reason for five cells: a note under the table
-    assert row.split() == ["ring", "NO", *["failed", "[1]"] * 5, f"{100 * r.cpu_busy:.0f}%"], row   # CPU: measured
+    assert row.split() == ["ring", "NO", *["failed", "[1]"] * 5, f"{100 * r.cpu_busy:.0f}%",
+                            f"{100 * r.switch_cpu:.0f}%"], row   # CPU: measured
     assert note == f"[1] {failed.why}"
 
     report.write_json(tmp_path / "runs.json", {"runs": [r.summary()]})

@@ -35,6 +35,9 @@ class OfflineController(FabricController):
         self.recompute()
         self.applied.append(sorted(names))
 
+    def apply_source(self, source, names: Iterable[str]) -> None:
+        self.apply_now(names)
+
     def read_port_counters(self, name: str, counter: str = E.EGRESS_PORT_COUNTER) -> dict[int, PortCounter]:
         cells = AGG_CELLS.get(name, {}) if counter == AGG_OPS else {}
         return {i: PortCounter(p, 0) for i, p in cells.items()}

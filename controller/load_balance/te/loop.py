@@ -10,7 +10,9 @@ controller's `TeOverrides` (the ``te_override`` table) as the writer:
 
 Each round replaces the installed pins with exactly those the round wants (new, moved, and
 stale ones gone, in one reconciliation per switch); a round whose write fails is not committed,
-so the next round tries again.
+so the next round tries again. Every round that changed a pin records how long it took from
+reading the samples to the last pin written (`pin_delays`), and the writes' part of it
+(`write_times`).
 """
 from __future__ import annotations
 
@@ -43,31 +45,45 @@ class TeLoop:
         self.period_s = period_s
         self.sampler = FlowSampler(controller, one_in=one_in)
         self.overrides = overrides if overrides is not None else TeOverrides(controller)
-        self.engineer = TrafficEngineer(controller.model, self.sampler, config)
+        self.engineer = TrafficEngineer(controller.model, self._sample, config)
         self.rounds: list[TeRound] = []
         self.round_times: list[float] = []   # seconds from `start` to each round's apply
+        self.pin_delays: list[float] = []    # rounds that changed pins: s from the samples read to pins written
+        self.write_times: list[float] = []   # rounds that changed pins: s writing them
+        self._sampled_at = 0.0
         self._started = 0.0
         self.pins_moved = 0          # pins whose port a later round changed (a flow moved)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
+    def _sample(self):
+        """The sampler's counts, the time they were read kept: a round's delay runs from it."""
+        self._sampled_at = time.monotonic()
+        return self.sampler()
+
     def apply(self, rnd: TeRound) -> None:
+        writing = time.monotonic()
         self.overrides.replace(pins_of(rnd))
+        written = time.monotonic()
         self.pins_moved += len(rnd.modify)
         self.rounds.append(rnd)
-        self.round_times.append(time.monotonic() - self._started)
+        self.round_times.append(written - self._started)
         if rnd.changed:
-            log.info("TE round %d: %d elephants, %d placed, %d unplaced; pins +%d ~%d -%d", rnd.number,
-                     len(rnd.elephants), len(rnd.placement.placed), len(rnd.unplaced),
-                     len(rnd.install), len(rnd.modify), len(rnd.remove))
+            self.pin_delays.append(written - self._sampled_at)
+            self.write_times.append(written - writing)
+            log.info("TE round %d: %d elephants, %d placed, %d unplaced; pins +%d ~%d -%d in %.0f ms "
+                     "(%.0f ms writing)", rnd.number, len(rnd.elephants), len(rnd.placement.placed),
+                     len(rnd.unplaced), len(rnd.install), len(rnd.modify), len(rnd.remove),
+                     1000 * self.pin_delays[-1], 1000 * self.write_times[-1])
 
     def start(self) -> "TeLoop":
         """Start sampling and a round every period, from nothing installed (a loop can be
         stopped and started again: each start is a fresh engineer)."""
         if self._thread is not None:
             return self
-        self.engineer = TrafficEngineer(self.controller.model, self.sampler, self.config)
+        self.engineer = TrafficEngineer(self.controller.model, self._sample, self.config)
         self.rounds, self.round_times, self.pins_moved = [], [], 0
+        self.pin_delays, self.write_times = [], []
         self._started = time.monotonic()
         self.sampler.start()
         self._stop.clear()

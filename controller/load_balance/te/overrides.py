@@ -29,7 +29,8 @@ class Pin:
 
 
 class TeOverrides:
-    """The pins in force; `replace(pins)` installs exactly these (new ones, changed, stale removed)."""
+    """The pins in force; `replace(pins)` installs exactly these (new ones, changed, stale removed),
+    writing only the changed entries (`FabricController.apply_source`)."""
 
     def __init__(self, controller) -> None:
         self.controller = controller
@@ -68,11 +69,12 @@ class TeOverrides:
         new = {_key(p): p for p in pins}
         with self._lock:
             old, self._pins = self._pins, new
-        # only switches whose pins changed are reconciled (a TE round that keeps its paths writes nothing)
+        # only switches whose pins changed are written (a TE round that keeps its paths writes nothing),
+        # all at once, each its changed pins alone in one batch
         touched = sorted({p.switch for k, p in old.items() if new.get(k) != p}
                          | {p.switch for k, p in new.items() if old.get(k) != p})
         if touched:
-            self.controller.apply_now(touched)
+            self.controller.apply_source(self, touched)
 
 
 def _key(p: Pin) -> tuple:
