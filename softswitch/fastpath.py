@@ -102,14 +102,14 @@ class FastPath:
         log.warning("compiled packet path unavailable, the Python path goes on: %s", e)
 
 
-def build_ahead(program_json: bytes, progress: Callable[[str], None] = lambda msg: None) -> str:
+def build_compiled_ahead(program: Program, progress: Callable[[str], None] = lambda msg: None) -> str:
     """Build the compiled packet path of a program that a fabric of softswitches is about to
-    run, before any switch starts; returns what was done, in a few words.
+    run on it (softswitch/build_ahead.py), before any switch starts; returns what was done, in
+    a few words.
 
     With "auto" on a fresh machine the switches would start on the Python path while one of
     them compiles in the background: a whole fabric then shares the CPU with the C compiler for
-    minutes, and a fabric that ends sooner (a test module) kills the build, so the next one
-    starts over. Built here once, every switch finds it cached and runs compiled from its first
+    minutes. Built here once, every switch finds it cached and runs compiled from its first
     packet. Ctrl-C stops the build."""
     if os.environ.get("SOFTSWITCH_COMPILED", "auto") == "off":
         return "compiled packet path off (SOFTSWITCH_COMPILED=off)"
@@ -117,7 +117,6 @@ def build_ahead(program_json: bytes, progress: Callable[[str], None] = lambda ms
     why = compiler.missing()
     if why:
         return f"packet path stays Python: {why}"
-    program = Program(program_json)
     if compiler.is_built(program):
         return "compiled packet path cached"
     progress("building softswitch's compiled packet path for this program (once per machine and "

@@ -67,9 +67,10 @@ class Switch:
             with open(cfg.json_path, "rb") as f:
                 data = f.read()
             program = Program(data)
-            self.fast_path.prepare(program)
             self.device_config = data
         native = self.native_path.prepare(program) if program is not None else None
+        if program is not None and native is None:     # the compiled path serves what the native one does not
+            self.fast_path.prepare(program)
         self.ports = open_ports(cfg.ports)
         try:
             dp = self._new_dataplane(native)

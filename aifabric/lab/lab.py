@@ -57,7 +57,7 @@ from topologies.addressing import TELEMETRY_BRIDGE
 from emulation.failover_heartbeat_generator import NODE_NAME as HEARTBEATS_NODE
 from emulation.failover_heartbeat_generator import HeartbeatGenerator
 from emulation.mininet_topo import make_net, stop_net
-from softswitch.fastpath import build_ahead
+from softswitch.build_ahead import build_ahead
 from emulation.cleanup import Leftovers, cleanup, leftovers
 from emulation.p4switch import RUN_DIR, THRIFT_PORT_BASE, resolve_target
 
@@ -189,8 +189,8 @@ class Lab:
             self._start_hostagents()
 
     def _build_packet_path(self) -> None:
-        """softswitch targets: their compiled packet path built before they start (see
-        `softswitch.fastpath.build_ahead`), not by one of them while the fabric runs."""
+        """softswitch targets: their native data path (or compiled packet path) built before they
+        start (see `softswitch.build_ahead`), not by one of them while the fabric runs."""
         if self.run_controller and resolve_target(self.target)[0] == "softswitch":
             self.progress(build_ahead(self.pipeline.device_config, self.progress))
 

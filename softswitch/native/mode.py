@@ -2,10 +2,10 @@
 
 Modes (``softswitch --native``):
 
-    off    the default for now: the Python (or compiled) packet path only.
-    auto   the native path for a program the native generator can do and the machine can build
-           (gcc); any other program runs on the Python/compiled path, the reason logged, counted
-           and shown by softswitch-ctl's ``packet_path``.
+    auto   the default: the native path for a program the native generator can do and the
+           machine can build (gcc); any other program runs on the Python/compiled path, the
+           reason logged, counted and shown by softswitch-ctl's ``packet_path``.
+    off    the Python (or compiled) packet path only: the reference.
     on     the native path, or setting the program fails, saying why.
 
 ``prepare`` runs when a pipeline is pushed, before it takes effect and outside the switch's
@@ -30,7 +30,7 @@ from ..pipeline.program import Program
 log = logging.getLogger("softswitch.native")
 
 MODES = ("auto", "on", "off")
-DEFAULT_MODE = "off"      # auto once the differential tests pass on the fabric program
+DEFAULT_MODE = "auto"
 
 
 class NativeUnavailable(Exception):

@@ -27,6 +27,7 @@ from google.protobuf.message import DecodeError
 from p4.v1 import p4runtime_pb2
 
 from . import entities, pre_entries, table_entries
+from .. import heap
 from ..native.mode import NativeRefused, NativeUnavailable
 from ..pipeline.compiled import CompileError
 from .arbitration import Arbiter, Connection, election_of
@@ -139,16 +140,17 @@ class P4RuntimeDevice:
         new = Pipeline(cfg.p4info, cfg.p4_device_config, cookie)
         if action == SetAction.VERIFY:
             return
-        try:
-            self.switch.fast_path.prepare(new.program)     # "now": the compiled path, or this fails
-        except CompileError as e:
-            raise P4RTError(INTERNAL, f"the compiled packet path (--compiled now) cannot be had: {e}") from None
         try:     # built outside the locks (seconds, once per program text); "on": native, or this fails
             new.native = self.switch.native_path.prepare(new.program)
         except NativeRefused as e:       # a program feature the native path lacks
             raise unimplemented(f"the native data path (--native on) cannot run this program: {e}") from None
         except NativeUnavailable as e:
             raise P4RTError(INTERNAL, f"the native data path (--native on) cannot be had: {e}") from None
+        if new.native is None:           # the compiled path serves a program the native one does not
+            try:
+                self.switch.fast_path.prepare(new.program)     # "now": the compiled path, or this fails
+            except CompileError as e:
+                raise P4RTError(INTERNAL, f"the compiled packet path (--compiled now) cannot be had: {e}") from None
         with self._locked(timeout, self.push_lock):
             if action == SetAction.RECONCILE_AND_COMMIT and self.current is not None:
                 self._reconcile(new, timeout)
@@ -171,6 +173,7 @@ class P4RuntimeDevice:
             self.switch.device_config = new.json
             self.switch.cookie = new.cookie or 0
         log.info("device %d: pipeline committed (%d tables)", self.device_id, len(new.map.tables))
+        heap.trim()      # what building the pipeline freed (softswitch/heap.py)
 
     def _reconcile(self, new: Pipeline, timeout: float | None) -> None:
         """RECONCILE_AND_COMMIT: replay the forwarding state of the current pipeline into ``new``

@@ -403,6 +403,12 @@ def entry_view(e: Entry) -> EntryView:
                      e.meter.config() if e.meter is not None else None, e.extra)
 
 
+def synced(scope: ReadScope, tm: TableMap) -> None:
+    """The table's direct counters brought up to date (the native path counts them), once per
+    Read: a Read naming a table thousands of times reads its counters once."""
+    scope.once(("synced", tm.id), tm.table.sync)
+
+
 def table_views(scope: ReadScope, tm: TableMap) -> list[EntryView]:
     """Every entry of the table, copied once per Read."""
     return scope.once(("table", tm.id), lambda: [entry_view(e) for e in tm.table])
@@ -410,7 +416,7 @@ def table_views(scope: ReadScope, tm: TableMap) -> list[EntryView]:
 
 def _named_entries(scope: ReadScope, tm: TableMap, te: p4runtime_pb2.TableEntry) -> list[EntryView]:
     """The entry ``te``'s match names, or every entry when it names none."""
-    tm.table.sync()                  # direct counters counted natively, if they are
+    synced(scope, tm)
     if not te.match:
         return table_views(scope, tm)
     match, prio = build_match(tm, te)
@@ -536,12 +542,12 @@ def _direct_entries(scope: ReadScope, te: p4runtime_pb2.TableEntry, kind: str) -
     """(table, entry) pairs a DirectCounterEntry / DirectMeterEntry read names."""
     if te.table_id and (te.match or te.is_default_action):
         tm, e = _direct_target(scope.pipe, te, kind)
-        tm.table.sync()              # direct counters counted natively, if they are
+        synced(scope, tm)
         return _pairs([(tm, [entry_view(e)])])
     pipe = scope.pipe
     tables = [pipe.map.table(te.table_id)] if te.table_id else list(pipe.map.tables.values())
     for tm in tables:
-        tm.table.sync()
+        synced(scope, tm)
     has = (lambda tm: tm.direct_counter is not None) if kind == "counter" else (lambda tm: tm.direct_meter is not None)
     if te.table_id and not has(tables[0]):
         raise invalid(f"table '{tables[0].name}' has no direct {kind}")

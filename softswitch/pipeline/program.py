@@ -1,6 +1,7 @@
 """A loaded P4 program: run-time objects built from BMv2 JSON plus the code generated for it."""
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -90,6 +91,26 @@ class ParseValueSet:
         return any(v & mask == k for v in self.values)
 
 
+# The parsed JSON of the programs this process loaded last, by the text's digest: the switches a
+# process serves (softswitch group) run the same program, and its parsed JSON is most of what a
+# Program holds (about 6 MiB of the fabric program's ~10). Shared, so read-only: nothing that
+# walks ``Program.json`` may change it (tests/softswitch/test_program_json_shared.py).
+_PARSED: dict[bytes, Any] = {}
+_PARSED_KEPT = 4
+
+
+def parsed_json(text: str | bytes) -> Any:
+    """``json.loads(text)``, the same object for the same text (see _PARSED)."""
+    digest = hashlib.sha256(text.encode() if isinstance(text, str) else text).digest()
+    found = _PARSED.pop(digest, None)
+    if found is None:
+        found = json.loads(text)
+    _PARSED[digest] = found            # newest last
+    while len(_PARSED) > _PARSED_KEPT:
+        del _PARSED[next(iter(_PARSED))]
+    return found
+
+
 class Program:
     """Everything one pipeline needs: layout, tables and externs, and the compiled code."""
 
@@ -99,7 +120,7 @@ class Program:
         self.fuse = fuse
         self.with_action_locals = with_action_locals
         try:
-            js = json.loads(json_text)
+            js = parsed_json(json_text)
         except (ValueError, UnicodeDecodeError) as e:
             raise ProgramError(f"not valid JSON: {e}") from None
         except RecursionError:

@@ -241,7 +241,7 @@ def test_auto_builds_in_the_background_and_switches_over(tmp_path: Path, monkeyp
     ctl_port = free_tcp_port()
     grpc_port = next(p for p in iter(free_tcp_port, None) if p != ctl_port)   # both free until bound
     ctl = f"127.0.0.1:{ctl_port}"
-    sw = Switch(SwitchConfig(json_path=str(BASIC_JSON), grpc_addr=f"127.0.0.1:{grpc_port}",
+    sw = Switch(SwitchConfig(json_path=str(BASIC_JSON), native="off", grpc_addr=f"127.0.0.1:{grpc_port}",
                              runtime_addr=ctl, compiled="auto"))
     sw.start()
     try:
@@ -257,7 +257,7 @@ def test_auto_builds_in_the_background_and_switches_over(tmp_path: Path, monkeyp
     finally:
         sw.stop()
     # the next switch with this program runs compiled from the start
-    again = Switch(SwitchConfig(json_path=str(BASIC_JSON), grpc_addr=f"127.0.0.1:{free_tcp_port()}",
+    again = Switch(SwitchConfig(json_path=str(BASIC_JSON), native="off", grpc_addr=f"127.0.0.1:{free_tcp_port()}",
                                 compiled="auto"))
     again.start()
     try:
@@ -268,10 +268,14 @@ def test_auto_builds_in_the_background_and_switches_over(tmp_path: Path, monkeyp
 
 @needs_compiler
 def test_a_fabric_s_program_is_built_ahead_and_its_switches_start_compiled(tmp_path: Path, monkeypatch):
-    """build_ahead (what a Lab of softswitches does before any switch starts): built once, found
-    cached after, nothing built when the compiled path is off; a switch then runs it compiled
-    from its first packet, with no build in its background."""
-    from softswitch.fastpath import build_ahead
+    """build_compiled_ahead (what a Lab of softswitches does before any switch starts when the
+    native path does not run the program): built once, found cached after, nothing built when
+    the compiled path is off; a switch then runs it compiled from its first packet, with no
+    build in its background."""
+    from softswitch.fastpath import build_compiled_ahead
+
+    def build_ahead(program_json: bytes, progress) -> str:
+        return build_compiled_ahead(Program(program_json), progress)
 
     monkeypatch.setenv("SOFTSWITCH_CACHE", str(tmp_path))
     said: list[str] = []
@@ -283,7 +287,7 @@ def test_a_fabric_s_program_is_built_ahead_and_its_switches_start_compiled(tmp_p
     assert len(said) == 1 and "once per machine" in said[0]
     assert PathCompiler().is_built(Program(BASIC_JSON.read_bytes()))
     assert build_ahead(BASIC_JSON.read_bytes(), said.append) == "compiled packet path cached" and len(said) == 1
-    sw = Switch(SwitchConfig(json_path=str(BASIC_JSON), grpc_addr=f"127.0.0.1:{free_tcp_port()}", compiled="auto"))
+    sw = Switch(SwitchConfig(json_path=str(BASIC_JSON), native="off", grpc_addr=f"127.0.0.1:{free_tcp_port()}", compiled="auto"))
     sw.start()
     try:
         assert sw.program.compiled and sw.fast_path.status()["building"] is False
@@ -295,7 +299,7 @@ def test_a_fabric_s_program_is_built_ahead_and_its_switches_start_compiled(tmp_p
 def test_a_failed_background_build_leaves_the_python_path_running(tmp_path: Path, monkeypatch):
     monkeypatch.setenv("SOFTSWITCH_CACHE", str(tmp_path))
     monkeypatch.setenv("CC", "false")               # a compiler that fails every build
-    sw = Switch(SwitchConfig(json_path=str(BASIC_JSON), grpc_addr=f"127.0.0.1:{free_tcp_port()}"))
+    sw = Switch(SwitchConfig(json_path=str(BASIC_JSON), native="off", grpc_addr=f"127.0.0.1:{free_tcp_port()}"))
     sw.start()
     try:
         _wait_compiled(sw, 60)
@@ -329,7 +333,7 @@ def test_a_stopping_switch_leaves_no_compiler_running(tmp_path: Path, monkeypatc
     slow_cc.chmod(0o755)
     monkeypatch.setenv("SOFTSWITCH_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("CC", str(slow_cc))
-    sw = Switch(SwitchConfig(json_path=str(BASIC_JSON), grpc_addr=f"127.0.0.1:{free_tcp_port()}"))
+    sw = Switch(SwitchConfig(json_path=str(BASIC_JSON), native="off", grpc_addr=f"127.0.0.1:{free_tcp_port()}"))
     sw.start()
     deadline = time.monotonic() + 60
     while len(_compiler_processes(slow_cc)) < 2:       # cython done; the script and its sleep run

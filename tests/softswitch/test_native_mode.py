@@ -10,8 +10,11 @@ import pytest
 
 from emulation.testbed import free_tcp_port
 from softswitch.cli import CliError, parse_config
+from softswitch.build_ahead import build_ahead
 from softswitch.ctl import send_command
+from softswitch.native import build, codegen
 from softswitch.native.mode import NativePath, NativeUnavailable
+from softswitch.pipeline.compiled import PATH_PREFIX
 from softswitch.pipeline.program import Program
 from softswitch.switch import Switch, SwitchConfig
 
@@ -39,9 +42,10 @@ def test_on_fails_naming_the_reason():
 
 
 def test_the_flag_and_its_environment_default(monkeypatch):
+    monkeypatch.delenv("SOFTSWITCH_NATIVE", raising=False)
     cfg, _ = parse_config(["--no-p4", "--native", "auto"])
     assert cfg.native == "auto"
-    assert parse_config(["--no-p4"])[0].native == "off"          # not the default until proven
+    assert parse_config(["--no-p4"])[0].native == "auto"
     monkeypatch.setenv("SOFTSWITCH_NATIVE", "sometimes")
     with pytest.raises(CliError, match="SOFTSWITCH_NATIVE='sometimes' is not one of auto, on, off"):
         parse_config(["--no-p4"])
@@ -56,5 +60,36 @@ def test_a_switch_shows_why_its_program_is_not_native():
         status = json.loads(send_command(ctl, "packet_path"))
         assert status["program"] and status["native"] is False and status["native_refusals"] == 1
         assert "variable-length field" in status["native_refused"]
+    finally:
+        switch.stop()
+
+
+FABRIC = Path(__file__).resolve().parents[2] / "p4src/build/fabric.json"
+
+
+@pytest.mark.skipif(build.missing() is not None, reason=f"native data path: {build.missing()}")
+def test_a_fabric_s_program_is_built_ahead_natively_and_its_switches_start_native(tmp_path: Path, monkeypatch):
+    """build_ahead (what a Lab of softswitches does before any switch starts): the native library
+    built once and found cached after, no compiled build beside it; a program the native path
+    refuses gets its compiled path instead (off here: said, nothing built); a switch then runs
+    the fabric program natively from the start."""
+    monkeypatch.setenv("SOFTSWITCH_CACHE", str(tmp_path))
+    monkeypatch.delenv("SOFTSWITCH_NATIVE", raising=False)
+    said: list[str] = []
+    assert build_ahead(FABRIC.read_bytes(), said.append).startswith("native data path built in ")
+    assert len(said) == 1 and "native data path" in said[0]
+    source = codegen.generate(Program(FABRIC.read_bytes())).source
+    assert build.NativeBuilder().path(source).exists()
+    assert build_ahead(FABRIC.read_bytes(), said.append) == "native data path cached" and len(said) == 1
+    assert not any(p.name.startswith(PATH_PREFIX) for p in tmp_path.iterdir())   # no compiled build
+    monkeypatch.setenv("SOFTSWITCH_COMPILED", "off")
+    refused = build_ahead(VARBIT.read_bytes(), said.append)
+    assert refused.startswith("no native data path: the native generator cannot do this program")
+    assert refused.endswith("; compiled packet path off (SOFTSWITCH_COMPILED=off)")
+    switch = Switch(SwitchConfig(grpc_addr=f"127.0.0.1:{free_tcp_port()}", json_path=str(FABRIC)))
+    switch.start()
+    try:
+        assert switch.native_path.status() == {"native_mode": "auto", "native": True, "native_refused": None,
+                                               "native_refusals": 0}
     finally:
         switch.stop()

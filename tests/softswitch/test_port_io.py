@@ -102,7 +102,7 @@ def test_a_switch_forwards_a_burst_whole_and_in_order_with_either_port_io(compil
     with Testbed(nports=2, prefix=f"pis{os.getpid() % 1000}") as tb:
         sw = Switch(SwitchConfig(ports=[PortSpec(n, hp.switch_iface) for n, hp in tb.ports.items()],
                                  json_path=str(QUEUEING_JSON), grpc_addr=f"127.0.0.1:{free_tcp_port()}",
-                                 compiled=compiled))
+                                 compiled=compiled, native="off"))
         sw.start()
         try:
             prog = sw.program
