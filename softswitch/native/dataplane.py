@@ -14,6 +14,7 @@ import ctypes
 import logging
 import os
 import select
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,6 @@ log = logging.getLogger("softswitch.native")
 SS_NO_PORT = -1
 MAX_FRAME = 16384           # abi.h SS_MAX_FRAME
 STATUS_COUNT = 6            # abi.h SS_STATUS_COUNT
-PACKET_IN_POLL_MS = 200     # how often the packet-in thread looks whether it is stopping
 
 
 class NativeError(Exception):
@@ -273,7 +273,8 @@ class NativeDataplane(QueueSettings):
         poller.register(fd, select.POLLIN)
         buf = ctypes.create_string_buffer(MAX_FRAME)
         while not self._stopping.is_set():
-            if not poller.poll(PACKET_IN_POLL_MS):
+            # no timeout: an idle switch costs no wake-ups (a group serves dozens); `stop` wakes it
+            if not poller.poll():
                 continue
             while (n := self.lib.ss_dp_packet_in(self.handle, buf, MAX_FRAME)) > 0:
                 cb = self.on_packet_in
@@ -298,6 +299,8 @@ class NativeDataplane(QueueSettings):
         if self.handle is None:
             return
         self._stopping.set()
+        if self._packet_in_thread is not None:     # its poll wakes on the packet-in eventfd
+            os.write(self.lib.ss_dp_packet_in_fd(self.handle), (1).to_bytes(8, sys.byteorder))
         self.lib.ss_dp_stop(self.handle)
         if self._packet_in_thread is not None:
             self._packet_in_thread.join(timeout=2)
