@@ -24,7 +24,7 @@ from topologies.fabric import fat_tree  # noqa: E402
 def measure(k: int, target: str) -> dict:
     fabric = fat_tree(k)
     with Lab(fabric, target=target, progress=report.progress) as lab:
-        rss = checks.memory_mib(lab.switch_pids())
+        rss = checks.memory_mib(lab.target_pids())
         a, b = fabric.hosts[0], fabric.hosts[-1]
         ok = " 0% packet loss" in lab.host(a.name).cmd(f"ping -c 3 -i 0.2 -W 2 {b.ip4.ip}")
         return {"k": k, "target": target, "switches": len(fabric.switches), "hosts": len(fabric.hosts),

@@ -2,11 +2,14 @@
 """How a fat-tree's cost grows with k on one machine, and what that means for a Swarm.
 
 For each k (default 4, 6, 8), in a child process with a deadline: bring-up time (switch targets
-answering P4Runtime, then the controller programming every switch), memory per switch process
-(RSS, and PSS: shared pages split among the processes sharing them, so PSS sums to what the
-switches really take), CPU per switch (CPU seconds each switch process used during bring-up, and
-its share of a core while the programmed fabric idles), the machine's MemAvailable drop (switches,
-host namespaces, controller) and a ping from the first host to the last. A k that misses its
+answering P4Runtime, then the controller programming every switch), memory per switch (RSS, and
+PSS: shared pages split among the processes sharing them, so PSS sums to what the switches really
+take; the switch processes' totals over the switches, so a process serving a group of switches
+counts once), CPU per switch (CPU seconds the switch processes used during bring-up, and their
+share of a core while the programmed fabric idles), the machine's MemAvailable drop (switches,
+host namespaces, controller) and 32 seeded host pairs pinging once each. The switches are one a
+process while the fabric fits in memory, else served by groups (aifabric.lab.memory_plan; or
+``--switches-per-process N``). A k that misses its
 deadline is interrupted (the lab tears down) and reported as such.
 
 Then, where a Docker engine runs, the per-container deployment itself (`aifabric compose` on a
@@ -21,7 +24,7 @@ runtime shim) is measured on one idle container.
 Run under the fabric lock (it brings fabrics up):
 
     flock /tmp/aifabric-fabric.lock .venv/bin/python -m benchmarks.scale [--k 4 6 8] [--timeout 240]
-        [--swarm-k 4 | --swarm-k 0] [--target softswitch] [--json out/scale.json]
+        [--swarm-k 4 | --swarm-k 0] [--target softswitch] [--switches-per-process N] [--json out/scale.json]
 """
 from __future__ import annotations
 
@@ -44,6 +47,7 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 MEM_HEADROOM = 0.75        # share of a node's memory the fabric may take
 CPU_IDLE_BUDGET = 0.5      # share of a node's cores the idle fabric may take (the rest forwards)
 K16_SWITCHES, K16_HOSTS = 5 * 16 * 16 // 4, 16 ** 3 // 4
+SAMPLED_PAIRS = 32         # host pairs that ping once each (seeded), whatever k
 
 
 def _stat(pid: int) -> list[str]:
@@ -98,16 +102,29 @@ def container_overhead_mib(image: str = "debian:bookworm") -> float | None:
         subprocess.run(["docker", "rm", "-f", cid], capture_output=True, timeout=60, check=False)
 
 
-def measure(k: int, target: str) -> dict:
+def sampled_pairs(lab, count: int, seed: int = 1) -> tuple[int, list[str]]:
+    """``count`` host pairs picked with ``seed`` ping once each (2 s each at most): (pairs, the
+    pairs that did not reach)."""
+    import random
+
+    hosts = lab.fabric.hosts
+    rng = random.Random(seed)
+    pairs = [tuple(rng.sample(hosts, 2)) for _ in range(count)]
+    failed = [f"{a.name}->{b.name}" for a, b in pairs
+              if " 0% packet loss" not in lab.host(a.name).cmd(f"ping -c 1 -W 2 {b.ip4.ip}")]
+    return len(pairs), failed
+
+
+def measure(k: int, target: str, switches_per_process: int | None = None) -> dict:
     """One fabric, measured (runs in the child)."""
     from aifabric.lab.lab import Lab, pss_mib, rss_mib
-    from aifabric.cli.validate import mem_available_mib
+    from aifabric.lab.memory_plan import mem_available_mib
     from topologies.fabric import fat_tree
 
     fabric = fat_tree(k)
     before_mib = mem_available_mib()
-    with Lab(fabric, target=target, progress=report.progress) as lab:
-        names = lab.switch_pids()
+    with Lab(fabric, target=target, progress=report.progress, switches_per_process=switches_per_process) as lab:
+        names = lab.target_pids()         # one a process: a group of switches is one
         pids = list(names.values())
         try:
             bringup_cpu = [cpu_seconds(p) for p in pids]
@@ -121,11 +138,11 @@ def measure(k: int, target: str) -> dict:
             return {"k": k, "target": target, "status": f"switch process gone: {', '.join(gone(names))}"}
         host_rss = [rss_mib(h.pid) for h in lab.net.hosts]
         used_mib = before_mib - mem_available_mib()
-        a, b = fabric.hosts[0], fabric.hosts[-1]
-        forwards = " 0% packet loss" in lab.host(a.name).cmd(f"ping -c 3 -i 0.2 -W 2 {b.ip4.ip}")
-        n = len(pids)
-        return {"k": k, "target": target, "switches": len(fabric.switches), "hosts": len(fabric.hosts),
-                "status": "ok" if forwards else "no forwarding",
+        pairs, unreached = sampled_pairs(lab, SAMPLED_PAIRS)
+        n = len(fabric.switches)          # figures per switch: a process's, shared by its switches
+        return {"k": k, "target": target, "switches": n, "hosts": len(fabric.hosts),
+                "processes": len(pids), "status": "ok" if not unreached else f"unreached: {', '.join(unreached)}",
+                "sampled_pairs": pairs,
                 "targets_s": round(lab.bring_up.targets_s, 1), "program_s": round(lab.bring_up.program_s, 1),
                 "total_s": round(lab.bring_up.total_s, 1),
                 "rss_mean_mib": round(sum(rss) / n, 1), "pss_mean_mib": round(sum(pss) / n, 1),
@@ -135,11 +152,12 @@ def measure(k: int, target: str) -> dict:
                 "idle_cpu_pct_per_switch": round(100 * sum(idle_share) / n, 2)}
 
 
-def run_child(k: int, target: str, timeout: float) -> dict:
+def run_child(k: int, target: str, timeout: float, switches_per_process: int | None = None) -> dict:
     """``measure`` in a child process; interrupted (SIGINT: the lab tears down) at the deadline."""
     started = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.scale", "--child", str(k), "--target", target],
-                            stdout=subprocess.PIPE, text=True)
+    grouping = ["--switches-per-process", str(switches_per_process)] if switches_per_process else []
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.scale", "--child", str(k), "--target", target,
+                             *grouping], stdout=subprocess.PIPE, text=True)
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -232,16 +250,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--node-mem-gib", type=float, default=None, help="default: this machine's MemTotal")
     ap.add_argument("--swarm-k", type=int, default=4, help="k deployed as containers on a single-node Swarm (0: none)")
     ap.add_argument("--json", default=str(REPO / "out/scale.json"))
+    ap.add_argument("--switches-per-process", type=int, default=None,
+                    help="softswitch switches a process (default: one each while the fabric fits, else groups; "
+                         "aifabric.lab.memory_plan)")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child is not None:
-        print(json.dumps(measure(args.child, args.target)), flush=True)
+        print(json.dumps(measure(args.child, args.target, args.switches_per_process)), flush=True)
         return 0
-    results = [run_child(k, args.target, args.timeout) for k in args.k]
+    results = [run_child(k, args.target, args.timeout, args.switches_per_process) for k in args.k]
     print(report.table(
-        ["k", "switches", "status", "targets up (s)", "program (s)", "RSS/sw (MiB)", "PSS/sw (MiB)",
+        ["k", "switches", "processes", "status", "targets up (s)", "program (s)", "RSS/sw (MiB)", "PSS/sw (MiB)",
          "mem drop (MiB)", "bring-up CPU/sw (s)", "idle CPU/sw (%)"],
-        [(r["k"], r.get("switches", 5 * r["k"] ** 2 // 4), r["status"], r.get("targets_s", "-"),
+        [(r["k"], r.get("switches", 5 * r["k"] ** 2 // 4), r.get("processes", "-"), r["status"], r.get("targets_s", "-"),
           r.get("program_s", "-"), r.get("rss_mean_mib", "-"), r.get("pss_mean_mib", "-"),
           r.get("mem_drop_mib", "-"), r.get("bringup_cpu_s_per_switch", "-"), r.get("idle_cpu_pct_per_switch", "-"))
          for r in results],

@@ -27,7 +27,8 @@ from mininet.topo import Topo
 
 from topologies import addressing as ap
 from topologies.fabric import Fabric, Nic, fat_tree, leaf_spine
-from emulation.p4switch import MarkedNode, P4Switch
+from emulation.p4switch import RUN_DIR, MarkedNode, P4Switch, P4SwitchError, resolve_target
+from emulation.switch_group import SwitchGroup
 from emulation.procs import stop_processes
 from emulation.telemetry_net import TelemetryBridge
 
@@ -119,17 +120,37 @@ def make_net(
     log_dir: str | Path | None = None,
     start_timeout: float = 60.0,
     telemetry: bool = False,
+    switches_per_process: int = 1,
     **switch_opts: object,
 ) -> Mininet:
     """A Mininet (not started) of ``fabric`` with P4Switch nodes and no OpenFlow controller;
     ``switch_opts`` go to every P4Switch (e.g. ``thrift_port`` for a one-switch fabric);
-    ``telemetry`` adds the telemetry bridge and every switch's telemetry port."""
+    ``telemetry`` adds the telemetry bridge and every switch's telemetry port; with
+    ``switches_per_process`` > 1, softswitch serves that many switches a process
+    (`emulation.switch_group`), in the fabric's order."""
     switch = functools.partial(
         P4Switch, target=target, log_dir=log_dir, start_timeout=start_timeout, **switch_opts
     )
+    if switches_per_process > 1:
+        switch = _grouped(switch, switches_per_process, target, log_dir)
     return Mininet(
         topo=FabricTopo(fabric, telemetry=telemetry), switch=switch, host=FabricHost, controller=None, autoSetMacs=False
     )
+
+
+def _grouped(make_switch, size: int, target: str, log_dir: str | Path | None):
+    """``make_switch`` with each switch put in a group of ``size`` (a new group when the last is full)."""
+    kind, executable = resolve_target(target)
+    if kind != "softswitch":
+        raise P4SwitchError(f"only softswitch serves several switches in one process, not {kind} "
+                            f"(target {target})")
+    groups: list[SwitchGroup] = []
+
+    def make(name: str, **params: object) -> P4Switch:
+        if not groups or groups[-1].full:
+            groups.append(SwitchGroup(size, executable, Path(log_dir) if log_dir else RUN_DIR / "logs", RUN_DIR))
+        return make_switch(name, group=groups[-1], **params)
+    return make
 
 
 def stop_net(net: Mininet, timeout: float = 5.0) -> None:
@@ -141,7 +162,7 @@ def stop_net(net: Mininet, timeout: float = 5.0) -> None:
     nodes = [*net.hosts, *net.switches, *net.controllers]
     targets = [sw for sw in net.switches if isinstance(sw, P4Switch)]
     stop_processes(
-        terminate=[sw.process.pid for sw in targets if sw.process is not None],
+        terminate=sorted({sw.process.pid for sw in targets if sw.process is not None}),
         kill=[n.shell.pid for n in nodes if getattr(n, "shell", None) is not None],
         timeout=timeout,
     )

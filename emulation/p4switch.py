@@ -19,6 +19,11 @@ Command lines (``--target auto`` picks ``simple_switch_grpc`` when it is on PATH
         --grpc-server-addr 127.0.0.1:PORT --cpu-port 255 --priority-queues 8 --log-file <log_dir>/<name>.log \
         --runtime-addr 127.0.0.1:T
 
+With ``group=`` (`emulation.switch_group`, softswitch only) the switch is one of several that a
+single ``softswitch group`` process serves: ``start()`` prepares its interfaces and hands its
+command line to the group, whose last member's start launches the process; its log and console
+are the group's, and it cannot be restarted or stopped alone.
+
 T, the run-time control port (BMv2's Thrift server, softswitch's ``--runtime-addr``), is
 16000 + device id for both, so ``set_queue_rate()``/``set_queue_depth()`` reach either target
 (``simple_switch_CLI --thrift-port T``, run with this project's Python by `emulation.bmv2_cli`
@@ -60,6 +65,7 @@ from emulation import failover_heartbeat_generator as hbgen
 from emulation.bmv2_cli import BMV2_CLI, Bmv2CliError, run_cli
 from emulation.bmv2_queues import is_queue_command, set_queue
 from emulation.procs import marked_env, stop_processes
+from emulation.switch_group import SwitchGroup
 
 RUN_DIR = Path(os.environ.get("AIFABRIC_RUN_DIR", "/tmp/aifabric"))
 BMV2 = "simple_switch_grpc"
@@ -194,6 +200,7 @@ class P4Switch(MarkedNode, Switch):
         thrift_port: int | None = None,
         extra_args: Sequence[str] = (),
         heartbeat_generator: bool = False,
+        group: "SwitchGroup | None" = None,
         **params: object,
     ) -> None:
         params["inNamespace"] = False
@@ -211,24 +218,43 @@ class P4Switch(MarkedNode, Switch):
         # one more port, GEN_PORT, on a veth of its own for the link-heartbeat generator
         self.heartbeat_generator = heartbeat_generator
         self.thrift_port = thrift_port or THRIFT_PORT_BASE + self.device_id
-        self.process: subprocess.Popen | None = None
+        self._process: subprocess.Popen | None = None
         self._console: object | None = None
+        # served with other switches by one process (softswitch only: `emulation.switch_group`)
+        self.group = group
+        if group is not None:
+            if self.target_kind != "softswitch":
+                raise P4SwitchError(f"switch {name}: only softswitch serves several switches in one "
+                                    f"process, not {self.target_kind}")
+            group.join(self)
         # queue settings applied so far, in order: a restarted target gets them again (`restart_target`)
         self.queue_settings: list[str] = []
         params.setdefault("dpid", f"{self.device_id:x}")
         Switch.__init__(self, name, **params)
+
+    @property
+    def process(self) -> subprocess.Popen | None:
+        """The target process serving this switch (its group's, in a group)."""
+        return self.group.process if self.group is not None else self._process
+
+    @property
+    def process_name(self) -> str:
+        """What the target process is called: the switch's name, or its group's."""
+        return self.group.name if self.group is not None else self.name
 
     # --- files -----------------------------------------------------------------------------
 
     @property
     def log_file(self) -> Path:
         """The target's own log file (BMv2 appends ``.txt`` to the ``--log-file`` it is given)."""
+        if self.group is not None:
+            return self.group.log_file
         return self.log_dir / (f"{self.name}.txt" if self.target_kind == "bmv2" else f"{self.name}.log")
 
     @property
     def console_file(self) -> Path:
         """stdout/stderr of the target process."""
-        return self.log_dir / f"{self.name}.console"
+        return self.group.console_file if self.group is not None else self.log_dir / f"{self.name}.console"
 
     @property
     def pid_file(self) -> Path:
@@ -312,6 +338,9 @@ class P4Switch(MarkedNode, Switch):
         """Start a target that died (or was killed) again with the same command line, wait until
         it is ready and apply the queue settings it had; its pipeline and tables are the
         controller's to push again. P4SwitchError when it is still running or does not come up."""
+        if self.group is not None:
+            raise P4SwitchError(f"switch {self.name}: served by {self.group.name} with {len(self.group.members) - 1} "
+                                f"other switches, it cannot be restarted alone")
         if self.process is not None and self.process.poll() is None:
             raise P4SwitchError(f"switch {self.name}: target pid {self.process.pid} is still running")
         self.forget_target()
@@ -338,6 +367,9 @@ class P4Switch(MarkedNode, Switch):
             hbgen.add_link(self.name)     # kept over restarts: the generator stays bound to its end
         for _, intf in self.target_ports():
             prepare_switch_interface(intf)
+        if self.group is not None:
+            self.group.member_started(self)
+            return
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.pid_file.parent.mkdir(parents=True, exist_ok=True)
         if self.target_kind == "bmv2":     # its Thrift server binds every address: close the port first
@@ -349,7 +381,7 @@ class P4Switch(MarkedNode, Switch):
         info(f"{self.name}: {' '.join(cmd)}\n")
         console = open(self.console_file, "wb")
         self._console = console
-        self.process = subprocess.Popen(
+        self._process = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT, start_new_session=True,
             env=marked_env(RUN_DIR, self.name),
         )
@@ -397,7 +429,10 @@ class P4Switch(MarkedNode, Switch):
         return self.process is not None and self.process.poll() is None and port_accepts(self.grpc_port)
 
     def terminate_target(self) -> None:
-        """SIGTERM the target, SIGKILL it after ``stop_timeout`` s; forget it."""
+        """SIGTERM the target, SIGKILL it after ``stop_timeout`` s; forget it (a group: all its switches)."""
+        if self.group is not None:
+            self.group.terminate(self.stop_timeout)
+            return
         if self.process is not None:
             stop_processes(terminate=[self.process.pid], timeout=self.stop_timeout)
             try:    # reap it; a busy target (BMv2 under load) can take a moment after SIGKILL
@@ -408,7 +443,10 @@ class P4Switch(MarkedNode, Switch):
 
     def forget_target(self) -> None:
         """Reap the (stopped) target process, close its console file, delete its pid file."""
-        proc, self.process = self.process, None
+        if self.group is not None:
+            self.group.forget()
+            return
+        proc, self._process = self._process, None
         if proc is not None and proc.poll() is None:
             warn(f"{self.name}: target process {proc.pid} did not exit\n")
         if self._console is not None:
@@ -425,7 +463,7 @@ class P4Switch(MarkedNode, Switch):
     def batchShutdown(cls, switches: Sequence["P4Switch"], run: object = None) -> list["P4Switch"]:
         """Called by Mininet.stop(): SIGTERM every target at once and wait for all of them with
         one deadline, then delete each switch's interfaces."""
-        running = [sw.process.pid for sw in switches if sw.process is not None]
+        running = sorted({sw.process.pid for sw in switches if sw.process is not None})
         timeout = max((sw.stop_timeout for sw in switches), default=5.0)
         stop_processes(terminate=running, timeout=timeout)
         for sw in switches:

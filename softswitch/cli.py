@@ -2,6 +2,7 @@
 
     softswitch [options] [program.json | --no-p4]
     softswitch stf PROGRAM.json TEST.stf [--target softswitch|bmv2]   (stf/cli.py)
+    softswitch group FILE      many devices in one process, a command line each  (group.py)
 
 Options simple_switch_grpc takes after its ``--`` separator (``--grpc-server-addr``,
 ``--cpu-port``, ``--drop-port``) are accepted before or after a ``--``, so the same command
@@ -43,8 +44,8 @@ def _per_port(text: str) -> tuple[int, int | None]:
         raise argparse.ArgumentTypeError(f"'{text}' is not N or N@PORT") from None
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = OneLineErrors(
+def build_parser(parser_class: type[argparse.ArgumentParser] = OneLineErrors) -> argparse.ArgumentParser:
+    p = parser_class(
         prog="softswitch",
         description="An embedded P4 target: runs p4c's BMv2 JSON (v1model), serves P4Runtime, "
                     "moves packets on Linux interfaces.")
@@ -82,8 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse_config(argv: list[str]) -> tuple[SwitchConfig, argparse.Namespace]:
-    args = build_parser().parse_args([a for a in argv if a != "--"])
+def parse_config(argv: list[str], parser_class: type[argparse.ArgumentParser] = OneLineErrors
+                 ) -> tuple[SwitchConfig, argparse.Namespace]:
+    args = build_parser(parser_class).parse_args([a for a in argv if a != "--"])
     if args.compiled not in MODES:     # argparse checks a given value, not the default
         raise CliError(f"SOFTSWITCH_COMPILED={args.compiled!r} is not one of {', '.join(MODES)}")
     if args.native not in NATIVE_MODES:
@@ -157,6 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["stf"]:
         from .stf.cli import main as stf_main
         return stf_main(argv[1:])
+    if argv[:1] == ["group"]:
+        from .group import main as group_main
+        return group_main(argv[1:])
     # gRPC's core would print its own lines for a busy address; our error says it once.
     os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     try:
@@ -164,23 +169,31 @@ def main(argv: list[str] | None = None) -> int:
         setup_logging(args.log_level, args.log_file)
         switch = Switch(cfg)
         switch.start()
-    except (CliError, PortError, ProgramError, CompileError, NativeUnavailable) as e:
-        print(f"softswitch: error: {e}", file=sys.stderr)
+    except START_ERRORS as e:
+        print(f"softswitch: error: {start_error(e)}", file=sys.stderr)
         return 2
-    except FileNotFoundError as e:
-        print(f"softswitch: error: cannot read {e.filename}: no such file", file=sys.stderr)
-        return 2
-    except OSError as e:
-        print(f"softswitch: error: {e}", file=sys.stderr)
-        return 2
+    print(f"softswitch: device {cfg.device_id} ready, P4Runtime on {cfg.grpc_addr}", flush=True)
+    wait_for_signal()
+    switch.stop()
+    return 0
 
+
+# what starting a switch may raise for a reason its user can mend (said in one line)
+START_ERRORS = (CliError, PortError, ProgramError, CompileError, NativeUnavailable, OSError)
+
+
+def start_error(e: BaseException) -> str:
+    if isinstance(e, FileNotFoundError):
+        return f"cannot read {e.filename}: no such file"
+    return str(e)
+
+
+def wait_for_signal() -> None:
+    """Until SIGINT or SIGTERM."""
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    print(f"softswitch: device {cfg.device_id} ready, P4Runtime on {cfg.grpc_addr}", flush=True)
     stop.wait()
-    switch.stop()
-    return 0
 
 
 if __name__ == "__main__":

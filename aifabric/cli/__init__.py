@@ -69,6 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", help="bring a fabric up and open the Mininet CLI")
     topo_args.add_arguments(up)
     up.add_argument("--target", choices=TARGETS, default="auto")
+    up.add_argument("--switches-per-process", type=int, metavar="N",
+                    help="softswitch serves N switches a process (1: a process each, a failure injected into "
+                         "a switch kills that switch alone); default: 1 while that takes at most half the available "
+                         "memory, else groups of 32 (a k=16 fat-tree; aifabric.lab.memory_plan)")
     up.add_argument("--p4-build", metavar="DIR", help="where fabric.json and fabric.p4info.txtpb are (default: the committed build)")
     up.add_argument("--int", action="store_true",
                     help="ECN marking, INT on every TCP/UDP flow, the telemetry network and the INT collector")
@@ -298,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
                     failover = failover_config(args)
                 with Lab(fabric, target=args.target, pipeline=pipeline, progress=progress,
                          telemetry=telemetry, hostagent=hostagent, failover=failover,
-                         failover_reroute=not args.no_reroute,
+                         failover_reroute=not args.no_reroute, switches_per_process=args.switches_per_process,
                          run_controller=args.controller == "aifabric") as lab:
                     from mininet.cli import CLI
                     if args.describe:

@@ -15,29 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aifabric.cli import topo_args
+from aifabric.lab import memory_plan
 from softswitch.addr import parse_host_port
 from topologies import addressing as ap
 from emulation.p4switch import P4SwitchError, resolve_target
-
-# Memory one more switch takes: a softswitch running the fabric program in a k=4 lab has
-# 63 MiB RSS (`aifabric demo` reports it), of which ~24 MiB are pages shared by all the
-# switches (the Python interpreter and libraries; Shared_Clean in /proc/PID/smaps_rollup),
-# so each switch adds about 40 MiB of its own. BMv2's simple_switch_grpc takes less.
-SWITCH_MIB = 40
-# A Mininet host: a `bash --norc` shell (3.3 MiB RSS, mostly shared with the other shells) in
-# its own network namespace with one veth pair; rounded up for the kernel's side.
-HOST_MIB = 2
-
 
 @dataclass(frozen=True)
 class FabricSize:
     switches: int
     hosts: int
-
-    @property
-    def memory_mib(self) -> int:
-        """What bringing it up needs, roughly (SWITCH_MIB, HOST_MIB)."""
-        return self.switches * SWITCH_MIB + self.hosts * HOST_MIB
 
 
 def fabric_size(args: argparse.Namespace) -> FabricSize:
@@ -48,27 +34,6 @@ def fabric_size(args: argparse.Namespace) -> FabricSize:
         return FabricSize(5 * args.k * args.k // 4, args.k ** 3 // 4)
     fabric = topo_args.fabric_of(args)
     return FabricSize(len(fabric.switches), len(fabric.hosts))
-
-
-def mem_available_mib() -> int:
-    """MemAvailable from /proc/meminfo, in MiB."""
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemAvailable:"):
-            return int(line.split()[1]) // 1024
-    raise OSError("/proc/meminfo has no MemAvailable line")
-
-
-def check_memory(what: str, size: FabricSize, available_mib: int) -> None:
-    """ValueError with the estimate when ``size`` needs more than ``available_mib``."""
-    need = size.memory_mib
-    if need > available_mib:
-        raise ValueError(
-            f"{what}: {size.switches} switches and {size.hosts} hosts need about {_gib(need)}, "
-            f"this machine has {_gib(available_mib)} available")
-
-
-def _gib(mib: int) -> str:
-    return f"{mib / 1024:.0f} GiB" if mib >= 10 * 1024 else f"{mib / 1024:.1f} GiB"
 
 
 def check_listen_address(flag: str, text: str) -> tuple[str, int]:
@@ -123,12 +88,17 @@ def validate(args: argparse.Namespace) -> None:
         prepare_output("--png", args.png)
         return
     size = fabric_size(args)
-    what = topo_args.options(args)
-    check_memory(what, size, mem_available_mib())
     try:
-        resolve_target(args.target)
+        kind, _ = resolve_target(args.target)
     except P4SwitchError as e:
         raise ValueError(str(e)) from None
+    available = memory_plan.mem_available_mib()
+    try:
+        fabric_plan = memory_plan.plan(size.switches, size.hosts, kind, available,
+                                       getattr(args, "switches_per_process", None))
+    except ValueError as e:
+        raise ValueError(f"--switches-per-process: {e}") from None
+    memory_plan.check(topo_args.options(args), fabric_plan, available)
     if args.command == "up":
         failover = getattr(args, "failover", False)
         if args.metrics and not (args.int or args.hostagent or failover):

@@ -27,7 +27,7 @@ def run(k: int = 4, target: str = "auto", json_path: str | None = None, flows: i
         figures["bring_up_s"] = {"targets": round(lab.bring_up.targets_s, 2),
                                  "program": round(lab.bring_up.program_s, 2),
                                  "total": round(lab.bring_up.total_s, 2)}
-        figures["switch_rss_mib"] = checks.memory_mib(lab.switch_pids())
+        figures["switch_rss_mib"] = checks.memory_mib(lab.target_pids())
 
         say("checking all-pairs reachability over IPv4")
         v4 = checks.all_pairs(lab, "ipv4", say)

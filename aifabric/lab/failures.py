@@ -177,6 +177,11 @@ class Failures:
         """SIGKILL switch ``name``'s target process (and reap it)."""
         self.switch_name(name)
         node = self.lab.switch(name)
+        group = getattr(node, "group", None)
+        if group is not None:
+            raise FailureError(f"switch {name} is served by {group.name} with {len(group.members) - 1} other "
+                               f"switches: killing it would kill them all (bring the fabric up with one process "
+                               f"a switch: --switches-per-process 1)")
         with self._lock:
             proc = node.process
             if proc is None or proc.poll() is not None:

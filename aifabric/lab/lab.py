@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Callable
 
 from mininet.log import setLogLevel
 
-from aifabric.lab import packet_errors
+from aifabric.lab import memory_plan, packet_errors
 from aifabric.lab.interrupts import Terminated, exception_for, shielded
 from controller.failover import FailureHandler, HeartbeatConfig, start_failure_handling
 from controller.fabric_controller import FabricController, FabricError, Pipeline
@@ -113,7 +113,7 @@ class Lab:
                  telemetry: TelemetryConfig | None = None, ecmp_seeds: bool = True,
                  hostagent: AgentConfig | None = None, run_controller: bool = True,
                  failover: HeartbeatConfig | None = None, failover_reroute: bool = True,
-                 link_heartbeat_ms: float | None = None):
+                 link_heartbeat_ms: float | None = None, switches_per_process: int | None = None):
         if not run_controller and telemetry is not None:
             raise ValueError("telemetry needs our controller (it installs ECN and INT): "
                              "run_controller=False takes no telemetry=")
@@ -134,6 +134,9 @@ class Lab:
         if link_heartbeat_ms is None and failover is not None:
             link_heartbeat_ms = failover.link_interval_ms
         self.link_heartbeat_ms = link_heartbeat_ms
+        # > 1: softswitch serves that many switches a process (emulation.switch_group); None:
+        # one process a switch while that takes at most half the memory (aifabric.lab.memory_plan)
+        self.switches_per_process = switches_per_process
         self.heartbeats: HeartbeatGenerator | None = None
         self.agents: AgentSet | None = None
         self.net = None
@@ -160,13 +163,18 @@ class Lab:
         forget_lab(self)
         _started.append(self)
         nsw = len(self.fabric.switches)
-        self.progress(f"starting {nsw} switch targets and {len(self.fabric.hosts)} hosts "
+        fabric_plan = memory_plan.plan(nsw, len(self.fabric.hosts), resolve_target(self.target)[0],
+                                       memory_plan.mem_available_mib(), self.switches_per_process)
+        grouped = "" if fabric_plan.switches_per_process == 1 else \
+            f" in {fabric_plan.processes} processes of up to {fabric_plan.switches_per_process}"
+        self.progress(f"starting {nsw} switch targets{grouped} and {len(self.fabric.hosts)} hosts "
                       f"({self.fabric.describe()}, target {self.target})")
         t0 = time.monotonic()
         self._build_packet_path()
         int_on = self.telemetry is not None and self.telemetry.int_enabled
         self.net = make_net(self.fabric, target=self.target, log_dir=self.log_dir, telemetry=int_on,
-                            heartbeat_generator=self.link_heartbeat_ms is not None)
+                            heartbeat_generator=self.link_heartbeat_ms is not None,
+                            switches_per_process=fabric_plan.switches_per_process)
         self.progress(f"{len(self.net.hosts)} hosts and {len(self.net.links)} links made; starting the switch targets")
         self.net.start()
         self.bring_up.targets_s = time.monotonic() - t0
@@ -358,7 +366,13 @@ class Lab:
         return self.net.get(name)
 
     def switch_pids(self) -> dict[str, int]:
+        """Switch -> the pid of its target process (switches of a group share one)."""
         return {sw.name: sw.process.pid for sw in self.net.switches if getattr(sw, "process", None) is not None}
+
+    def target_pids(self) -> dict[str, int]:
+        """Target process -> pid, one entry a process (a group of switches is one, by its name)."""
+        return {sw.process_name: sw.process.pid for sw in self.net.switches
+                if getattr(sw, "process", None) is not None}
 
 
 def fabric_nodes(fabric: Fabric) -> list[str]:
