@@ -1,8 +1,8 @@
 """Several softswitch switches of a Mininet fabric served by one process (``softswitch group``).
 
-A switch in a process of its own costs about 75 MiB (the interpreter, gRPC and the libraries
-over again); in a group it costs its own state, about 15 MiB on the fabric program, which is
-what lets a k=16 fat-tree (320 switches) fit on one machine. The group's process starts when
+A switch in a process of its own costs about 49 MiB (the interpreter, gRPC and the libraries
+over again); in a group it costs its own state, about 12 MiB on the fabric program, which is
+what lets a k=16 fat-tree (320 switches) come up in 6 GiB (benchmarks/scale.py). The group's process starts when
 its last member has started (`P4Switch.start` prepares the member's interfaces, the group writes
 one softswitch command line per member into ``<run_dir>/groups/<name>.switches``) and serves
 every member's own ports, P4Runtime address and run-time control address. Its log is

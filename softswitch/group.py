@@ -4,8 +4,8 @@ Each line of FILE is one device's softswitch command line, as ``softswitch`` tak
 ports, device id, P4Runtime address, run-time control address, queues; blank lines and ``#``
 comments are skipped). The devices share the interpreter, the libraries and a program's native
 library, so a device costs what its own state costs (its program's Python objects, its tables,
-its servers: about 15 MiB for the fabric program) instead of a process of its own (about 75
-MiB): what lets a k=16 fat-tree's 320 switches fit on one machine. The packets of a natively run
+its servers: about 12 MiB for the fabric program) instead of a process of its own (about 49
+MiB): what lets a k=16 fat-tree's 320 switches come up in 6 GiB (benchmarks/scale.py). The packets of a natively run
 program never take the interpreter's lock; a program on the Python path does, so its devices
 share one core.
 
