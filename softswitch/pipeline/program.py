@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -97,17 +98,21 @@ class ParseValueSet:
 # walks ``Program.json`` may change it (tests/softswitch/test_program_json_shared.py).
 _PARSED: dict[bytes, Any] = {}
 _PARSED_KEPT = 4
+_parsed_lock = threading.Lock()      # pushes to a group's switches run in parallel
 
 
 def parsed_json(text: str | bytes) -> Any:
     """``json.loads(text)``, the same object for the same text (see _PARSED)."""
     digest = hashlib.sha256(text.encode() if isinstance(text, str) else text).digest()
-    found = _PARSED.pop(digest, None)
+    with _parsed_lock:
+        found = _PARSED.pop(digest, None)
     if found is None:
-        found = json.loads(text)
-    _PARSED[digest] = found            # newest last
-    while len(_PARSED) > _PARSED_KEPT:
-        del _PARSED[next(iter(_PARSED))]
+        found = json.loads(text)       # outside the lock: a bad text raises here, nothing kept
+    with _parsed_lock:
+        found = _PARSED.pop(digest, found)     # parsed meanwhile by another push: share that one
+        _PARSED[digest] = found                # newest last
+        while len(_PARSED) > _PARSED_KEPT:
+            del _PARSED[next(iter(_PARSED))]
     return found
 
 
