@@ -280,13 +280,17 @@ class SwarmFabric:
         command("docker", "node", "update", *(a for name in labels for a in ("--label-add", f"{name}=true")), node)
 
     def _wait_for_first_ping(self, timeout: float) -> None:
-        """Until the first host reaches the last: every container up, the controller has
-        programmed every switch on the way."""
+        """Until the first host reaches the last, and a host behind every other edge switch:
+        every container up, the controller has programmed every switch on those ways (the last
+        host alone left a pod whose switches were programmed later losing first echoes)."""
         first, last = self.fabric.hosts[0], self.fabric.hosts[-1]
+        behind = {h.switch: h for h in self.fabric.hosts if h.switch != first.switch}
+        targets = [last, *(h for h in behind.values() if h is not last)]
         deadline = time.monotonic() + timeout
         while True:
             try:
-                if "ok" in self.host(first.name).cmd(f"ping -c 1 -W 1 {last.ip4.ip} >/dev/null && echo ok"):
+                if all("ok" in self.host(first.name).cmd(f"ping -c 1 -W 1 {h.ip4.ip} >/dev/null && echo ok")
+                       for h in targets):
                     return
             except DockerError:         # its container is not up yet
                 pass
