@@ -17,14 +17,14 @@ from __future__ import annotations
 import shlex
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from mininet.log import info
 
 from emulation.procs import marked_env, stop_processes
 
-if TYPE_CHECKING:
-    from emulation.p4switch import P4Switch
+# its members are emulation.p4switch.P4Switch nodes (not imported: p4switch imports this module)
+Member = Any
 
 
 class SwitchGroup:
@@ -35,7 +35,7 @@ class SwitchGroup:
         self.executable = executable
         self.log_dir = log_dir
         self.run_dir = run_dir
-        self.members: list["P4Switch"] = []
+        self.members: list[Member] = []
         self.process: subprocess.Popen | None = None
         self._started: set[str] = set()
         self._console = None
@@ -64,12 +64,12 @@ class SwitchGroup:
     def pid_file(self) -> Path:
         return self.run_dir / "pids" / f"{self.members[0].name}.pid"
 
-    def join(self, switch: "P4Switch") -> None:
+    def join(self, switch: Member) -> None:
         if self.full:
             raise ValueError(f"{self.name} has its {self.size} switches already")
         self.members.append(switch)
 
-    def member_started(self, switch: "P4Switch") -> None:
+    def member_started(self, switch: Member) -> None:
         """``switch`` is ready to be served; the last member's start launches the process."""
         self._started.add(switch.name)
         if self.process is None and self._started == {m.name for m in self.members}:
