@@ -165,6 +165,7 @@ def _workload(fabric, **par):
 
 def _accounting_holds(run, workload, iterations):
     assert run.ok, run.errors
+    lateness: list[float] = []      # a compute op's measured / emulated seconds, every rank
     for rank, rep in enumerate(run.reports):
         ops = workload.ops(rank)
         assert len(rep["iterations"]) == iterations
@@ -174,11 +175,24 @@ def _accounting_holds(run, workload, iterations):
                 assert all(it["ops"][d]["end"] <= o["start"] for d in op.deps)   # dependencies respected
             step = it["step_s"]
             assert it["compute_s"] + it["exposed_comm_s"] + it["idle_s"] == pytest.approx(step)
-            assert it["idle_s"] <= 0.05 * step + 0.01, it                       # nothing but compute and comm
-            emulated = sum(op.emulated_seconds for op in ops if op.is_compute)
-            assert emulated <= it["compute_s"] <= 1.2 * emulated + 0.02          # compute = the ops' durations
+            # a compute op sleeps its emulated seconds: never less; later only by as much as the
+            # scheduler wakes its thread late (on a busy machine a few ms an op, so no fixed bound)
+            compute = [(o["end"] - o["start"], op.emulated_seconds) for o, op in zip(it["ops"], ops)
+                       if op.is_compute]
+            assert all(took >= asked for took, asked in compute), compute
+            late = sorted(took - asked for took, asked in compute)
+            lateness.extend(took / asked for took, asked in compute)
+            emulated = sum(asked for _, asked in compute)
+            assert emulated <= it["compute_s"] <= sum(took for took, _ in compute) + 1e-6
+            # nothing but compute and comm: between ops, idle is a thread's wake-up, which costs what
+            # a sleep's lateness measures here and now (median), not a poll's period
+            assert it["idle_s"] <= 0.05 * step + 0.01 + len(ops) * late[len(late) // 2], it
             assert it["exposed_comm_s"] > 0 and set(it["comm_by_kind_s"]) == {op.kind.value for op in ops
                                                                                 if not op.is_compute}
+    # the scheduler only delays, so the most punctual of the run's compute ops shows what the runner
+    # asked for: an op that slept twice would keep every op at 2x or more (one that slept its
+    # unscaled seconds, microseconds, is short of what it was asked, above)
+    assert min(lateness) < 1.5, sorted(lateness)[:5]
 
 
 @pytest.mark.parametrize("par", [dict(dp=8), dict(dp=2, tp=2, pp=2, micro_batches=2)], ids=["dp8", "dp2-tp2-pp2"])
