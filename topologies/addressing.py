@@ -191,23 +191,32 @@ def core_device_id(k: int, i: int) -> int:
 def fat_tree_host_ip4(pod: int, edge: int, h: int) -> ipaddress.IPv4Interface:
     """Host address with its /24 prefix."""
     _check_octets(pod=pod, edge=edge, h=h)
-    return ipaddress.IPv4Interface(f"10.{pod}.{edge}.{h + 2}/24")
+    return ipaddress.IPv4Interface((_fat_tree_ip4(pod, edge, h + 2), 24))
 
 
 def fat_tree_gateway4(pod: int, edge: int) -> ipaddress.IPv4Address:
     _check_octets(pod=pod, edge=edge)
-    return ipaddress.IPv4Address(f"10.{pod}.{edge}.1")
+    return ipaddress.IPv4Address(_fat_tree_ip4(pod, edge, 1))
 
 
 def fat_tree_host_ip6(pod: int, edge: int, h: int) -> ipaddress.IPv6Interface:
     """Host address with its /64 prefix (fd00:0:{pod}:{edge}::{h+2}, numbers in hex)."""
     _check_octets(pod=pod, edge=edge, h=h)
-    return ipaddress.IPv6Interface(f"fd00:0:{pod:x}:{edge:x}::{h + 2:x}/64")
+    return ipaddress.IPv6Interface((_fat_tree_ip6(pod, edge, h + 2), 64))
 
 
 def fat_tree_gateway6(pod: int, edge: int) -> ipaddress.IPv6Address:
     _check_octets(pod=pod, edge=edge)
-    return ipaddress.IPv6Address(f"fd00:0:{pod:x}:{edge:x}::1")
+    return ipaddress.IPv6Address(_fat_tree_ip6(pod, edge, 1))
+
+
+# addresses as integers: a k=110 fat-tree has 332,750 hosts, and parsing their text took most of its build
+def _fat_tree_ip4(pod: int, edge: int, last: int) -> int:
+    return 10 << 24 | pod << 16 | edge << 8 | last         # 10.{pod}.{edge}.{last}
+
+
+def _fat_tree_ip6(pod: int, edge: int, last: int) -> int:
+    return 0xFD00 << 112 | pod << 80 | edge << 64 | last   # fd00:0:{pod}:{edge}::{last}
 
 
 def fat_tree_host_mac(pod: int, edge: int, h: int) -> str:

@@ -215,14 +215,15 @@ def fat_tree(k: int) -> Fabric:
     for pod in range(k):
         for e in range(half):
             edge = ap.edge_name(pod, e)
+            gateway4, gateway6 = ap.fat_tree_gateway4(pod, e), ap.fat_tree_gateway6(pod, e)
             for h in range(half):
                 host = Host(
                     name=ap.fat_tree_host_name(pod, e, h),
                     ip4=ap.fat_tree_host_ip4(pod, e, h),
                     ip6=ap.fat_tree_host_ip6(pod, e, h),
                     mac=ap.fat_tree_host_mac(pod, e, h),
-                    gateway4=ap.fat_tree_gateway4(pod, e),
-                    gateway6=ap.fat_tree_gateway6(pod, e),
+                    gateway4=gateway4,
+                    gateway6=gateway6,
                     switch=edge,
                     port=ap.edge_host_port(h),
                 )
