@@ -21,7 +21,7 @@ import sys
 import threading
 
 from .args import OneLineErrors
-from .cli import LOG_LEVELS, START_ERRORS, CliError, parse_config, setup_logging, start_error, wait_for_signal
+from .options import LOG_LEVELS, START_ERRORS, CliError, parse_config, setup_logging, start_error, wait_for_signal
 from .switch import Switch, SwitchConfig
 
 

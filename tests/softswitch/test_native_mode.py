@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from emulation.testbed import free_tcp_port
-from softswitch.cli import CliError, parse_config
+from softswitch.options import CliError, parse_config
 from softswitch.build_ahead import build_ahead
 from softswitch.ctl import send_command
 from softswitch.native import build, codegen

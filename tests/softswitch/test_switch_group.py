@@ -15,7 +15,7 @@ import pytest
 from controller.switch import SwitchConnection
 from emulation.p4switch import port_accepts
 from emulation.testbed import free_tcp_port
-from softswitch.cli import CliError
+from softswitch.options import CliError
 from softswitch.group import read_configs
 from tests.scenarios.runner import load_p4info, program_files
 
