@@ -283,6 +283,12 @@ class _WayUp:
         srcs = ["p0e0h0", "p0e0h1", "p0e1h0", "p0e1h1"]
         self.pairs = [(s, d) for s in srcs for d in ("p2e0h0", "p3e1h1")]
         self.hosts = {n: lab.host(n) for pair in self.pairs for n in pair}
+        # the sources' edge switches' ports up to the aggregation switch: a busy machine's late
+        # link heartbeats can make an edge skip one for a while, moving flows to the other
+        # aggregation switch before they reach this one
+        self.edge_ports = [(edge, port) for edge in sorted({lab.fabric.host(src).switch for src in srcs})
+                           for port, peer in lab.fabric.ports_of(edge).items() if peer == self.agg]
+        self.moved_below = 0        # packets the edges moved off those ports during the last `send`
 
     def flows(self, size: int) -> list:
         from hostagent.traffic.flows import FlowSpec
@@ -293,6 +299,13 @@ class _WayUp:
         ctl = self.lab.controller
         cells = ctl.read_port_counters(self.agg, *([counter] if counter else []))
         return {port: cells[port].packets if port in cells else 0 for port in (self.dead_port, self.backup_port)}
+
+    def moved_by_edges(self) -> int:
+        from controller.failover.entries import FAILED_OVER
+
+        ctl = self.lab.controller
+        cells = {edge: ctl.read_port_counters(edge, FAILED_OVER) for edge, _ in self.edge_ports}
+        return sum(cells[edge][port].packets for edge, port in self.edge_ports if port in cells[edge])
 
     def heartbeats(self) -> dict[int, int]:
         """The controller's heartbeats sent out of the dead and backup ports so far."""
@@ -312,8 +325,10 @@ class _WayUp:
         from hostagent.traffic.drive import run_traffic
 
         beats_before, before, moved_before = self.heartbeats(), self.counters(), self.counters(FAILED_OVER)
+        below_before = self.moved_by_edges()
         results = run_traffic(self.hosts, self.flows(size), quiet=1.0, deadline=30.0)
         after, moved_after, beats_after = self.counters(), self.counters(FAILED_OVER), self.heartbeats()
+        self.moved_below = self.moved_by_edges() - below_before
         got = {f"{r.flow.src}->{r.flow.dst}": r.received.unique if r.received else 0 for r in results}
         sent = {p: after[p] - before[p] - (beats_after[p] - beats_before[p]) for p in after}
         return got, sent, {p: moved_after[p] - moved_before[p] for p in after}
@@ -342,8 +357,10 @@ class _WayUp:
         assert all(n >= 0.95 * size for n in got.values()), f"flows lost their way up: {got}"
         assert sent[self.backup_port] >= size, f"{self.agg} sent nothing up through its backup port: {sent}"
         assert sent[self.dead_port] < 0.05 * sent[self.backup_port], f"{self.agg} still sent data into the dead port: {sent}"
-        # at least one flow crosses the dead port (checked before the cut): its packets were moved
-        assert moved[self.dead_port] >= 0.9 * size, f"failed_over did not count the packets moved off the dead port: {moved}"
+        # at least one flow crosses the dead port (checked before the cut): its packets were moved,
+        # here or, while an edge skipped its port up here, below
+        assert moved[self.dead_port] + self.moved_below >= 0.9 * size, \
+            f"failed_over did not count the packets moved off the dead port: {moved}, {self.moved_below} below"
 
 
 def test_data_plane_failover_alone_carries_the_way_up_without_a_reroute(lab):
@@ -374,8 +391,7 @@ def test_data_plane_failover_alone_carries_the_way_up_without_a_reroute(lab):
             _wait("the link alive again", lambda: handler.link_up(up.core, up.agg))
         finally:
             handler.stop()
-            lab.failure_handler = start_failure_handling(lab.controller, lab.failover)
-    assert lab.controller.wait_in_sync(30)
+            lab.failure_handler = _restart_failure_handling(lab)
     _all_pairs_reached(lab)
 
 
@@ -421,6 +437,14 @@ def test_link_heartbeats_alone_carry_the_way_up_before_the_controller_knows(lab)
     # taken for dead would carry none
     assert sent[up.dead_port] >= 0.75 * 100, f"{up.agg} does not use the repaired port again: sent {sent}, moved {moved}"
     handler.stop()
-    lab.failure_handler = start_failure_handling(lab.controller, lab.failover)
-    assert lab.controller.wait_in_sync(30)
+    lab.failure_handler = _restart_failure_handling(lab)
     _all_pairs_reached(lab)
+
+
+def _restart_failure_handling(lab):
+    """The lab's own failure handling again, in sync and past its start's grace: its link
+    heartbeats watched anew, a switch skips a port until one is heard (late on a busy machine)."""
+    handler = start_failure_handling(lab.controller, lab.failover)
+    assert lab.controller.wait_in_sync(30)
+    time.sleep(handler.config.grace_ms / 1000 + 0.5)
+    return handler
