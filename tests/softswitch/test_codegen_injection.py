@@ -16,7 +16,7 @@ string is also renamed wherever it occurs, ``next_tables`` keys included, by eac
 so that a name which must match elsewhere reaches the code generator. When this was written
 that made 770 key paths (121 of them only in fabric.json) and 8,470 variants: about 200 s of CPU
 on the 2-core development machine, nine tenths of it loading fabric.json's 1,330 variants (0.15 s
-each), so the variants are shared among a worker process per core (117 s on 2 cores).
+each), so the sites are shared among a worker process per core (82 s on 2 cores).
 
 Each variant must load or raise ProgramError (any other exception fails), must not set the
 sentinel or create the marker file the payloads write, must never make the generator produce
@@ -224,35 +224,38 @@ def checker(tmp_path):
     builtins.__dict__.pop(SENTINEL, None)
 
 
-def variants(marker: Path) -> Iterator[tuple[str, str]]:
-    """(program text, what it is) of every variant, in the same order every time."""
+def variants(marker: Path, share: int = 0, shares: int = 1) -> Iterator[tuple[str, str]]:
+    """(program text, what it is) of the variants of every ``shares``-th site from the
+    ``share``-th (every site by default), in the same order every time; a site's texts are made
+    only by the worker that checks them."""
     marker_payloads = payloads(marker)
     hole = json.dumps(PLACEHOLDER)
-    for prog, js, mine in sites():
-        for site in mine:
-            where = f"{prog.name} {site.describe()}"
-            parent, key = _parent(js, site.path), site.path[-1]
-            parent[key] = PLACEHOLDER
-            text = json.dumps(js)
-            parent[key] = site.value
-            numbers = NUMBER_PAYLOADS if not isinstance(site.value, str) else {}
-            for name, payload in {**marker_payloads, **numbers}.items():
-                yield text.replace(hole, json.dumps(payload)), f"{where} = {name}"
-            if isinstance(site.value, str):
-                text = json.dumps(_rename(js, site.value, PLACEHOLDER))
-                for name in RENAMES:
-                    yield (text.replace(hole, json.dumps(marker_payloads[name])),
-                           f"{where}: every {site.value[:40]!r} renamed to {name}")
+    numbered = ((prog, js, site) for prog, js, mine in sites() for site in mine)
+    for i, (prog, js, site) in enumerate(numbered):
+        if i % shares != share:
+            continue
+        where = f"{prog.name} {site.describe()}"
+        parent, key = _parent(js, site.path), site.path[-1]
+        parent[key] = PLACEHOLDER
+        text = json.dumps(js)
+        parent[key] = site.value
+        numbers = NUMBER_PAYLOADS if not isinstance(site.value, str) else {}
+        for name, payload in {**marker_payloads, **numbers}.items():
+            yield text.replace(hole, json.dumps(payload)), f"{where} = {name}"
+        if isinstance(site.value, str):
+            text = json.dumps(_rename(js, site.value, PLACEHOLDER))
+            for name in RENAMES:
+                yield (text.replace(hole, json.dumps(marker_payloads[name])),
+                       f"{where}: every {site.value[:40]!r} renamed to {name}")
 
 
 def check_share(marker: Path, share: int, shares: int) -> tuple[int, int, list[str]]:
-    """Every ``shares``-th variant from the ``share``-th: (tried, loaded, failures). A worker's job;
-    its address space is capped like the test's."""
+    """The variants of every ``shares``-th site from the ``share``-th: (tried, loaded, failures).
+    A worker's job; its address space is capped like the test's."""
     checker = Checker(marker)
     with memory_cap(2 << 30):
-        for i, (text, what) in enumerate(variants(marker)):
-            if i % shares == share:
-                checker.check(text, what)
+        for text, what in variants(marker, share, shares):
+            checker.check(text, what)
     return checker.tried, checker.loaded, checker.failures
 
 
