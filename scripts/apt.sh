@@ -10,7 +10,9 @@ apt_install_missing() {
   done
   [ ${#missing[@]} -eq 0 ] && return 0
   echo "$label: installing Debian packages: ${missing[*]}" >&2
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # another apt (an unattended upgrade, a build beside us) may hold dpkg's lock: wait for it
+  local wait=(-o DPkg::Lock::Timeout=900)
+  apt-get "${wait[@]}" update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get "${wait[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   APT_INSTALLED=1
 }
