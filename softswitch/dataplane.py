@@ -37,6 +37,7 @@ log = logging.getLogger("softswitch.dataplane")
 DEFAULT_DROP_PORT = 511
 RX_BURST = 128                 # packets read from one port before looking at the others (whole batches)
 INTERNAL_QUEUE_CAPACITY = 1024  # resubmit/recirculate queue, as simple_switch's
+MAX_FRAME = 16384               # the largest frame a packet path takes (native/abi.h SS_MAX_FRAME)
 MAX_TIMEOUT_S = 0.5
 DRAIN_ROUNDS = 64              # rounds of egress + resubmit/recirculate per loop iteration
 # Frames held before they are sent back to back (transmit): at most this many packets'
@@ -59,6 +60,12 @@ class Counters:
     packet_in: int = 0
     packet_out: int = 0
     packet_in_lost: int = 0     # packet-ins the native data plane's ring had no room for
+
+
+def check_packet_out(frame: bytes) -> None:
+    """ValueError when a packet-out is larger than any frame the packet paths take."""
+    if len(frame) > MAX_FRAME:
+        raise ValueError(f"packet-out of {len(frame)} bytes is over the {MAX_FRAME} bytes a frame may have")
 
 
 class Dataplane(QueueSettings):
@@ -164,7 +171,9 @@ class Dataplane(QueueSettings):
         return p.rx_packets, p.tx_packets, p.tx_errors
 
     def inject_packet_out(self, frame: bytes) -> None:
-        """A packet from the controller: it enters ingress on the CPU port."""
+        """A packet from the controller: it enters ingress on the CPU port (ValueError naming why
+        when it is refused: `check_packet_out`)."""
+        check_packet_out(frame)
         self._packet_outs.append(frame)
         self._wake()
 

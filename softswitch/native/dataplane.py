@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..dataplane import DEFAULT_DROP_PORT, Counters
+from ..dataplane import DEFAULT_DROP_PORT, MAX_FRAME, Counters, check_packet_out
 from ..ports import Port
 from ..queues import DEFAULT_DEPTH, DEFAULT_RATE, QueueSettings, check_priority_queues
 from ..runtime.pre import ReplicationEngine
@@ -28,7 +28,6 @@ from ..runtime.pre import ReplicationEngine
 log = logging.getLogger("softswitch.native")
 
 SS_NO_PORT = -1
-MAX_FRAME = 16384           # abi.h SS_MAX_FRAME
 STATUS_COUNT = 6            # abi.h SS_STATUS_COUNT
 
 
@@ -263,9 +262,11 @@ class NativeDataplane(QueueSettings):
 
     # -- the CPU port --------------------------------------------------------------------
     def inject_packet_out(self, frame: bytes) -> None:
-        """A packet from the controller: it enters ingress on the CPU port."""
+        """A packet from the controller: it enters ingress on the CPU port; ValueError naming why
+        when the data plane refuses it (the stream it came on answers that and goes on)."""
+        check_packet_out(frame)
         if self.lib.ss_dp_packet_out(self.handle, frame, len(frame)) != 0:
-            raise NativeError(f"packet-out of {len(frame)} bytes refused (no CPU port, or over {MAX_FRAME} bytes)")
+            raise ValueError(f"packet-out of {len(frame)} bytes refused: the switch has no CPU port")
 
     def _deliver_packet_ins(self) -> None:
         fd = self.lib.ss_dp_packet_in_fd(self.handle)

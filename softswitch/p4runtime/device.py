@@ -308,7 +308,10 @@ class P4RuntimeDevice:
         dp = self.switch.dataplane
         if dp is None:
             raise P4RTError(FAILED_PRECONDITION, "the data plane is not running")
-        dp.inject_packet_out(frame)
+        try:
+            dp.inject_packet_out(frame)
+        except ValueError as e:         # refused by the data plane: said on the stream, which goes on
+            raise invalid(str(e)) from None
 
     def on_packet_in(self, frame: bytes) -> None:
         """Called by the data-plane thread for a frame leaving on the CPU port; never blocks."""

@@ -908,6 +908,16 @@ def test_packet_out_and_packet_in(veths):
             primary_stream.send(bad)
             err = primary_stream.next("error")
             assert err is not None and err.error.canonical_code == code_pb2.INVALID_ARGUMENT
+            # an oversized packet-out: an error naming its size; the stream and its mastership stay
+            huge = pb.StreamMessageRequest()
+            huge.packet.payload = payload + b"x" * 70_000
+            huge.packet.metadata.add(metadata_id=eg, value=b"\x02")
+            primary_stream.send(huge)
+            err = primary_stream.next("error")
+            assert err is not None and err.error.canonical_code == code_pb2.INVALID_ARGUMENT, err
+            assert "70" in err.error.message, err.error.message
+            primary_stream.send(out)
+            assert h2.wait_for(lambda f: f.startswith(payload)) is not None, "the stream did not survive"
             # packet-in: port 1 punts to the CPU; only the primary gets it, with ingress_port = 1
             frame = b"\x02\x00\x00\x00\x00\x09\x02\x00\x00\x00\x00\x01\x88\x88" + b"to the controller"
             h1.send(frame)
