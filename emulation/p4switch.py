@@ -27,7 +27,8 @@ are the group's, and it cannot be restarted or stopped alone.
 T, the run-time control port (BMv2's Thrift server, softswitch's ``--runtime-addr``), is
 16000 + device id for both, so ``set_queue_rate()``/``set_queue_depth()`` reach either target
 (``simple_switch_CLI --thrift-port T``, run with this project's Python by `emulation.bmv2_cli`
-whatever ``python3`` comes first on PATH / ``softswitch-ctl --addr 127.0.0.1:T``).
+whatever ``python3`` comes first on PATH / ``softswitch-ctl --addr 127.0.0.1:T``), and
+``set_queue_bitrate()`` reaches softswitch (BMv2 limits queues in packets per second alone).
 
 No control port is open to other machines. The P4Runtime servers of both targets and
 softswitch's run-time control server listen on 127.0.0.1. BMv2's Thrift server listens on every
@@ -325,6 +326,15 @@ class P4Switch(MarkedNode, Switch):
     def set_queue_rate(self, rate_pps: int, port: int | None = None) -> None:
         """Egress queue rate in packets per second (0: unlimited) of ``port`` (all ports: None)."""
         self._queue_setting(f"set_queue_rate {rate_pps}" + (f" {port}" if port is not None else ""))
+
+    def set_queue_bitrate(self, bits_per_s: int, port: int | None = None) -> None:
+        """Egress queue rate in bits per second, as a link's (0: unlimited; softswitch/queues.py)
+        of ``port`` (all ports: None); it replaces a packet rate. softswitch only: P4SwitchError
+        on BMv2, whose queues are limited in packets per second alone."""
+        if self.target_kind == "bmv2":
+            raise P4SwitchError(f"switch {self.name}: BMv2 limits queues only in packets/s (set_queue_rate), "
+                                f"not in bits/s ({bits_per_s} asked)")
+        self._queue_setting(f"set_queue_bitrate {bits_per_s}" + (f" {port}" if port is not None else ""))
 
     def set_queue_depth(self, depth_pkts: int, port: int | None = None) -> None:
         """Egress queue depth in packets of ``port`` (all ports: None)."""

@@ -1,10 +1,17 @@
 """Run-time control of a softswitch, outside P4Runtime: queue rate and depth, statistics.
 
-The commands mirror simple_switch_CLI's, so scripts can drive either target:
+The commands mirror simple_switch_CLI's, so scripts can drive either target (set_queue_bitrate
+is softswitch's alone):
 
     set_queue_rate <rate_pps> [<egress_port>]     packets per second, 0 = unlimited
+    set_queue_bitrate <bits_per_s> [<egress_port>]
+                                                   bits per second as a link's, 0 = unlimited, else
+                                                   1000..400000000000; a frame costs its bytes on the
+                                                   wire (softswitch/queues.py); clears the packet rate
+                                                   (set_queue_rate clears the bit rate)
     set_queue_depth <depth_pkts> [<egress_port>]
-    get_queue <egress_port>                        depth, rate, occupancy, drops, priority_queues (JSON)
+    get_queue <egress_port>                        depth, rate_pps, bitrate, occupancy, drops,
+                                                   priority_queues (JSON)
     stats                                          packet counters (JSON)
     packet_path                                    compiled or Python, port I/O batched or not, building,
                                                    last build error (JSON)
@@ -81,18 +88,17 @@ class RuntimeControlServer:
         except ValueError:
             return f"error: {cmd}: arguments must be integers"
         try:
-            if cmd == "set_queue_rate" and len(nums) in (1, 2):
-                dp.set_queue_rate(nums[0], nums[1] if len(nums) == 2 else None)
-                return "ok"
-            if cmd == "set_queue_depth" and len(nums) in (1, 2):
-                dp.set_queue_depth(nums[0], nums[1] if len(nums) == 2 else None)
+            setter = {"set_queue_rate": dp.set_queue_rate, "set_queue_bitrate": dp.set_queue_bitrate,
+                      "set_queue_depth": dp.set_queue_depth}.get(cmd)
+            if setter is not None and len(nums) in (1, 2):
+                setter(nums[0], nums[1] if len(nums) == 2 else None)
                 return "ok"
             if cmd == "get_queue" and len(nums) == 1:
                 dp.check_port(nums[0])
-                qs = dp.port_queues(nums[0])       # depth and rate are set per port: the same in each
+                qs = dp.port_queues(nums[0])       # depth and pace are set per port: the same in each
                 return json.dumps({"port": nums[0], "depth": qs[0].depth, "rate_pps": qs[0].rate_pps,
-                                   "occupancy": sum(len(q) for q in qs), "drops": sum(q.drops for q in qs),
-                                   "priority_queues": dp.priority_queues})
+                                   "bitrate": qs[0].bitrate, "occupancy": sum(len(q) for q in qs),
+                                   "drops": sum(q.drops for q in qs), "priority_queues": dp.priority_queues})
             if cmd == "stats" and not nums:
                 ports = {p.number: dict(zip(("iface", "rx", "tx"), (p.iface, *dp.port_counters(p.number)[:2])))
                          for p in dp.ports.values()}

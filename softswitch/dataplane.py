@@ -29,7 +29,7 @@ from .pipeline.helpers import Abort
 from .pipeline.compiled import loaded_support
 from .pipeline.program import Program
 from .ports import Port
-from .queues import DEFAULT_DEPTH, DEFAULT_RATE, EgressQueue, QueueSettings, check_priority_queues
+from .queues import DEFAULT_BITRATE, DEFAULT_DEPTH, DEFAULT_RATE, EgressQueue, QueueSettings, check_priority_queues
 from .runtime.pre import ReplicationEngine
 
 log = logging.getLogger("softswitch.dataplane")
@@ -71,8 +71,9 @@ def check_packet_out(frame: bytes) -> None:
 class Dataplane(QueueSettings):
     def __init__(self, ports: dict[int, Port], cpu_port: int | None = None,
                  drop_port: int = DEFAULT_DROP_PORT, queue_depth: int = DEFAULT_DEPTH,
-                 queue_rate: int = DEFAULT_RATE, priority_queues: int = 1):
+                 queue_rate: int = DEFAULT_RATE, priority_queues: int = 1, queue_bitrate: int = DEFAULT_BITRATE):
         check_priority_queues(priority_queues)
+        self._init_queue_settings(queue_depth, queue_rate, queue_bitrate)
         self.ports = ports
         self.cpu_port = cpu_port
         self.drop_port = drop_port
@@ -81,13 +82,10 @@ class Dataplane(QueueSettings):
         self.pre = ReplicationEngine()
         self.lock = threading.RLock()
         self.counters = Counters()
-        self.default_queue_depth = queue_depth
-        self.default_queue_rate = queue_rate
         self.priority_queues = priority_queues
         # (port, priority) -> queue, highest priority first: the order they are served in
         self.queues: dict[tuple[int, int], EgressQueue] = {}
         self.queued = 0            # packets in all the queues (0: the loop has none to look for)
-        self._port_settings: dict[int, dict[str, int]] = {}    # port -> {"depth", "rate"} set for it alone
         self.on_packet_in: Callable[[bytes], None] | None = None
         self._internal: deque = deque()        # resubmitted and recirculated packets
         self._packet_outs: deque = deque()     # frames from the controller
@@ -143,9 +141,8 @@ class Dataplane(QueueSettings):
             # one queue), with the port's settings, in a new dict (another thread may be
             # iterating the old one), highest priority first: the order they are served in
             with self.lock:
-                own = self._port_settings.get(port, {})
-                made = EgressQueue(port, own.get("depth", self.default_queue_depth),
-                                   own.get("rate", self.default_queue_rate), priority)
+                s = self.queue_settings(port)
+                made = EgressQueue(port, s["depth"], s["rate"], priority, s["bitrate"])
                 grown = {(port, priority): made, **self.queues}     # one made meanwhile stays
                 self.queues = dict(sorted(grown.items(), key=lambda kv: -kv[0][1]))
                 q = self.queues[(port, priority)]
@@ -157,12 +154,14 @@ class Dataplane(QueueSettings):
         return [q for (p, _), q in self.queues.items() if p == port]
 
     def _apply_queue_setting(self, port: int | None, setting: str, value: int) -> None:
-        """``setting`` ("depth" or "rate") into one port's queues, or (port None) every queue
-        (QueueSettings remembered it for the queues made later)."""
+        """``setting`` ("depth", "rate" or "bitrate") into one port's queues, or (port None)
+        every queue (QueueSettings remembered it for the queues made later)."""
         queues = list(self.queues.values()) if port is None else self.port_queues(port)
+        apply = {"depth": EgressQueue.set_depth, "rate": EgressQueue.set_rate,
+                 "bitrate": EgressQueue.set_bitrate}[setting]
         for q in queues:
-            (q.set_depth if setting == "depth" else q.set_rate)(value)
-        if setting == "rate":
+            apply(q, value)
+        if setting != "depth":
             self._wake()           # the loop's wait may now be shorter
 
     def port_counters(self, port: int) -> tuple[int, int, int]:

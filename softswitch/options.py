@@ -16,7 +16,7 @@ from .native.mode import DEFAULT_MODE as NATIVE_DEFAULT, MODES as NATIVE_MODES, 
 from .pipeline.compiled import CompileError
 from .pipeline.errors import ProgramError
 from .ports import PortError, PortSpec
-from .queues import MAX_PRIORITY_QUEUES, check_depth, check_port, check_priority_queues, check_rate
+from .queues import MAX_PRIORITY_QUEUES, check_bitrate, check_depth, check_port, check_priority_queues, check_rate
 from .switch import SwitchConfig
 
 LOG_LEVELS = ("trace", "debug", "info", "warn", "error", "off")
@@ -56,6 +56,10 @@ def build_parser(parser_class: type[argparse.ArgumentParser] = OneLineErrors) ->
                    help="egress queue depth in packets, for all ports or one (repeatable; default 64)")
     p.add_argument("--queue-rate", type=_per_port, action="append", default=[], metavar="PPS[@PORT]",
                    help="egress queue rate in packets/s, for all ports or one (repeatable; default unlimited)")
+    p.add_argument("--queue-bitrate", type=_per_port, action="append", default=[], metavar="BPS[@PORT]",
+                   help="egress queue rate in bits/s, as a link's (a frame costs its bytes on the wire: padding "
+                        "to 64, FCS, preamble, gap), for all ports or one; instead of --queue-rate there "
+                        "(repeatable; default unlimited)")
     p.add_argument("--priority-queues", type=int, default=1, metavar="N",
                    help=f"egress queues per port, served by standard_metadata.priority, highest first "
                         f"(1..{MAX_PRIORITY_QUEUES}; default 1: a packet of priority 1 or more is dropped)")
@@ -110,7 +114,8 @@ def parse_config(argv: list[str], parser_class: type[argparse.ArgumentParser] = 
     # (flag, values, bounds check, per-port dict, default attribute)
     for flag, values, check, per_port, default in (
             ("--queue-depth", args.queue_depth, check_depth, cfg.port_queue_depths, "queue_depth"),
-            ("--queue-rate", args.queue_rate, check_rate, cfg.port_queue_rates, "queue_rate")):
+            ("--queue-rate", args.queue_rate, check_rate, cfg.port_queue_rates, "queue_rate"),
+            ("--queue-bitrate", args.queue_bitrate, check_bitrate, cfg.port_queue_bitrates, "queue_bitrate")):
         for value, port in values:
             try:
                 check(value)
@@ -122,7 +127,19 @@ def parse_config(argv: list[str], parser_class: type[argparse.ArgumentParser] = 
                 setattr(cfg, default, value)
             else:
                 per_port[port] = value
+    _one_pace_each(args)
     return cfg, args
+
+
+def _one_pace_each(args: argparse.Namespace) -> None:
+    """CliError when --queue-rate and --queue-bitrate are both given for all ports, or for one."""
+    rates, bitrates = ({port: value for value, port in values} for values in (args.queue_rate, args.queue_bitrate))
+    both = rates.keys() & bitrates.keys()
+    if both:
+        port = None if None in both else min(both)
+        where, at = ("every port", "") if port is None else (f"port {port}", f"@{port}")
+        raise CliError(f"--queue-rate {rates[port]}{at} and --queue-bitrate {bitrates[port]}{at}: {where}'s queues "
+                       f"are paced in packets or in bits per second, not both")
 
 
 def _log_file_handler(path: str) -> logging.Handler:

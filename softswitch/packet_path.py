@@ -159,9 +159,12 @@ def build_packet_path(dp: "PathOwner", prog: Program) -> PacketPath:
         if queueing:
             F[enq_ts] = now & enq_ts_mask
             F[enq_qdepth] = len(q.items)
-        if straight and not dp.queued and q.leaves_now(now):
+        length = F[h_length]                 # what the link will carry (queues.py), truncated
+        if F[h_truncate] < length:
+            length = F[h_truncate]
+        if straight and not dp.queued and q.leaves_now(now, length):
             depart(q, F, now)
-        elif q.push(F, now):
+        elif q.push(F, now, length):
             dp.queued += 1
         else:
             counters.queue_drops += 1

@@ -11,7 +11,7 @@ from .fastpath import FastPath
 from .native.mode import DEFAULT_MODE as NATIVE_DEFAULT_MODE, NativePath, NativeProgram
 from .pipeline.program import Program
 from .ports import Port, PortSpec, open_ports
-from .queues import DEFAULT_DEPTH, DEFAULT_RATE
+from .queues import DEFAULT_BITRATE, DEFAULT_DEPTH, DEFAULT_RATE
 from .runtime.pre import ReplicationEngine
 
 log = logging.getLogger("softswitch")
@@ -27,9 +27,11 @@ class SwitchConfig:
     runtime_addr: str | None = None
     json_path: str | None = None
     queue_depth: int = DEFAULT_DEPTH
-    queue_rate: int = DEFAULT_RATE
+    queue_rate: int = DEFAULT_RATE             # packets/s, or
+    queue_bitrate: int = DEFAULT_BITRATE       # bits/s (queues.py): one of the two paces, the other 0
     port_queue_depths: dict[int, int] = field(default_factory=dict)
     port_queue_rates: dict[int, int] = field(default_factory=dict)
+    port_queue_bitrates: dict[int, int] = field(default_factory=dict)   # a port in one of the two pace dicts
     priority_queues: int = 1                   # egress queues per port (simple_switch's --priority-queues)
     arbitration_timeout: float | None = None   # seconds a new StreamChannel has to arbitrate (None: default)
     compiled: str = "auto"                     # the compiled packet path: auto, now or off (fastpath.py)
@@ -78,6 +80,8 @@ class Switch:
                 dp.set_queue_depth(depth, port)
             for port, rate in cfg.port_queue_rates.items():
                 dp.set_queue_rate(rate, port)
+            for port, bits_per_s in cfg.port_queue_bitrates.items():
+                dp.set_queue_bitrate(bits_per_s, port)
             self.dataplane = dp
             self._set_program(dp, program, None, native)
             if cfg.runtime_addr:
@@ -98,7 +102,8 @@ class Switch:
     # -- which data plane runs the program ---------------------------------------------------
     def _new_dataplane(self, native: NativeProgram | None):
         cfg = self.config
-        args = (self.ports, cfg.cpu_port, cfg.drop_port, cfg.queue_depth, cfg.queue_rate, cfg.priority_queues)
+        args = (self.ports, cfg.cpu_port, cfg.drop_port, cfg.queue_depth, cfg.queue_rate, cfg.priority_queues,
+                cfg.queue_bitrate)
         if native is None:
             return Dataplane(*args)
         from .native.dataplane import NativeDataplane
@@ -131,12 +136,7 @@ class Switch:
             self._set_program(old, program, engine, native)
             return
         new = self._new_dataplane(native)
-        new.default_queue_depth, new.default_queue_rate = old.default_queue_depth, old.default_queue_rate
-        new.set_queue_depth(old.default_queue_depth)
-        new.set_queue_rate(old.default_queue_rate)
-        for port, settings in old._port_settings.items():
-            new.set_queue_depth(settings["depth"], port)
-            new.set_queue_rate(settings["rate"], port)
+        new.take_queue_settings(old)
         new.on_packet_in = old.on_packet_in
         self._set_program(new, program, engine, native)
         old.stop()

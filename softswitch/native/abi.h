@@ -133,8 +133,9 @@ typedef struct ss_counters {
 
 typedef struct ss_port_counters { uint64_t rx, tx, tx_errors; } ss_port_counters;
 
+/* the queues' default pace: queue_bitrate bits/s when not 0, else queue_rate_pps packets/s */
 ss_dataplane *ss_dp_new(int cpu_port, int drop_port, int priority_queues,
-                        uint32_t queue_depth, uint32_t queue_rate_pps);
+                        uint32_t queue_depth, uint32_t queue_rate_pps, uint64_t queue_bitrate);
 int ss_dp_add_port(ss_dataplane *dp, int number, int fd);     /* 0, or -1 (bad number, twice) */
 ss_objects *ss_dp_objects(ss_dataplane *dp);
 int ss_dp_start(ss_dataplane *dp);                            /* the loop's thread: 0 or errno */
@@ -142,12 +143,20 @@ void ss_dp_stop(ss_dataplane *dp);                            /* joins the loop'
 void ss_dp_free(ss_dataplane *dp);                            /* stopped first; fds not closed */
 void ss_dp_lock(ss_dataplane *dp);
 void ss_dp_unlock(ss_dataplane *dp);
-/* queues (BMv2's set_queue_depth/set_queue_rate): port SS_NO_PORT is every port and the default */
+/* queues (BMv2's set_queue_depth/set_queue_rate, and a link's bit rate: softswitch/queues.py):
+ * port SS_NO_PORT is every port and the default; a rate clears the bit rate and the other way round */
 void ss_dp_set_queue_depth(ss_dataplane *dp, int port, uint32_t depth);
 void ss_dp_set_queue_rate(ss_dataplane *dp, int port, uint32_t rate_pps);
+void ss_dp_set_queue_bitrate(ss_dataplane *dp, int port, uint64_t bits_per_s);
 uint32_t ss_dp_queue_length(ss_dataplane *dp, int port, int priority);
-/* a queue's settings and state: 1, 0 when no packet made it yet (the settings it would get), -1 */
-typedef struct ss_queue_info { uint32_t depth, rate_pps, length; uint64_t drops; } ss_queue_info;
+/* a queue's settings and state: 1, 0 when no packet made it yet (the settings it would get), -1.
+ * last_departure: the last packet's departure, next_free: when the link is free of it (µs since
+ * the start, as the departures the queue gives) */
+typedef struct ss_queue_info {
+    uint32_t depth, rate_pps, length;
+    uint64_t drops, bitrate;
+    double last_departure, next_free;
+} ss_queue_info;
 int ss_dp_queue_info(ss_dataplane *dp, int port, int priority, ss_queue_info *out);
 /* replication: a group's or session's copies, (ports[i], rids[i]) in BMv2's order; replaces */
 int ss_dp_set_group(ss_dataplane *dp, uint32_t group, uint32_t n, const uint32_t *ports,

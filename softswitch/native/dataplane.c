@@ -4,8 +4,8 @@
  * ports.py, and hands their fds), reads a port's frames with recvmmsg, runs each through the
  * program's pipeline (abi.h: parse, verify, ingress), hands copies to the replication engine
  * (multicast groups, clone sessions), puts packets in per-port, per-priority egress queues
- * (depth, packets-per-second rate: queues.py), takes them off when their departure time has
- * come, runs egress, deparses and sends them with sendmmsg. The order of steps, the instance
+ * (depth, a pace in packets or bits per second: queues.py), takes them off when their departure
+ * time has come, runs egress, deparses and sends them with sendmmsg. The order of steps, the instance
  * types and the metadata a copy keeps are the Python path's (which follows BMv2's
  * simple_switch.cpp); so are the loop's bounds (bursts, drain rounds, the internal queue).
  *
@@ -36,6 +36,12 @@
 #define MAX_TIMEOUT_MS 500
 #define PACKET_IN_RING 1024        /* packet-ins waiting for the Python side */
 #define MAX_DEPTH 100000           /* queues.MAX_DEPTH */
+#define MIN_BITRATE 1000ULL        /* queues.MIN_BITRATE */
+#define MAX_BITRATE 400000000000ULL  /* queues.MAX_BITRATE */
+/* what an Ethernet link spends on a frame beyond its bytes (queues.MIN_FRAME, queues.WIRE_OVERHEAD:
+ * FCS 4 + preamble and SFD 8 + inter-frame gap 12) */
+#define MIN_FRAME 60
+#define WIRE_OVERHEAD 24
 #define NO_TRUNCATION (1ULL << 62)
 #define MIRROR_SESSION_ID_MASK 0x7FFF
 #define MAX_GROUP 0xFFFF
@@ -58,11 +64,17 @@ typedef struct __attribute__((aligned(16))) packet {
     uint8_t *state, *frame;
 } packet;
 
+/* a queue's pace: packets/s (BMv2's) or bits/s, the other 0; both 0: unlimited */
+typedef struct pace { uint32_t rate_pps; uint64_t bitrate; } pace;
+
 typedef struct queue {
     int port, priority;
-    uint32_t depth, count, rate;
+    uint32_t depth, count;
+    pace pace;
     uint64_t drops;                /* packets a full queue refused */
-    double delay_us, last_departure;
+    double delay_us;               /* 1/rate_pps */
+    double last_departure, next_free;   /* µs; the link is busy until next_free (queues.py) */
+    uint32_t last_len;             /* bytes of the packet that departed last */
     packet *head, *tail;
     struct queue *next_served;     /* the queues in the order served: highest priority first */
 } queue;
@@ -81,10 +93,13 @@ struct ss_dataplane {
     int epfd, wakefd;
     struct timespec start;
     int cpu_port, drop_port, priority_queues;
-    uint32_t default_depth, default_rate;
+    uint32_t default_depth;
+    pace default_pace;
     int fds[SS_MAX_PORTS];         /* -1: no interface behind the number */
     ss_port_counters port_counters[SS_MAX_PORTS];
-    int32_t port_depth[SS_MAX_PORTS], port_rate[SS_MAX_PORTS];   /* -1: the default */
+    int32_t port_depth[SS_MAX_PORTS];    /* -1: the default */
+    pace port_pace[SS_MAX_PORTS];
+    uint8_t own_pace[SS_MAX_PORTS];      /* 0: the default's */
     queue *queues[SS_MAX_PORTS][SS_MAX_PRIORITY_QUEUES];
     queue *served;                 /* every queue, highest priority first */
     uint32_t queued;               /* packets in all the queues */
@@ -167,13 +182,35 @@ static inline void set(packet *p, int meta, uint64_t v) { ss_set(p->state, meta,
 static uint32_t port_depth(const ss_dataplane *dp, int port) {
     return dp->port_depth[port] >= 0 ? (uint32_t)dp->port_depth[port] : dp->default_depth;
 }
-static uint32_t port_rate(const ss_dataplane *dp, int port) {
-    return dp->port_rate[port] >= 0 ? (uint32_t)dp->port_rate[port] : dp->default_rate;
+static pace port_pace(const ss_dataplane *dp, int port) {
+    return dp->own_pace[port] ? dp->port_pace[port] : dp->default_pace;
 }
 
-static void queue_set_rate(queue *q, uint32_t rate) {
-    q->rate = rate;
-    q->delay_us = rate ? 1e6 / rate : 0.0;
+/* queues.wire_bytes */
+static inline uint32_t wire_bytes(uint32_t len) { return (len > MIN_FRAME ? len : MIN_FRAME) + WIRE_OVERHEAD; }
+
+/* µs the link is busy with a packet of len bytes (queues.EgressQueue._link_us) */
+static inline double link_us(const queue *q, uint32_t len) {
+    return q->pace.bitrate ? (double)wire_bytes(len) * 8e6 / (double)q->pace.bitrate : q->delay_us;
+}
+
+/* from the last departure, as BMv2 adds a new rate's delay to its last departure */
+static void queue_set_pace(queue *q, pace pc) {
+    q->pace = pc;
+    q->delay_us = pc.rate_pps ? 1e6 / pc.rate_pps : 0.0;
+    q->next_free = q->last_departure + link_us(q, q->last_len);
+}
+
+static void queue_departs(queue *q, double departure, uint32_t len) {
+    q->last_departure = departure;
+    q->last_len = len;
+    q->next_free = departure + link_us(q, len);
+}
+
+/* the bytes the link will carry: the packet's length, truncated (queues.py) */
+static uint32_t wire_length(const packet *p) {
+    uint64_t truncate = get(p, SS_TRUNCATE_LENGTH);
+    return truncate < p->len ? (uint32_t)truncate : p->len;
 }
 
 static queue *queue_get(ss_dataplane *dp, int port, int priority) {
@@ -184,7 +221,7 @@ static queue *queue_get(ss_dataplane *dp, int port, int priority) {
     q->port = port;
     q->priority = priority;
     q->depth = port_depth(dp, port);
-    queue_set_rate(q, port_rate(dp, port));
+    queue_set_pace(q, port_pace(dp, port));
     /* before the first of the same or a lower priority (the Python path's order) */
     queue **at = &dp->served;
     while (*at && (*at)->priority > priority) at = &(*at)->next_served;
@@ -196,9 +233,8 @@ static queue *queue_get(ss_dataplane *dp, int port, int priority) {
 
 static int queue_push(queue *q, packet *p, double now) {
     if (q->count >= q->depth) { q->drops++; return 0; }
-    double d = q->last_departure + q->delay_us;
-    p->departure = now > d ? now : d;
-    q->last_departure = p->departure;
+    p->departure = now > q->next_free ? now : q->next_free;
+    queue_departs(q, p->departure, wire_length(p));
     p->next = NULL;
     if (q->tail) q->tail->next = p; else q->head = p;
     q->tail = p;
@@ -206,10 +242,10 @@ static int queue_push(queue *q, packet *p, double now) {
     return 1;
 }
 
-/* a packet arriving now would be the queue's only one, due at once: its departure recorded */
-static int queue_leaves_now(queue *q, double now) {
-    if (q->head || q->last_departure + q->delay_us > now) return 0;
-    q->last_departure = now;
+/* p arriving now would be the queue's only packet, due at once: its departure recorded */
+static int queue_leaves_now(queue *q, const packet *p, double now) {
+    if (q->head || q->next_free > now) return 0;
+    queue_departs(q, now, wire_length(p));
     return 1;
 }
 
@@ -438,7 +474,7 @@ static void enqueue(ss_dataplane *dp, int port, packet *p, int straight) {
         set(p, SS_ENQ_TIMESTAMP, now & dp->mask_enq_ts);
         set(p, SS_ENQ_QDEPTH, q->count);
     }
-    if (straight && !dp->queued && queue_leaves_now(q, (double)now)) {
+    if (straight && !dp->queued && queue_leaves_now(q, p, (double)now)) {
         int st = depart(dp, q, p, now);
         if (st) failed(dp, st);
     } else if (queue_push(q, p, (double)now)) {
@@ -623,7 +659,7 @@ static void *loop(void *arg) {
 
 /* ---- control ------------------------------------------------------------------------ */
 ss_dataplane *ss_dp_new(int cpu_port, int drop_port, int priority_queues,
-                        uint32_t queue_depth, uint32_t queue_rate_pps) {
+                        uint32_t queue_depth, uint32_t queue_rate_pps, uint64_t queue_bitrate) {
     if (priority_queues < 1 || priority_queues > SS_MAX_PRIORITY_QUEUES) return NULL;
     ss_dataplane *dp = calloc(1, sizeof *dp);
     if (!dp) return NULL;
@@ -634,8 +670,8 @@ ss_dataplane *ss_dp_new(int cpu_port, int drop_port, int priority_queues,
     dp->drop_port = drop_port;
     dp->priority_queues = priority_queues;
     dp->default_depth = queue_depth;
-    dp->default_rate = queue_rate_pps;
-    for (int i = 0; i < SS_MAX_PORTS; i++) dp->fds[i] = -1, dp->port_depth[i] = dp->port_rate[i] = -1;
+    dp->default_pace = queue_bitrate ? (pace){ 0, queue_bitrate } : (pace){ queue_rate_pps, 0 };
+    for (int i = 0; i < SS_MAX_PORTS; i++) dp->fds[i] = -1, dp->port_depth[i] = -1;
     dp->state_size = ss_state_size();
     dp->state_alloc = (dp->state_size + 15) & ~(size_t)15;
     dp->template_state = calloc(1, dp->state_alloc ? dp->state_alloc : 16);
@@ -741,30 +777,41 @@ void ss_dp_lock(ss_dataplane *dp) {
 
 void ss_dp_unlock(ss_dataplane *dp) { pthread_mutex_unlock(&dp->lock); }
 
-static void set_port_setting(ss_dataplane *dp, int port, int32_t *per_port, uint32_t *deflt,
-                             uint32_t value, int depth) {
-    if (port == SS_NO_PORT) {
-        *deflt = value;
-        for (int i = 0; i < SS_MAX_PORTS; i++) if (per_port[i] >= 0) per_port[i] = (int32_t)value;
-    } else {
-        per_port[port] = (int32_t)value;
-    }
-    for (queue *q = dp->served; q; q = q->next_served) {
-        if (port != SS_NO_PORT && q->port != port) continue;
-        if (depth) q->depth = value; else queue_set_rate(q, value);
-    }
-}
-
 void ss_dp_set_queue_depth(ss_dataplane *dp, int port, uint32_t depth) {
     if (depth < 1 || depth > MAX_DEPTH || port < SS_NO_PORT || port >= SS_MAX_PORTS) return;
-    set_port_setting(dp, port, dp->port_depth, &dp->default_depth, depth, 1);
+    if (port == SS_NO_PORT) {
+        dp->default_depth = depth;
+        for (int i = 0; i < SS_MAX_PORTS; i++) if (dp->port_depth[i] >= 0) dp->port_depth[i] = (int32_t)depth;
+    } else {
+        dp->port_depth[port] = (int32_t)depth;
+    }
+    for (queue *q = dp->served; q; q = q->next_served)
+        if (port == SS_NO_PORT || q->port == port) q->depth = depth;
+}
+
+static void set_pace(ss_dataplane *dp, int port, pace pc) {
+    if (port == SS_NO_PORT) {
+        dp->default_pace = pc;
+        for (int i = 0; i < SS_MAX_PORTS; i++) if (dp->own_pace[i]) dp->port_pace[i] = pc;
+    } else {
+        dp->port_pace[port] = pc;
+        dp->own_pace[port] = 1;
+    }
+    for (queue *q = dp->served; q; q = q->next_served)
+        if (port == SS_NO_PORT || q->port == port) queue_set_pace(q, pc);
+    uint64_t one = 1;       /* the loop's timeout may now be shorter */
+    if (write(dp->wakefd, &one, sizeof one) < 0) { /* full: readable anyway */ }
 }
 
 void ss_dp_set_queue_rate(ss_dataplane *dp, int port, uint32_t rate_pps) {
     if (port < SS_NO_PORT || port >= SS_MAX_PORTS) return;
-    set_port_setting(dp, port, dp->port_rate, &dp->default_rate, rate_pps, 0);
-    uint64_t one = 1;       /* the loop's timeout may now be shorter */
-    if (write(dp->wakefd, &one, sizeof one) < 0) { /* full: readable anyway */ }
+    set_pace(dp, port, (pace){ rate_pps, 0 });
+}
+
+void ss_dp_set_queue_bitrate(ss_dataplane *dp, int port, uint64_t bits_per_s) {
+    if (port < SS_NO_PORT || port >= SS_MAX_PORTS) return;
+    if (bits_per_s && (bits_per_s < MIN_BITRATE || bits_per_s > MAX_BITRATE)) return;
+    set_pace(dp, port, (pace){ 0, bits_per_s });
 }
 
 uint32_t ss_dp_queue_length(ss_dataplane *dp, int port, int priority) {
@@ -777,10 +824,13 @@ int ss_dp_queue_info(ss_dataplane *dp, int port, int priority, ss_queue_info *ou
     if (port < 0 || port >= SS_MAX_PORTS || priority < 0 || priority >= SS_MAX_PRIORITY_QUEUES) return -1;
     queue *q = dp->queues[port][priority];
     if (!q) {       /* not made yet: what it would be made with */
-        *out = (ss_queue_info){ port_depth(dp, port), port_rate(dp, port), 0, 0 };
+        queue made = { .depth = port_depth(dp, port) };
+        queue_set_pace(&made, port_pace(dp, port));
+        *out = (ss_queue_info){ made.depth, made.pace.rate_pps, 0, 0, made.pace.bitrate, 0.0, made.next_free };
         return 0;
     }
-    *out = (ss_queue_info){ q->depth, q->rate, q->count, q->drops };
+    *out = (ss_queue_info){ q->depth, q->pace.rate_pps, q->count, q->drops, q->pace.bitrate,
+                            q->last_departure, q->next_free };
     return 1;
 }
 

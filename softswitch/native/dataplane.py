@@ -4,9 +4,10 @@ packets never enter the interpreter.
 ``NativeDataplane`` loads a program's shared library (build.py), hands it the ports' sockets
 (ports.py opens them), starts its loop thread and offers what softswitch.dataplane.Dataplane
 offers the control plane: ``lock`` (the loop's batch mutex: a write batch under it is seen
-whole), queue depth and rate, the replication engine (runtime/pre.py stays the reference that
-answers reads; every change is mirrored into the library), counters with errors by name,
-packet-out, and packet-in frames handed to ``on_packet_in`` from a thread of its own.
+whole), queue depth and pace (packets or bits per second), the replication engine
+(runtime/pre.py stays the reference that answers reads; every change is mirrored into the
+library), counters with errors by name, packet-out, and packet-in frames handed to
+``on_packet_in`` from a thread of its own.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from typing import Callable
 
 from ..dataplane import DEFAULT_DROP_PORT, MAX_FRAME, Counters, check_packet_out
 from ..ports import Port
-from ..queues import DEFAULT_DEPTH, DEFAULT_RATE, QueueSettings, check_priority_queues
+from ..queues import DEFAULT_BITRATE, DEFAULT_DEPTH, DEFAULT_RATE, QueueSettings, check_priority_queues
 from ..runtime.pre import ReplicationEngine
 
 log = logging.getLogger("softswitch.native")
@@ -47,18 +48,23 @@ class _PortCounters(ctypes.Structure):
 
 class _QueueInfo(ctypes.Structure):
     _fields_ = [("depth", ctypes.c_uint32), ("rate_pps", ctypes.c_uint32), ("length", ctypes.c_uint32),
-                ("drops", ctypes.c_uint64)]
+                ("drops", ctypes.c_uint64), ("bitrate", ctypes.c_uint64),
+                ("last_departure", ctypes.c_double), ("next_free", ctypes.c_double)]
 
 
 @dataclass(frozen=True)
 class QueueInfo:
-    """One native queue as softswitch-ctl's get_queue shows an EgressQueue."""
+    """One native queue as softswitch-ctl's get_queue shows an EgressQueue (its departure times
+    too: the last packet's, and when the link is free of it, in us since the start)."""
     port: int
     priority: int
     depth: int
     rate_pps: int
+    bitrate: int
     length: int
     drops: int
+    last_departure: float
+    next_free: float
 
     def __len__(self) -> int:
         return self.length
@@ -72,10 +78,10 @@ def load_library(path: Path | str) -> ctypes.CDLL:
 def declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     """``lib`` with the data plane's control functions typed (ctypes' default, an int result,
     would cut a pointer in two)."""
-    P, u32, i32 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int
+    P, u32, u64, i32 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int
     u32p = ctypes.POINTER(ctypes.c_uint32)
     sigs = {
-        "ss_dp_new": (P, [i32, i32, i32, u32, u32]),
+        "ss_dp_new": (P, [i32, i32, i32, u32, u32, u64]),
         "ss_dp_add_port": (i32, [P, i32, i32]),
         "ss_dp_objects": (P, [P]),
         "ss_dp_start": (i32, [P]),
@@ -85,6 +91,7 @@ def declare(lib: ctypes.CDLL) -> ctypes.CDLL:
         "ss_dp_unlock": (None, [P]),
         "ss_dp_set_queue_depth": (None, [P, i32, u32]),
         "ss_dp_set_queue_rate": (None, [P, i32, u32]),
+        "ss_dp_set_queue_bitrate": (None, [P, i32, u64]),
         "ss_dp_queue_length": (u32, [P, i32, i32]),
         "ss_dp_queue_info": (i32, [P, i32, i32, ctypes.POINTER(_QueueInfo)]),
         "ss_dp_set_group": (i32, [P, u32, u32, u32p, u32p]),
@@ -139,18 +146,17 @@ class BatchLock:
 class NativeDataplane(QueueSettings):
     def __init__(self, library: Path | str | ctypes.CDLL, ports: dict[int, Port], cpu_port: int | None = None,
                  drop_port: int = DEFAULT_DROP_PORT, queue_depth: int = DEFAULT_DEPTH,
-                 queue_rate: int = DEFAULT_RATE, priority_queues: int = 1):
+                 queue_rate: int = DEFAULT_RATE, priority_queues: int = 1, queue_bitrate: int = DEFAULT_BITRATE):
         check_priority_queues(priority_queues)
+        self._init_queue_settings(queue_depth, queue_rate, queue_bitrate)    # carried to a successor
         self.lib = declare(library) if isinstance(library, ctypes.CDLL) else load_library(library)
         self.ports = ports
         self.cpu_port = cpu_port
         self.drop_port = drop_port
         self.priority_queues = priority_queues
         self.program = None                     # the Python Program this library was made from
-        self.default_queue_depth, self.default_queue_rate = queue_depth, queue_rate
-        self._port_settings: dict[int, dict[str, int]] = {}    # as Dataplane's: carried to a successor
         self.handle = self.lib.ss_dp_new(SS_NO_PORT if cpu_port is None else cpu_port, drop_port,
-                                         priority_queues, queue_depth, queue_rate)
+                                         priority_queues, queue_depth, queue_rate, queue_bitrate)
         if not self.handle:
             raise NativeError("the native data plane could not be made (out of memory or descriptors)")
         for number, port in ports.items():
@@ -214,7 +220,7 @@ class NativeDataplane(QueueSettings):
 
     # -- queues --------------------------------------------------------------------------
     def _apply_queue_setting(self, port: int | None, setting: str, value: int) -> None:
-        fn = self.lib.ss_dp_set_queue_depth if setting == "depth" else self.lib.ss_dp_set_queue_rate
+        fn = getattr(self.lib, f"ss_dp_set_queue_{setting}")     # depth, rate or bitrate
         fn(self.handle, SS_NO_PORT if port is None else port, value)
 
     def port_queues(self, port: int) -> list[QueueInfo]:
@@ -224,7 +230,8 @@ class NativeDataplane(QueueSettings):
             for prio in reversed(range(self.priority_queues)):
                 info = _QueueInfo()
                 if self.lib.ss_dp_queue_info(self.handle, port, prio, ctypes.byref(info)) == 1 or prio == 0:
-                    out.append(QueueInfo(port, prio, info.depth, info.rate_pps, info.length, info.drops))
+                    out.append(QueueInfo(port, prio, info.depth, info.rate_pps, info.bitrate, info.length,
+                                         info.drops, info.last_departure, info.next_free))
         return out
 
     def queue_length(self, port: int, priority: int = 0) -> int:

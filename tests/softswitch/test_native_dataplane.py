@@ -356,17 +356,27 @@ def test_a_write_batch_is_seen_whole(switch):
     assert {carried(f)["mark"] for f in two} == {2} and {carried(f)["mark"] for f in three} == {3}
 
 
+def paces(dp) -> dict[int, tuple[int, int]]:
+    """(packets/s, bits/s) of the bench's ports' queues."""
+    return {p: (q.rate_pps, q.bitrate) for p in (1, 2, 3, 4) for q in dp.port_queues(p)}
+
+
 def test_a_switch_swaps_its_data_plane_keeping_ports_queue_settings_and_packet_in(library, bench):
     """A program that runs natively replaces the Python data plane on the same ports (and back):
-    the queue settings made at run time and the packet-in handler go with it."""
+    the queue settings made at start and at run time (packet and bit rates, the defaults and a
+    port's own) and the packet-in handler go with it."""
     tb, _ = bench
     tb.drain()
     switch = Switch(SwitchConfig(ports=[PortSpec(n, hp.switch_iface) for n, hp in tb.ports.items()],
-                                  grpc_addr=f"127.0.0.1:{free_tcp_port()}", compiled="off"))
+                                  grpc_addr=f"127.0.0.1:{free_tcp_port()}", compiled="off",
+                                  queue_bitrate=10**9, port_queue_bitrates={4: 2 * 10**6}))
     switch.start()
     try:
         assert type(switch.dataplane) is Dataplane
         switch.dataplane.set_queue_rate(77, 2)
+        switch.dataplane.set_queue_bitrate(5 * 10**6, 3)
+        kept = {1: (0, 10**9), 2: (77, 0), 3: (0, 5 * 10**6), 4: (0, 2 * 10**6)}
+        assert paces(switch.dataplane) == kept
         handler = lambda frame: None    # noqa: E731
         switch.dataplane.on_packet_in = handler
         mirrored = []
@@ -375,18 +385,18 @@ def test_a_switch_swaps_its_data_plane_keeping_ports_queue_settings_and_packet_i
         switch.use_program(None, ReplicationEngine(), stand_in)
         dp = switch.dataplane
         assert isinstance(dp, NativeDataplane) and mirrored == [dp] and switch.native_path.in_use
-        assert dp.port_queues(2)[0].rate_pps == 77 and dp.port_queues(3)[0].rate_pps == 0
+        assert paces(dp) == kept
         assert dp.on_packet_in is handler
         with dp.lock:
             library.stub_in_rule(dp.objects, 1).contents.egress = 3
         tb.ports[1].send(frame(5))
         assert [seq_of(f) for f in ours(tb.ports[3].receive(timeout=3, count=1))] == [5]
         switch.use_program(None, ReplicationEngine(), stand_in)   # the same library again: fresh objects
-        assert switch.dataplane is not dp and mirrored == [dp, switch.dataplane]
+        assert switch.dataplane is not dp and mirrored == [dp, switch.dataplane] and paces(switch.dataplane) == kept
         tb.ports[1].send(frame(6))
         assert ours(tb.ports[3].receive(timeout=0.5, count=1)) == []     # the old rule is gone
         switch.use_program(None, ReplicationEngine(), None)       # back to Python
         assert type(switch.dataplane) is Dataplane and not switch.native_path.in_use
-        assert switch.dataplane.port_queues(2)[0].rate_pps == 77 and switch.dataplane.on_packet_in is handler
+        assert paces(switch.dataplane) == kept and switch.dataplane.on_packet_in is handler
     finally:
         switch.stop()

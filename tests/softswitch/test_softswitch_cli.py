@@ -65,6 +65,8 @@ def _listening(port: int) -> bool:
     (["--no-p4", "-i", "1@lo", "--queue-rate", "1000@99", "--grpc-server-addr", "127.0.0.1:{port}"],
      ["1000@99", "port 99", "ports: 1"]),
     (["--no-p4", "--queue-depth", "0", "--grpc-server-addr", "127.0.0.1:{port}"], ["--queue-depth", "depth 0"]),
+    (["--no-p4", "--queue-bitrate", "999", "--grpc-server-addr", "127.0.0.1:{port}"],
+     ["--queue-bitrate", "999 bits/s", "1000..400000000000"]),
     (["--no-p4", "--priority-queues", "9", "--grpc-server-addr", "127.0.0.1:{port}"],
      ["--priority-queues", "9 priority queues", "1..8"]),
     (["--no-p4", "--log-file", "/nonexistent-dir/sw.log", "--grpc-server-addr", "127.0.0.1:{port}"],
@@ -159,12 +161,16 @@ def _running_switch(tb: Testbed, *extra: str) -> Iterator[tuple[subprocess.Popen
 
 def test_starts_answers_runtime_commands_and_stops_on_sigterm():
     with Testbed(nports=2, prefix="clig") as tb:
-        with _running_switch(tb, "--queue-rate", "100@2", "--priority-queues", "4") as (proc, grpc_port, ctl_port):
+        with _running_switch(tb, "--queue-rate", "100@2", "--queue-bitrate", "10000000@1",
+                             "--priority-queues", "4") as (proc, grpc_port, ctl_port):
             ctl = lambda *c: run_ctl("--addr", f"127.0.0.1:{ctl_port}", *c)  # noqa: E731
-            assert '"rate_pps": 100' in ctl("get_queue", "2").stdout
+            assert '"rate_pps": 100, "bitrate": 0' in ctl("get_queue", "2").stdout
+            assert '"rate_pps": 0, "bitrate": 10000000' in ctl("get_queue", "1").stdout
             assert '"priority_queues": 4' in ctl("get_queue", "2").stdout
+            assert ctl("set_queue_bitrate", "40000000000", "2").stdout.strip() == "ok"
+            assert '"rate_pps": 0, "bitrate": 40000000000' in ctl("get_queue", "2").stdout
             assert ctl("set_queue_rate", "250", "2").stdout.strip() == "ok"
-            assert '"rate_pps": 250' in ctl("get_queue", "2").stdout
+            assert '"rate_pps": 250, "bitrate": 0' in ctl("get_queue", "2").stdout
             assert ctl("set_queue_depth", "8", "2").stdout.strip() == "ok"
             assert '"depth": 8' in ctl("get_queue", "2").stdout
             bad = ctl("set_queue_rate", "fast")
@@ -212,6 +218,8 @@ def test_control_port_bounds_lines_and_refuses_bad_values():
                 for line, words in ((b"\n", [b"empty command"]), (b"   \n", [b"empty command"]),
                                     (b"set_queue_rate 1000 99\n", [b"port 99", b"ports: 1, 2"]),
                                     (f"set_queue_rate {10**30} 1\n".encode(), [str(10**30).encode(), b"10000000"]),
+                                    (b"set_queue_bitrate 999 1\n", [b"bit rate 999 bits/s", b"1000..400000000000"]),
+                                    (b"set_queue_bitrate 1000 99\n", [b"port 99", b"ports: 1, 2"]),
                                     (b"set_queue_depth 0 1\n", [b"depth 0"]),
                                     (b"get_queue 99\n", [b"port 99"])):
                     f.write(line)

@@ -20,13 +20,14 @@ QUEUEING_JSON = REPO / "tests/p4/build/queueing.json"
 UPTIME_US = 10_000_000        # the switch has run 10 s: a port's first packet at 10 pps is due at once
 
 
-def _switch() -> tuple[Dataplane, list[tuple[int, bytes]]]:
-    """Ports 1-3 named only; ingress port 1 forwards to 2, 3 to 3; what is sent is recorded."""
+def _switch(program: Path = QUEUEING_JSON) -> tuple[Dataplane, list[tuple[int, bytes]]]:
+    """Ports 1-3 named only; ingress port 1 forwards to 2, 3 to 3 (``program``'s fwd table and
+    set_port action); what is sent is recorded."""
     dp = Dataplane({1: None, 2: None, 3: None})
     sent: list[tuple[int, bytes]] = []
     dp.transmit = lambda port, frame: sent.append((port, frame))    # bound when the program is set
     dp.start_ns = time.monotonic_ns() - UPTIME_US * 1000
-    prog = Program(QUEUEING_JSON.read_bytes())
+    prog = Program(program.read_bytes())
     fwd = next(t for t in prog.tables.values() if t.name.endswith("fwd"))
     set_port = next(a for a in prog.actions.values() if a.name.endswith("set_port"))
     fwd.insert(Entry((1,), 0, set_port, (2,)))
@@ -35,8 +36,8 @@ def _switch() -> tuple[Dataplane, list[tuple[int, bytes]]]:
     return dp, sent
 
 
-def _frame(seq: int) -> bytes:
-    return raw(Ether(dst="00:00:00:00:00:02", type=0x88B5) / seq.to_bytes(4, "big") / (b"x" * 46))
+def _frame(seq: int, size: int = 64) -> bytes:
+    return raw(Ether(dst="00:00:00:00:00:02", type=0x88B5) / seq.to_bytes(4, "big") / (b"x" * (size - 18)))
 
 
 def _seq_and_depths(frame: bytes) -> tuple[int, int, int, int]:
