@@ -2,13 +2,13 @@
 """In-network AllReduce against ring and parameter server on one k=4 fat-tree, one run.
 
 For n workers (spread over racks and pods) and several tensor sizes, each algorithm reduces the
-same tensors (same seed) over links limited to the same packet rate in the switches and at the
+same tensors (same seed) over links limited to the same rate (bits/s) in the switches and at the
 hosts, so the links decide the time; the machine's CPU busy share during every run is reported
 to show it was not the bottleneck. Prints a table, writes JSON and a picture of algorithm
 bandwidth against tensor size.
 
     .venv/bin/python -m benchmarks.allreduce [--workers 2 4 8] [--sizes 4096 16384 65536]
-        [--rate 200] [--target softswitch] [--json out/allreduce.json] [--png out/allreduce.png]
+        [--rate 10] [--target softswitch] [--json out/allreduce.json] [--png out/allreduce.png]
 
 Goal (issue): in-network >= 1.7x ring's algorithm bandwidth at n = 8 (the bytes on each host
 link bound it at 2(n-1)/n = 1.75x), and 1.0x the tensor on each host link plus headers.
@@ -21,9 +21,10 @@ from pathlib import Path
 
 
 from aifabric.lab import report  # noqa: E402
-from aifabric.experiments.allreduce_lab import ALGORITHMS, CELLS, LinkPlan, limit_links, run_allreduce, spread_workers  # noqa: E402
-from aifabric.experiments.demo_allreduce import LABELS, retransmit_timeout  # noqa: E402
+from aifabric.experiments.allreduce_lab import ALGORITHMS, CELLS, run_allreduce, spread_workers  # noqa: E402
+from aifabric.experiments.demo_allreduce import DEFAULT_RATE, LABELS, retransmit_timeout  # noqa: E402
 from aifabric.lab.lab import Lab  # noqa: E402
+from aifabric.lab.links import LinkPlan, limit_links, rate_arg  # noqa: E402
 from controller.aggregation import JobManager  # noqa: E402
 from topologies.fabric import fat_tree  # noqa: E402
 
@@ -33,14 +34,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, nargs="+", default=[2, 4, 8])
     ap.add_argument("--sizes", type=int, nargs="+", default=[4096, 16384, 65536], help="tensor elements")
     ap.add_argument("--dtype", choices=("float32", "int32"), default="float32")
-    ap.add_argument("--rate", type=int, default=100, help="link rate, packets/s per direction")
+    ap.add_argument("--rate", type=rate_arg, default=DEFAULT_RATE,
+                    help="link rate per direction: Mbit/s, or with a unit (2.5M, 500k, 1000pps); default %(default)s")
     ap.add_argument("--target", default="softswitch")
     ap.add_argument("--json", default="out/allreduce.json")
     ap.add_argument("--png", default="out/allreduce.png")
     args = ap.parse_args(argv)
 
     fabric = fat_tree(4)
-    plan = LinkPlan(rate_pps=args.rate)
+    plan = LinkPlan(args.rate)
     rows, runs = [], []
     with Lab(fabric, target=args.target, progress=report.progress) as lab:
         limit_links(lab, plan)

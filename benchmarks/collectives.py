@@ -4,11 +4,11 @@ time, algbw and busbw, with the busbw the links allow and the fraction reached
 (aifabric.experiments.collectives_bench; `aifabric bench collectives` is the same run).
 
 Ranks on n hosts spread over racks and pods; links limited in the switches and at the hosts
-(limit_links, with a token bucket deep enough for our 1471-byte frames) so that they, not the
+(aifabric.lab.links.limit_links: Mbit/s, Ethernet's overhead counted) so that they, not the
 CPU, decide the time; the machine's CPU busy share is reported to show it. Prints a table and
 the issue's goals with their figures, writes JSON and a plot of busbw against size per algorithm.
 
-    .venv/bin/python -m benchmarks.collectives [--ranks 8] [--sizes 4096 ... 262144] [--rate 400]
+    .venv/bin/python -m benchmarks.collectives [--ranks 8] [--sizes 4096 ... 262144] [--rate 5]
         [--ops all_reduce all_gather ...] [--repeat 3] [--target softswitch] [--no-in-network]
         [--json out/collectives.json] [--png out/collectives.png]
 """

@@ -3,7 +3,7 @@
 aggregation switch fails, with heartbeats (data-plane failover, then reroute), data-plane
 failover alone, controller reroute alone, and an in-network AllReduce running across the failure.
 
-Links limited in the switches (and the hosts' uplinks) to ``--rate`` packets/s, a steady probe
+Links limited in the switches (and the hosts' uplinks) to ``--rate`` (Mbit/s), a steady probe
 stream (1000/s) and a long UDP flow across the failed element, several runs, medians. Prints a
 table, writes JSON and a timeline picture (probe arrivals around the failure, with the failure,
 detection, data-plane and reroute marks). See aifabric/experiments/failover_bench.py for the figures'
@@ -11,7 +11,7 @@ meaning.
 
     .venv/bin/python -m benchmarks.failover [--scenarios none heartbeat dataplane dataplane-controller oracle agg-kill
         agg-kill-oracle allreduce allreduce-oracle]
-        [--runs 3] [--rate 2000] [--target softswitch|bmv2] [--link-heartbeat-ms MS] [--json out/failover.json]
+        [--runs 3] [--rate 10] [--target softswitch|bmv2] [--link-heartbeat-ms MS] [--json out/failover.json]
         [--png out/failover.png]
 
 Goals (issue): data-plane failover under 50 ms at the default heartbeat settings; controller
@@ -28,6 +28,7 @@ from pathlib import Path
 from aifabric.lab import report  # noqa: E402
 from aifabric.experiments.failover_bench import SCENARIOS, Bench, FailoverPlan, FailoverRun, failed_at, summarise  # noqa: E402
 from aifabric.lab.lab import Lab  # noqa: E402
+from aifabric.lab.links import rate_arg  # noqa: E402
 from controller.failover import HeartbeatConfig  # noqa: E402
 from controller.failover.config import link_interval_for  # noqa: E402
 from topologies.fabric import fat_tree  # noqa: E402
@@ -37,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scenarios", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--rate", type=int, default=FailoverPlan.rate_pps, help="link rate, packets/s per direction")
+    ap.add_argument("--rate", type=rate_arg, default=FailoverPlan.rate,
+                    help="link rate per direction: Mbit/s, or with a unit (2.5M, 500k, 2000pps); default %(default)s")
     ap.add_argument("--probe-rate", type=int, default=FailoverPlan.probe_pps, help="probes per second")
     ap.add_argument("--down", type=float, default=FailoverPlan.down_s, help="seconds the element stays failed")
     ap.add_argument("--target", default="softswitch")
@@ -47,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--png", default="out/failover.png")
     args = ap.parse_args(argv)
 
-    plan = FailoverPlan(rate_pps=args.rate, probe_pps=args.probe_rate, down_s=args.down)
+    plan = FailoverPlan(rate=args.rate, probe_pps=args.probe_rate, down_s=args.down)
     link_ms = args.link_heartbeat_ms or link_interval_for(args.target)
     beats = HeartbeatConfig(link_interval_ms=link_ms)    # what the heartbeat scenarios run with
     runs: list[FailoverRun] = []

@@ -24,7 +24,7 @@ import sys
 import time
 
 
-from aifabric.experiments.allreduce_lab import cpu_times  # noqa: E402
+from aifabric.lab.cpu_meter import cpu_times  # noqa: E402
 from aifabric.lab.failures import Failures
 from aifabric.lab.lab import Lab  # noqa: E402
 from controller.failover import HeartbeatConfig

@@ -23,7 +23,7 @@ from pathlib import Path
 
 
 from aifabric.lab import report  # noqa: E402
-from aifabric.experiments.allreduce_lab import cpu_times  # noqa: E402
+from aifabric.lab.cpu_meter import cpu_times  # noqa: E402
 from aifabric.lab.lab import Lab  # noqa: E402
 from controller.failover import HeartbeatConfig, start_failure_handling  # noqa: E402
 from topologies.fabric import fat_tree  # noqa: E402

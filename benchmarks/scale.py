@@ -170,7 +170,7 @@ def run_child(k: int, target: str, timeout: float, switches_per_process: int | N
         from emulation.cleanup import cleanup
         left = cleanup()
         return {"k": k, "target": target, "status": f"not up within {timeout:.0f} s (interrupted; "
-                f"cleanup: {left.describe() if left else 'nothing left'})",
+                f"cleanup: {left.remaining.describe() if left else 'nothing left'})",
                 "elapsed_s": round(time.monotonic() - started)}
     lines = out.strip().splitlines()
     if proc.returncode != 0 or not lines:

@@ -4,7 +4,7 @@ and topologies (fat-tree, rail-optimised, dual-plane), same seeds, medians
 (aifabric.experiments.train_bench; `aifabric bench train` is the same run): step time, exposed
 communication, the analytic estimate, link load and CPU share; table, JSON and a plot.
 
-    .venv/bin/python -m benchmarks.train [--preset tiny --dp 4 --tp 2] [--rate-pps 100] [--seeds 0 1 2]
+    .venv/bin/python -m benchmarks.train [--preset tiny --dp 4 --tp 2] [--rate 2] [--seeds 0 1 2]
         [--topologies fattree rail dualplane] [--modes ecmp spray flowlet te plb] [--collectives ring in_network]
         [--congestion none|dcqcn]
         [--json out/bench_train.json] [--png out/bench_train.png]

@@ -70,6 +70,23 @@ class CleanupReport:
     errors: list[str] = field(default_factory=list)
     remaining: Leftovers = field(default_factory=Leftovers)   # what the last check still found
 
+    def __bool__(self) -> bool:
+        """True when something was left or went wrong."""
+        return bool(self.remaining or self.errors)
+
+    def describe(self) -> str:
+        """What the cleanup did and found, in sentences, with a table of what it stopped and deleted."""
+        if not (self.killed or self.links_deleted or self.errors or self.remaining):
+            return "Nothing of aifabric's was left on this machine."
+        lines = [f"Stopped {len(self.killed)} processes and deleted {len(self.links_deleted)} interfaces."]
+        rows = [("process", what) for what in self.killed] + [("interface", name) for name in self.links_deleted]
+        if rows:
+            width = max(len(kind) for kind, _ in rows)
+            lines += [f"  {kind.ljust(width)}  {what}" for kind, what in rows]
+        lines += [f"Error: {e}" for e in self.errors]
+        lines.append(f"Still left: {self.remaining.describe()}." if self.remaining else "Nothing is left.")
+        return "\n".join(lines)
+
 
 def _is_aifabric_target(argv: Sequence[str], run_dir: Path) -> bool:
     """A target process whose log file lies under ``run_dir`` (how aifabric starts them)."""

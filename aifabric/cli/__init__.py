@@ -20,7 +20,7 @@
     aifabric demo [--k 4] [--target ...] [--json PATH]                  the fat-tree demo
     aifabric demo int [--k 4] [--target ...] [--json PATH] [--png PATH]  ECN + INT under congestion
     aifabric demo allreduce [--workers 8] [--size N] [--json PATH]      in-network AllReduce vs ring vs PS
-    aifabric demo train [--workers 8] [--steps 100] [--rate PPS]        a model trained data-parallel, gradients
+    aifabric demo train [--workers 8] [--steps 100] [--rate MBPS]       a model trained data-parallel, gradients
                                                                         summed in the switches, by ring, in one process
     aifabric bench load-balance [--modes ...] [--patterns ...]           load-balancing modes compared
                                 [--seeds ...]      (`bench lb` is the same command)
@@ -29,6 +29,9 @@
                                                                         Open MPI's beside them with --with-mpi
     aifabric bench train [--topologies ...] [--modes ...] [--seeds ...]  a training workload across load-balancing
                                                                         modes, ring vs in-network, topologies
+    aifabric bench fidelity [--rates 1 4] [--parts ...]                the lab against physics and papers: rate
+                                                                        invariance, the latency-aware estimate,
+                                                                        SwitchML's trend, nccl-tests' busbw
     aifabric clean                                                      remove leftovers
     aifabric fail link A B | fail switch S                              inject a failure into the fabric
     aifabric restore link A B | restore switch S                        of a running `aifabric up`
@@ -40,7 +43,7 @@
                                                                         a training job's ops per rank, bytes
                                                                         per collective, analytic step time
     aifabric train --preset NAME [--dp N --tp N --pp N] [--iterations N]  that workload executed on a fabric's
-          [--collectives ring|in_network] [--lb MODE] [--rate PPS]      hosts: step, compute, exposed comm,
+          [--collectives ring|in_network] [--lb MODE] [--rate MBPS]     hosts: step, compute, exposed comm,
           [--congestion none|dcqcn]                                     the estimate beside it, link load
                                                                         (--lb plb, dcqcn: the hosts' agents)
 """
@@ -53,6 +56,7 @@ import sys
 from aifabric.cli import topo_args
 from aifabric.containers.compose_project import LINK_POOL
 from aifabric.cli.validate import failover_config, validate
+from aifabric.lab.links import rate_arg
 from controller.failover.config import HeartbeatConfig as HeartbeatDefaults
 from hostagent.agent.config import MODES as AGENT_MODES
 from softswitch.addr import parse_host_port
@@ -128,11 +132,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--workers", type=int, default=8, help="demo allreduce/train: workers, spread over racks and pods")
     demo.add_argument("--size", type=int, default=16384, help="demo allreduce: tensor elements")
     demo.add_argument("--dtype", choices=("float32", "int32"), default="float32", help="demo allreduce: tensor type")
-    demo.add_argument("--rate", type=int, help="demo allreduce/train: link rate, packets/s per direction "
-                      "(default: 1000 for allreduce, not limited for train)")
+    demo.add_argument("--rate", type=rate_arg, help="demo allreduce/train: every link's rate per direction, "
+                      "Mbit/s or with a unit (2.5M, 500k, 1000pps) (default: 10 Mbit/s for allreduce, not limited "
+                      "for train)")
     demo.add_argument("--steps", type=int, default=100, help="demo train: SGD steps")
 
-    bench = sub.add_parser("bench", help="run a comparison on a fabric (load-balance, or lb: load-balancing modes)")
+    bench = sub.add_parser("bench", help="run a comparison on a fabric: load-balance (lb), collectives, train, fidelity")
     bench_sub = bench.add_subparsers(dest="which", required=True)
     from aifabric.cli.load_balance_cli import add_arguments as lb_arguments
     lb = bench_sub.add_parser("load-balance", aliases=["lb"],
@@ -149,6 +154,12 @@ def build_parser() -> argparse.ArgumentParser:
     from aifabric.experiments.train_bench import add_arguments as train_bench_arguments
     train_bench_arguments(train)
     train.add_argument("--target", choices=("softswitch", "bmv2"), default="softswitch")
+    fidelity = bench_sub.add_parser("fidelity", help="the lab against physics and papers: the same iteration at two "
+                                                     "link rates, measured against the latency-aware estimate, "
+                                                     "SwitchML's trend and nccl-tests' bus bandwidth (k=4)")
+    from aifabric.experiments.fidelity_bench import add_arguments as fidelity_arguments
+    fidelity_arguments(fidelity)
+    fidelity.add_argument("--target", choices=("softswitch", "bmv2"), default="softswitch")
 
     sub.add_parser("clean", help="remove switch processes, namespaces and veths left by a crash")
     for verb, what in (("fail", "take a link down or kill a switch"), ("restore", "bring a link or switch back")):
@@ -254,10 +265,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "train":       # its own checks, its own lab
         from aifabric.cli import train_cli
         return train_cli.run(args)
-    if args.command == "bench" and args.which == "train":     # its own labs, one per topology
+    if args.command == "bench" and args.which in ("train", "fidelity"):     # their own labs
         if os.geteuid() != 0:
             print("aifabric: error: must run as root (network namespaces, raw sockets)", file=sys.stderr)
             return 2
+        if args.which == "fidelity":
+            from aifabric.experiments import fidelity_bench
+            return fidelity_bench.run_args(args)
         from aifabric.experiments import train_bench
         return train_bench.run_args(args)
     if args.command in ("fail", "restore"):     # a request to the fabric's control socket
@@ -280,8 +294,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "clean":
             with shielded():
-                print(cleanup())
-            return 0
+                done = cleanup()
+            print(done.describe())
+            return 1 if done else 0
         gate = SignalGate()     # first SIGINT/SIGTERM/SIGHUP unwinds into teardown; later ones wait
         with gate.installed():
             pipeline = Pipeline.from_build_dir(args.p4_build) if args.p4_build else Pipeline.from_build_dir()
@@ -341,11 +356,11 @@ def main(argv: list[str] | None = None) -> int:
                 from aifabric.experiments import demo_allreduce
                 return demo_allreduce.run(k=args.k, target=args.target, workers=args.workers, size=args.size,
                                           dtype=args.dtype, json_path=args.json, png_path=args.png,
-                                          pipeline=pipeline, rate_pps=args.rate or demo_allreduce.DEFAULT_RATE_PPS)
+                                          pipeline=pipeline, rate=args.rate or demo_allreduce.DEFAULT_RATE)
             if args.which == "train":
                 from aifabric.experiments import demo_train
                 return demo_train.run(k=args.k, target=args.target, workers=args.workers, steps=args.steps,
-                                      rate_pps=args.rate, json_path=args.json, png_path=args.png, pipeline=pipeline)
+                                      rate=args.rate, json_path=args.json, png_path=args.png, pipeline=pipeline)
             from aifabric.experiments import demo_fabric
             return demo_fabric.run(k=args.k, target=args.target, json_path=args.json, pipeline=pipeline)
     except (KeyboardInterrupt, Terminated) as stop:

@@ -5,6 +5,7 @@ import argparse
 from pathlib import Path
 
 from aifabric.lab import report
+from aifabric.lab.links import rate_arg
 from aifabric.experiments.load_balance_bench import (
     AGENT_MODES,
     FLOW_SECONDS,
@@ -26,8 +27,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     p.add_argument("--patterns", "--pattern", nargs="+", choices=PATTERNS, default=["permutation", "collective"])
     p.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
-    p.add_argument("--rate", type=int, default=LbPlan.rate_pps, help="link rate, packets/s per direction "
-                   "(default %(default)s)")
+    p.add_argument("--rate", type=rate_arg, default=LbPlan.rate,
+                   help="link rate per direction: Mbit/s, or with a unit (2.5M, 500k, 1000pps); default %(default)s")
     p.add_argument("--packets", type=int, help=f"packets per flow (default: {FLOW_SECONDS:g} s at the rate, "
                    f"{LbPlan().packets} at the default rate)")
     p.add_argument("--target", default="softswitch")
@@ -45,7 +46,7 @@ def run(args: argparse.Namespace, pipeline=None) -> int:
     from aifabric.lab.lab import Lab
     from topologies.fabric import fat_tree
 
-    plan = LbPlan(rate_pps=args.rate, packets=args.packets, int_queues=args.int_queues,
+    plan = LbPlan(rate=args.rate, packets=args.packets, int_queues=args.int_queues,
                   plb_rehash_rounds=args.plb_rehash_rounds, plb_round_s=args.plb_round_ms / 1000)
     runs, heat = [], {}
     skipped = unavailable_modes(args.modes)
@@ -77,8 +78,8 @@ def run(args: argparse.Namespace, pipeline=None) -> int:
                          r["repaths"] if r["repaths"] is not None else r["pins_moved"], r["ce_marks"], r["cnps"],
                          _pct(r["cpu_busy"]), _pct(r["switch_cpu"])) + ((r["hot_queue_mean"], r["queue_max"]) if plan.int_queues else ())
                         for r in rows],
-                       title=f"\nLoad balancing on a k=4 fat-tree ({args.target}), links {args.rate} packets/s "
-                             f"(queues of {plan.queue_depth} packets), {plan.packets} packets per flow, TE samples one "
+                       title=f"\nLoad balancing on a k=4 fat-tree ({args.target}), links {args.rate} "
+                             f"({plan.packets_per_s:.0f} full frames/s, queues of {plan.queue_depth} packets), {plan.packets} packets per flow, TE samples one "
                              f"packet in {plan.te_one_in}, PLB N={plan.plb_rehash_rounds} rounds of {args.plb_round_ms:g} ms, "
                              f"medians over seeds {args.seeds}"))
     te_rows = [r for r in rows if r["te_round_ms"] is not None]
@@ -86,7 +87,7 @@ def run(args: argparse.Namespace, pipeline=None) -> int:
         print(f"{r['pattern']} te: a round that changed pins took {r['te_round_ms']:g} ms from reading the samples "
               f"to the last pin written ({r['te_write_ms']:g} ms of it writing), at most {r['te_round_max_ms']:g} ms "
               f"(medians over seeds)")
-    print(f"links at {args.rate} packets/s per direction; the switch processes took "
+    print(f"links at {args.rate} per direction; the switch processes took "
           f"{_span([r['switch_cpu'] for r in rows])} of the machine's CPU (all cores) per mode, the machine was "
           f"{_span([r['cpu_busy'] for r in rows])} busy (medians over seeds)")
     if skipped:

@@ -1,6 +1,6 @@
 """``aifabric train``: a training workload executed on a fabric (aifabric.experiments.train_runner):
 the job of `aifabric workload show`'s options, its ranks placed on the --topo fabric's hosts,
-scaled to the emulated links, --iterations iterations, on links limited to --rate packets/s under
+scaled to the emulated links, --iterations iterations, on links limited to --rate (Mbit/s) under
 a load-balancing mode (--lb; plb: the hosts' eBPF agents repath flows) and congestion feedback
 (--congestion dcqcn: the agents' DCQCN paces them; both carry the collectives RoCEv2-like), its data-parallel all-reduces by ring or in the switches
 (--collectives). A table per iteration (the slowest rank: step, compute, exposed communication,
@@ -17,14 +17,14 @@ from pathlib import Path
 from aifabric.cli import topo_args, workload_cli
 from aifabric.lab import report
 from aifabric.workloads import WorkloadError, generate, place
+from aifabric.lab.links import LinkPlan, LinkRate, rate_arg
 from emulation.p4switch import TARGETS
-from hostagent.collectives.aggregation.protocol import FRAME_BYTES
 
 DEFAULT_PNG = "out/train_timeline.png"
 COLLECTIVES = ("ring", "in_network")
 LB_MODES = ("ecmp", "spray", "flowlet", "te", "plb")    # aifabric.experiments.fabric_conditions.LB_MODES
 CONGESTION = ("none", "dcqcn")                          # aifabric.experiments.fabric_conditions.CONGESTION
-DEFAULT_RATE_PPS = 100
+DEFAULT_RATE = LinkRate.parse("2M")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -38,9 +38,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="load-balancing mode of every switch (plb: ECMP, and the hosts' agents repath congested flows)")
     p.add_argument("--congestion", choices=CONGESTION, default="none",
                    help="congestion feedback: dcqcn (the hosts' agents set each flow's rate from CNPs) or none")
-    p.add_argument("--rate", type=int, default=DEFAULT_RATE_PPS,
-                   help=f"every link's rate, packets/s per direction (sets the emulated link rate: "
-                        f"{FRAME_BYTES}-byte frames; default {DEFAULT_RATE_PPS})")
+    p.add_argument("--rate", type=rate_arg, default=DEFAULT_RATE,
+                   help="every link's rate per direction, the emulated link rate the workload is scaled to: "
+                        "Mbit/s, or with a unit (2.5M, 500k, 100pps); default %(default)s")
     p.add_argument("--seed", type=int, default=0, help="moves the groups' UDP ports, so ECMP hashes them anew")
     p.add_argument("--png", metavar="PATH", help=f"the timeline (default {DEFAULT_PNG})")
 
@@ -49,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
     if os.geteuid() != 0:
         print("aifabric: error: must run as root (network namespaces, raw sockets)", file=sys.stderr)
         return 2
+    from aifabric.experiments.calibration import calibrate
     from aifabric.experiments.fabric_conditions import FabricConditions
     from aifabric.experiments.train_runner import draw_timeline, run_workload
     from aifabric.lab.lab import Lab
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
 
     defaults = argparse.ArgumentParser()
     workload_cli.add_arguments(defaults)
-    args.emulated_mbps = args.rate * FRAME_BYTES * 8 / 1e6
+    args.emulated_mbps = LinkPlan(args.rate).bits_per_s / 1e6
     try:
         job = workload_cli.job_of(args, defaults.parse_args(["--preset", "tiny"]))
         fabric = topo_args.fabric_of(args)
@@ -72,11 +73,16 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="aifabric-train-") as tmp, \
             Lab(fabric, target=args.target, progress=report.progress) as lab:
         conditions = FabricConditions(lab, args.rate)
+        ranks = list(placement.hosts)
+        calibration = calibrate(lab, conditions.plan, ranks) if len(ranks) > 1 else None
+        if calibration is not None:
+            report.progress(calibration.describe())
         manager = JobManager(lab.controller) if args.collectives == "in_network" else None
         with conditions.load_balancing(args.lb):
             run_ = run_workload(lab, workload, args.iterations, Path(tmp) / "plan.json", manager=manager,
-                                rate_pps=args.rate, seed=args.seed,
-                                host_agent=conditions.host_agent(args.lb, args.congestion, args.seed))
+                                link=conditions.plan, seed=args.seed,
+                                host_agent=conditions.host_agent(args.lb, args.congestion, args.seed),
+                                costs=calibration.costs if calibration else None)
     if not run_.ok:
         print("aifabric: training failed: " + "; ".join(run_.errors), file=sys.stderr)
         return 1
@@ -86,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"timeline written to {Path(png).resolve()}")
     if args.json:
         report.write_json(args.json, {**workload.job.to_dict(), "scale": scale.to_dict(), "collectives": args.collectives,
-                                      "lb": args.lb, "congestion": args.congestion, "rate_pps": args.rate, "seed": args.seed, **run_.summary(),
+                                      "calibration": calibration.to_dict() if calibration else None,
+                                      "lb": args.lb, "congestion": args.congestion, "rate": args.rate, "seed": args.seed, **run_.summary(),
                                       "ranks": run_.reports})
         print(f"figures written to {Path(args.json).resolve()}")
     return 0
@@ -96,16 +103,21 @@ def render(run_, job, fabric, scale, args) -> str:
     """The iteration table, the estimate beside the measurement, link load and where the sums were made."""
     title = (f"{job.shape.name} on {fabric.describe()}, {job.parallelism.world} ranks, {args.lb}, "
              f"congestion feedback {args.congestion}, "
-             f"DP all-reduce {args.collectives}, links {args.rate} packets/s; emulated time "
+             f"DP all-reduce {args.collectives}, links {args.rate}; emulated time "
              f"(x{scale.time_dilation:.3g} the real one); the slowest rank")
     out = [report.table(["iteration", "step (s)", "compute (s)", "exposed comm (s)", "idle (s)", "comm by kind (s)"],
                         run_.iteration_rows(), title=title)]
-    out.append(report.table(["iteration", "step (s)", "estimate (s)", "measured / estimate", "exposed comm (s)",
-                             "estimate exposed (s)"], run_.comparison_rows(),
-                            title="Measured against the analytic link-bound estimate (aifabric/workloads/estimate.py)"))
+    out.append(report.table(["iteration", "step (s)", "link-bound (s)", "measured / link-bound", "latency-aware (s)",
+                             "measured / latency-aware", "exposed comm (s)", "estimate exposed (s)"],
+                            run_.comparison_rows(),
+                            title="Measured against the analytic estimates (aifabric/workloads/estimate.py): link-bound, "
+                                  "and latency-aware with the calibrated costs (aifabric/workloads/latency.py)"))
+    out.append(report.table(["collective kind", "measured (s)", "link-bound (s)", "measured / link-bound",
+                             "latency-aware (s)", "measured / latency-aware"], run_.kind_rows(),
+                            title="Time per collective kind in the last iteration (the rank that spent the most)"))
     load = run_.link_load
     out.append(f"link load: busiest {load['busiest']} {load['busiest_packets']} packets "
-               f"({100 * load['busiest_share']:.0f}% of its rate over the run); fabric links: "
+               f"({100 * load['busiest_share']:.0f}% of its bits over the run); fabric links: "
                f"{load['fabric_directions_used']} of {load['fabric_directions']} directions used, mean "
                f"{100 * load['fabric_mean_share']:.0f}%, max/mean {load['fabric_imbalance']}; CPU {100 * run_.cpu_busy:.0f}% busy")
     if run_.agents:

@@ -1,9 +1,7 @@
 """AllReduce on a running fabric: in the switches, by ring, or through a parameter server.
 
 The pieces the demo (`aifabric demo allreduce`), the benchmark (benchmarks/allreduce.py) and the
-tests share: `limit_links` makes the links the bottleneck (every switch port's queue at a rate
-in packets/s, every host's own egress shaped to the same rate with a TBF qdisc, since a switch
-can only limit what it sends); `run_allreduce` runs one AllReduce of the workers' tensors with
+tests share (the links are limited by `aifabric.lab.links.limit_links`): `run_allreduce` runs one AllReduce of the workers' tensors with
 one algorithm and collects what every worker measured, what the parameter server and the
 switches' ``agg_ops`` counters saw, and how busy the machine's CPUs were meanwhile (and the
 switch processes' share of them).
@@ -19,49 +17,17 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from aifabric.experiments.aggregation_job import in_network_job, read_agg_ops
-from aifabric.experiments.rank_processes import CpuMeter, communicate, cpu_times, last_json, last_words
+from aifabric.experiments.rank_processes import communicate, last_json, last_words
+from aifabric.lab.cpu_meter import CpuMeter
 from aifabric.lab.lab import Lab
 from aifabric.lab.report import Failed, Measured
 from controller.aggregation import JobManager
-from hostagent.collectives.aggregation.protocol import FRAME_BYTES
 from topologies.fabric import Fabric
 
 ALGORITHMS = ("innetwork", "ring", "ps")
-DEFAULT_RATE_PPS = 100       # host and fabric links, packets/s (see `limit_links`)
-DEFAULT_QUEUE = 1024         # switch queue depth, packets: the windows of every worker fit
 WORKER_DEADLINE_S = 600.0
 CELLS = ("correct", "time (s)", "algbw (kB/s)", "sent / tensor", "received / tensor", "retransmissions", "CPU busy",
          "switches CPU")
-
-
-@dataclass(frozen=True)
-class LinkPlan:
-    rate_pps: int = DEFAULT_RATE_PPS
-    queue_depth: int = DEFAULT_QUEUE
-    burst_bytes: int = 2 * FRAME_BYTES  # the hosts' token bucket: larger packets than this are dropped
-
-    @property
-    def rate_bits(self) -> int:
-        return self.rate_pps * FRAME_BYTES * 8
-
-    def describe(self) -> str:
-        return (f"{self.rate_pps} packets/s per link direction ({self.rate_bits / 1e6:.2f} Mbit/s of "
-                f"{FRAME_BYTES}-byte frames), switch queues of {self.queue_depth} packets")
-
-
-def limit_links(lab: Lab, plan: LinkPlan) -> None:
-    """Every switch port at ``plan.rate_pps``; every host's uplink shaped to the same rate."""
-    for sw in lab.fabric.switches:
-        node = lab.switch(sw.name)
-        node.set_queue_rate(plan.rate_pps)
-        node.set_queue_depth(plan.queue_depth)
-    limit = plan.queue_depth * FRAME_BYTES
-    for h in lab.fabric.hosts:
-        host = lab.host(h.name)
-        out = host.cmd(f"tc qdisc replace dev {host.defaultIntf()} root tbf rate {plan.rate_bits}bit "
-                       f"burst {plan.burst_bytes} limit {limit} 2>&1")
-        if out.strip():
-            raise RuntimeError(f"{h.name}: tc tbf failed: {out.strip()}")
 
 
 def spread_workers(fabric: Fabric, n: int) -> tuple[list[str], str]:

@@ -8,28 +8,28 @@ buffer of all_to_all; busbw = algbw x factor, the factor being 2(n-1)/n for all_
 reduce_scatter, all_gather and all_to_all, 1 for broadcast and reduce, so that busbw compares with
 what one link carries whatever the operation.
 
-The link bound: every host's uplink is shaped to `rate_bits` (limit_links), the bottleneck of the
-fabric (switch ports allow the same packet rate, of any size). Our data packets carry PAYLOAD bytes
-in PAYLOAD + header + UDP/IP/Ethernet bytes, and a host's uplink also carries one acknowledgement
-per ACK_EVERY packets it receives (as many as it sends, in these algorithms), so
-busbw can reach rate_bits/8 x PAYLOAD / (data frame + ack frame / ACK_EVERY) at most.
+The link bound: every link direction carries the plan's bits/s (aifabric.lab.links.limit_links).
+Our data packets carry PAYLOAD bytes in a frame of PAYLOAD + header + UDP/IP/Ethernet bytes, which
+costs the link its wire size (with Ethernet's FCS, preamble and gap), and a host's uplink also
+carries one acknowledgement per ACK_EVERY packets it receives (as many as it sends, in these
+algorithms), so busbw can reach bits/s / 8 x PAYLOAD / (wire(data frame) + wire(ack frame) /
+ACK_EVERY) at most.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from aifabric.experiments.allreduce_lab import LinkPlan, cpu_times
 from aifabric.experiments.collectives_lab import run_group
 from aifabric.experiments.mpi_lab import run_mpi
+from aifabric.lab.cpu_meter import cpu_times
 from aifabric.lab.lab import Lab
+from aifabric.lab.links import LinkPlan, LinkRate
 from controller.aggregation import JobManager
 from hostagent.collectives.aggregation.protocol import AGG_VALUES
 from hostagent.collectives.aggregation.protocol import FRAME_BYTES as AGG_FRAME_BYTES
-from hostagent.collectives.reliable import ACK_EVERY, HEADER, PAYLOAD, SACK
-
-ETH_IP_UDP = 14 + 20 + 8
-DATA_FRAME = PAYLOAD + HEADER.size + ETH_IP_UDP
-ACK_FRAME = HEADER.size + ETH_IP_UDP + 2 * SACK.size  # a couple of selective entries, typically
+from hostagent.collectives.reliable import ACK_EVERY, PAYLOAD
+from hostagent.collectives.reliable import ACK_FRAME_BYTES as ACK_FRAME
+from hostagent.collectives.reliable import DATA_FRAME_BYTES as DATA_FRAME
 BUS_FACTOR = {
     "all_reduce": lambda n: 2 * (n - 1) / n,
     "reduce_scatter": lambda n: (n - 1) / n,
@@ -53,16 +53,17 @@ MPI_OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all")  # what m
 
 def in_network_ceiling(plan: LinkPlan, n: int) -> float:
     """The most in-network all_reduce's algbw can be over the ring's on these links: each rank
-    sends the buffer once in AGG_VALUES-value frames (switch ports count packets, host uplinks
-    bits), where the ring sends 2(n-1)/n of it in PAYLOAD-byte frames at link_bound_Bps."""
-    in_network_Bps = min(plan.rate_bits / 8 / AGG_FRAME_BYTES, plan.rate_pps) * AGG_VALUES * ITEMSIZE
+    sends the buffer once in AGG_VALUES-value frames, where the ring sends 2(n-1)/n of it in
+    PAYLOAD-byte frames at link_bound_Bps."""
+    in_network_Bps = plan.rate.payload_bytes_per_s(AGG_FRAME_BYTES, AGG_VALUES * ITEMSIZE)
     ring_algbw = link_bound_Bps(plan) / BUS_FACTOR["all_reduce"](n)
     return in_network_Bps / ring_algbw
 
 
 def link_bound_Bps(plan: LinkPlan) -> float:
-    """The busbw (bytes/s of payload) a host uplink at plan.rate_bits allows our packets."""
-    return plan.rate_bits / 8 * PAYLOAD / (DATA_FRAME + ACK_FRAME / ACK_EVERY)
+    """The busbw (bytes/s of payload) a host uplink limited by ``plan`` allows our packets."""
+    per_data_frame = plan.rate.seconds(DATA_FRAME) + plan.rate.seconds(ACK_FRAME) / ACK_EVERY
+    return PAYLOAD / per_data_frame
 
 
 def min_rto_s(plan: LinkPlan, window: int) -> float:
@@ -70,7 +71,7 @@ def min_rto_s(plan: LinkPlan, window: int) -> float:
     Shorter, a sender's own queue (and the acknowledgements queued behind the receiver's data)
     outgrow the RTT estimate: in the first sweep, at 50 ms, most resends were of packets that had
     arrived (duplicates = retransmissions) and ring all_reduce fell to 0.2 of the bound at 128 KiB."""
-    return max(0.05, window * DATA_FRAME * 8 / plan.rate_bits)
+    return max(0.05, plan.rate.seconds(DATA_FRAME, window))
 
 
 def elements_for(op: str, size: int, n: int) -> int:
@@ -227,23 +228,25 @@ def draw(path, sweep: Sweep, bound: float) -> None:
     report.save_figure(fig, path)
 
 
-MAX_FRAME = 1514  # the hosts' token bucket holds two of our largest frames
+DEFAULT_RATE = LinkRate.parse("5M")
 
 
-def run(*, ranks: int = 8, sizes: list[int] | None = None, ops: list[str] | None = None, rate_pps: int = 400,
+def run(*, ranks: int = 8, sizes: list[int] | None = None, ops: list[str] | None = None,
+        rate: LinkRate = DEFAULT_RATE,
         repeat: int = 3, target: str = "softswitch", in_network: bool = True, with_mpi: bool = False,
         json_path: str = "out/collectives.json", png_path: str = "out/collectives.png") -> int:
     """The whole sweep on a k=4 fat-tree: table and goals printed, JSON and plot written."""
     from pathlib import Path
 
-    from aifabric.experiments.allreduce_lab import limit_links, spread_workers
+    from aifabric.experiments.allreduce_lab import spread_workers
     from aifabric.lab import report
+    from aifabric.lab.links import limit_links
     from topologies.fabric import fat_tree
 
     sizes = sizes or [1 << k for k in range(12, 19)]
     ops = ops or list(BUS_FACTOR)
     fabric = fat_tree(4)
-    plan = LinkPlan(rate_pps=rate_pps, burst_bytes=2 * MAX_FRAME)
+    plan = LinkPlan(rate)
     bound = link_bound_Bps(plan)
     with Lab(fabric, target=target, progress=report.progress) as lab:
         limit_links(lab, plan)
@@ -266,10 +269,13 @@ def run(*, ranks: int = 8, sizes: list[int] | None = None, ops: list[str] | None
 
 def add_arguments(ap) -> None:
     """The sweep's options, shared by benchmarks/collectives.py and `aifabric bench collectives`."""
+    from aifabric.lab.links import rate_arg
+
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--sizes", type=int, nargs="+", default=[1 << k for k in range(12, 19)], help="bytes")
     ap.add_argument("--ops", nargs="+", default=list(BUS_FACTOR), choices=list(BUS_FACTOR))
-    ap.add_argument("--rate", type=int, default=400, help="link rate, packets/s of aggregation frames per direction")
+    ap.add_argument("--rate", type=rate_arg, default=DEFAULT_RATE,
+                    help="link rate per direction: Mbit/s, or with a unit (2.5M, 500k, 1000pps); default %(default)s")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-in-network", action="store_true")
     ap.add_argument("--with-mpi", action="store_true",
@@ -280,5 +286,5 @@ def add_arguments(ap) -> None:
 
 
 def run_args(a) -> int:
-    return run(ranks=a.ranks, sizes=a.sizes, ops=a.ops, rate_pps=a.rate, repeat=a.repeat, target=a.target,
+    return run(ranks=a.ranks, sizes=a.sizes, ops=a.ops, rate=a.rate, repeat=a.repeat, target=a.target,
                in_network=not a.no_in_network, with_mpi=a.with_mpi, json_path=a.json, png_path=a.png)

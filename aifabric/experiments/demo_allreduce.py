@@ -8,23 +8,24 @@ import time
 from pathlib import Path
 
 from aifabric.lab import report
-from aifabric.experiments.allreduce_lab import ALGORITHMS, CELLS, LinkPlan, RunResult, limit_links, run_allreduce, spread_workers
+from aifabric.experiments.allreduce_lab import ALGORITHMS, CELLS, RunResult, run_allreduce, spread_workers
+from aifabric.lab.links import LinkPlan, LinkRate, limit_links
 from aifabric.lab.lab import Lab
 from controller.aggregation import JobManager
 from controller.fabric_controller import Pipeline
 from topologies.fabric import fat_tree
 
 DEFAULT_PNG = "out/allreduce_demo.png"
-DEFAULT_RATE_PPS = 1000         # every link direction, packets/s: the switches take ~10% of 2 cores
+DEFAULT_RATE = LinkRate.parse("10M")     # every link direction
 LABELS = {"innetwork": "in-network", "ring": "ring", "ps": "parameter server"}
 
 
 def run(k: int = 4, target: str = "softswitch", workers: int = 8, size: int = 16384, dtype: str = "float32",
         json_path: str | None = None, png_path: str | None = None, pipeline: Pipeline | None = None,
-        rate_pps: int = DEFAULT_RATE_PPS) -> int:
+        rate: LinkRate = DEFAULT_RATE) -> int:
     fabric = fat_tree(k)
     names, server = spread_workers(fabric, workers)
-    plan = LinkPlan(rate_pps=rate_pps)
+    plan = LinkPlan(rate)
     say = report.progress
     figures: dict = {"topology": f"fat-tree k={k}", "workers": names, "parameter_server": server,
                      "elements": size, "dtype": dtype, "links": plan.describe()}
@@ -72,14 +73,14 @@ def cpu_line(plan: LinkPlan, results: list[RunResult]) -> str:
     def span(values: list[float]) -> str:
         lo, hi = round(100 * min(values)), round(100 * max(values))
         return f"{lo}%" if lo == hi else f"{lo}-{hi}%"
-    return (f"\nlinks at {plan.rate_pps} packets/s per direction; during the runs the switch processes took "
+    return (f"\nlinks at {plan.rate.describe()} per direction; during the runs the switch processes took "
             f"{span([r.switch_cpu for r in results])} of the machine's CPU (all cores), the machine was "
             f"{span([r.cpu_busy for r in results])} busy")
 
 
 def retransmit_timeout(plan: LinkPlan, workers: int) -> float:
     """Retransmission timeout: a window of every worker's packets queued at one link, twice."""
-    return max(0.5, 2 * 32 * workers / plan.rate_pps)
+    return max(0.5, 2 * 32 * workers / plan.packets_per_s)
 
 
 def draw(path: Path, results: list[RunResult]) -> None:

@@ -17,12 +17,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from aifabric.experiments.allreduce_lab import LinkPlan, limit_links, spread_workers
-from aifabric.experiments.collectives_bench import MAX_FRAME
+from aifabric.experiments.allreduce_lab import spread_workers
 from aifabric.experiments.train_lab import (ALGORITHMS, TrainRun, digits_split, references,
                                             train_on_fabric)
 from aifabric.lab import report
 from aifabric.lab.lab import Lab
+from aifabric.lab.links import LinkPlan, LinkRate, limit_links
 from controller.aggregation import JobManager
 from controller.fabric_controller import Pipeline
 from hostagent.training.step import Config
@@ -63,7 +63,7 @@ def row(name: str, run: TrainRun) -> tuple:
             _median_ms(run, "compute_s"), _median_ms(run, "comm_s"), f"{100 * run.cpu_busy:.0f}%")
 
 
-def run(k: int = 4, target: str = "softswitch", workers: int = 8, steps: int = 100, rate_pps: int | None = None,
+def run(k: int = 4, target: str = "softswitch", workers: int = 8, steps: int = 100, rate: LinkRate | None = None,
         json_path: str | None = None, png_path: str | None = None, pipeline: Pipeline | None = None,
         cfg: Config = Config()) -> int:
     say = report.progress
@@ -81,10 +81,8 @@ def run(k: int = 4, target: str = "softswitch", workers: int = 8, steps: int = 1
         runs: dict[str, TrainRun] = {}
         with Lab(fabric, target=target, pipeline=pipeline, progress=say) as lab:
             figures["target"] = lab.switch(fabric.switches[0].name).target_kind
-            if rate_pps:
-                # the hosts' token bucket holds two of the ring's 1514-byte frames (the default two
-                # aggregation frames would drop every one of them)
-                plan = LinkPlan(rate_pps=rate_pps, burst_bytes=2 * MAX_FRAME)
+            if rate:
+                plan = LinkPlan(rate)
                 limit_links(lab, plan)
                 figures["links"] = plan.describe()
             else:

@@ -1,18 +1,17 @@
 """The conditions a workload meets on a running fabric: links limited to one rate, and a
 load-balancing mode on every switch.
 
-`FabricConditions(lab, rate_pps)` limits every switch port to ``rate_pps`` packets/s and every
-host uplink to ``rate_pps`` aggregation frames' worth of bits (aifabric.experiments.allreduce_lab
-.limit_links; its token bucket holds two of the largest frames, so ring frames pass: the links,
-not the CPU, should be the bottleneck) and holds the lab's load-balancing state; ``with conditions.load_balancing(mode):``
+`FabricConditions(lab, rate)` limits every switch port and every host uplink to one `LinkRate`
+(aifabric.lab.links.limit_links: the links, not the CPU, should be the bottleneck) and holds the
+lab's load-balancing state; ``with conditions.load_balancing(mode):``
 runs what it wraps under ``mode`` and puts ECMP back after:
 
-* ``ecmp``, ``spray`` (a random member per packet), ``flowlet`` (gap ``FLOWLET_GAP_US``): the
+* ``ecmp``, ``spray`` (a random member per packet), ``flowlet`` (a gap of ``FLOWLET_GAP_PACKETS`` full frames' times): the
   switches' ``lb_mode`` (controller.load_balance.LbModes);
 * ``te``: ECMP plus Hedera's loop (controller.load_balance.te.loop.TeLoop): the edge switches
   sample packets, and every ``TE_PERIOD_S`` the controller places the elephants and pins them;
 * ``plb``: ECMP in the switches, and the hosts' eBPF agents (hostagent.agent) moving a flow to
-  another source port after ``PLB_REHASH_ROUNDS`` congested rounds of ``PLB_ROUND_S``.
+  another source port after ``PLB_REHASH_ROUNDS`` congested rounds of ``PLB_ROUND_PACKETS`` full frames' times.
 
 Congestion feedback (`CONGESTION`): ``none``, or ``dcqcn`` (the agents' DCQCN setting each
 flow's rate from the receivers' CNPs). Both hear congestion as ECN marks: every switch port marks
@@ -27,9 +26,8 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
-from aifabric.experiments.allreduce_lab import LinkPlan, limit_links
-from aifabric.experiments.collectives_bench import MAX_FRAME
 from aifabric.lab.lab import Lab
+from aifabric.lab.links import LinkPlan, LinkRate, limit_links
 from controller.load_balance import LbModes
 from controller.load_balance.te.engine import TeConfig
 from controller.load_balance.te.loop import TeLoop
@@ -40,18 +38,18 @@ from hostagent.agent.load_balance_plb import PlbParams
 
 LB_MODES = ("ecmp", "spray", "flowlet", "te", "plb")
 CONGESTION = ("none", "dcqcn")
-PLB_ROUND_S = 0.1            # about one RTT with a few packets queued at 100 packets/s
+PLB_ROUND_PACKETS = 10       # a PLB round: about one RTT with a few full frames queued, in their times
 PLB_REHASH_ROUNDS = PlbParams.rehash_rounds   # the kernel's N
 ECN_THRESHOLD = 10           # packets of queue above which ECN-capable packets are marked
-FLOWLET_GAP_US = 50_000      # five packet times at 100 packets/s: a pause, not a packet's spacing
+FLOWLET_GAP_PACKETS = 5      # a flowlet gap: a pause of five full frames' times, not a packet's spacing
 TE_PERIOD_S = 0.5
 TE_ONE_IN = 8
 
 
 class FabricConditions:
-    def __init__(self, lab: Lab, rate_pps: int) -> None:
-        self.lab, self.plan = lab, LinkPlan(rate_pps=rate_pps, burst_bytes=2 * MAX_FRAME)
-        limit_links(lab, self.plan)
+    def __init__(self, lab: Lab, rate: LinkRate) -> None:
+        self.lab = lab
+        self.limit(rate)
         k = ECN_THRESHOLD
         self.ecn = Telemetry(lab.controller, TelemetryConfig(ecn=EcnThresholds(kmin=k, kmax=k, pmax=1.0),
                                                              int_enabled=False))
@@ -59,13 +57,19 @@ class FabricConditions:
         self._te: TeLoop | None = None        # made on first use: its sampler is a state source
         self.te_rounds = 0
 
-    @property
-    def rate_pps(self) -> int:
-        return self.plan.rate_pps
+    def limit(self, rate: LinkRate) -> None:
+        """Every link at ``rate`` from now on (a lab's links can change rate between runs)."""
+        self.plan = LinkPlan(rate)
+        limit_links(self.lab, self.plan)
+        frame_us = self.plan.rate.seconds(self.plan.frame_bytes) * 1e6      # one full frame's time on a link
+        self.plb_round_s = PLB_ROUND_PACKETS * frame_us / 1e6
+        self.flowlet_gap_us = round(FLOWLET_GAP_PACKETS * frame_us)
+        if getattr(self, "_te", None) is not None:       # its next start takes the new rate
+            self._te.config = TeConfig(host_link_bps=self.plan.bits_per_s)
 
     def _te_loop(self) -> TeLoop:
         if self._te is None:
-            self._te = TeLoop(self.lab.controller, TeConfig(host_link_bps=self.plan.rate_bits),
+            self._te = TeLoop(self.lab.controller, TeConfig(host_link_bps=self.plan.bits_per_s),
                               period_s=TE_PERIOD_S, one_in=TE_ONE_IN)
         return self._te
 
@@ -78,14 +82,14 @@ class FabricConditions:
         agent_mode = "+".join(m for m, on in (("plb", mode == "plb"), ("dcqcn", congestion == "dcqcn")) if on)
         if not agent_mode:
             return None
-        return AgentConfig(agent_mode, round_s=PLB_ROUND_S, line_rate_bps=self.plan.rate_bits, seed=seed,
+        return AgentConfig(agent_mode, round_s=self.plb_round_s, line_rate_bps=self.plan.bits_per_s, seed=seed,
                            plb=PlbParams(rehash_rounds=PLB_REHASH_ROUNDS))
 
     @contextmanager
     def load_balancing(self, mode: str) -> Iterator[None]:
         if mode not in LB_MODES:
             raise ValueError(f"load-balancing mode {mode!r}: one of {', '.join(LB_MODES)}")
-        self.modes.set(mode if mode in ("spray", "flowlet") else "ecmp", gap_us=FLOWLET_GAP_US)
+        self.modes.set(mode if mode in ("spray", "flowlet") else "ecmp", gap_us=self.flowlet_gap_us)
         te = self._te_loop() if mode == "te" else None
         if te is not None:
             te.start()

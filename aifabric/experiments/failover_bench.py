@@ -62,7 +62,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from aifabric.experiments.allreduce_lab import LinkPlan, cpu_times, limit_links, run_allreduce, spread_workers
+from aifabric.experiments.allreduce_lab import run_allreduce, spread_workers
+from aifabric.lab.cpu_meter import cpu_times
+from aifabric.lab.links import LinkPlan, LinkRate, limit_links
 from aifabric.lab.failures import FailureEvent, Failures
 from aifabric.lab.lab import Lab
 from controller.failover import HeartbeatConfig, start_failure_handling
@@ -76,7 +78,7 @@ Progress = Callable[[str], None]
 
 @dataclass(frozen=True)
 class FailoverPlan:
-    rate_pps: int = 2000             # every link direction, in the switches (and host uplinks, TBF)
+    rate: LinkRate = LinkRate.parse("10M")   # every link direction, in the switches (and host uplinks, TBF)
     probe_pps: int = 1000
     flow_pps: int = 300
     flow_payload: int = 256
@@ -91,7 +93,7 @@ class FailoverPlan:
         return self.warmup_s + self.down_s + self.after_s
 
     def links(self) -> LinkPlan:
-        return LinkPlan(rate_pps=self.rate_pps)
+        return LinkPlan(self.rate)
 
 
 @dataclass

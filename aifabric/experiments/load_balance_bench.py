@@ -1,8 +1,9 @@
 """Load-balancing modes compared on one k=4 fat-tree with the same flows: the measurement behind
 `benchmarks/load_balance.py` and `aifabric bench load-balance` (`bench lb` for short).
 
-Every switch port's queue (and every host's uplink, with TBF) is limited to ``rate_pps``, so the
-links are the bottleneck; every flow is offered at that rate, so a flow alone on its path gets
+Every switch port's queue (and every host's uplink, with TBF) is limited to ``rate`` (bits/s,
+aifabric.lab.links), so the links are the bottleneck; every flow sends full 1514-byte frames,
+offered at the link's rate, so a flow alone on its path gets
 it and two flows sharing a link get half. For each mode the same seeded flows run (same hosts,
 same source ports); the figures per run:
 
@@ -42,9 +43,9 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aifabric.experiments.allreduce_lab import FRAME_BYTES, LinkPlan, limit_links
-from aifabric.experiments.rank_processes import CpuMeter
+from aifabric.lab.cpu_meter import CpuMeter
 from aifabric.lab.lab import Lab
+from aifabric.lab.links import MTU_FRAME, LinkPlan, LinkRate, limit_links
 from aifabric.lab.report import Failed
 from controller.telemetry.entries import ECN_MARKED
 from controller.telemetry.int_collector import CollectorSnapshot
@@ -66,11 +67,12 @@ KERNEL_PLB = "kernel-plb"
 MODES = ("ecmp", "spray", "flowlet", "te", "plb", "plb+dcqcn", KERNEL_PLB)
 AGENT_MODES = ("plb", "plb+dcqcn")
 PATTERNS = ("permutation", "collective", "incast")
-PAYLOAD = FRAME_BYTES - 42          # UDP payload of a full-size frame (Ethernet 14 + IPv4 20 + UDP 8)
+FRAME_BYTES = MTU_FRAME             # every flow's frames: full size
+PAYLOAD = FRAME_BYTES - 42          # their UDP payload (Ethernet 14 + IPv4 20 + UDP 8)
 UDP = 17
 
 
-DEFAULT_RATE_PPS = 1000             # every link direction, packets/s
+DEFAULT_RATE = LinkRate.parse("10M")   # every link direction: 812 full frames a second
 FLOW_SECONDS = 4.0                  # a flow's length alone on its path: packets = this x rate
 QUEUE_SECONDS = 10.24               # switch queues hold this long at the rate (1024 packets at 100/s)
 SAMPLES_PER_S = 12.5                # TE samples per second of a flow at the full rate (one in 8 at 100/s)
@@ -79,9 +81,10 @@ SAMPLES_PER_S = 12.5                # TE samples per second of a flow at the ful
 @dataclass(frozen=True)
 class LbPlan:
     """What a run does; ``packets``, ``queue_depth`` and ``te_one_in`` left None are scaled to
-    ``rate_pps`` (a flow lasts `FLOW_SECONDS` alone, a queue holds `QUEUE_SECONDS`, TE samples
-    `SAMPLES_PER_S` packets of a flow a second), so the same seconds hold at every rate."""
-    rate_pps: int = DEFAULT_RATE_PPS
+    the link's full frames a second (a flow lasts `FLOW_SECONDS` alone, a queue holds
+    `QUEUE_SECONDS`, TE samples `SAMPLES_PER_S` packets of a flow a second), so the same seconds
+    hold at every rate."""
+    rate: LinkRate = DEFAULT_RATE
     packets: int | None = None       # per flow (None: FLOW_SECONDS at the rate)
     queue_depth: int | None = None   # switch queues, packets (None: QUEUE_SECONDS at the rate)
     flowlet_gap_us: int = 50_000
@@ -93,11 +96,11 @@ class LbPlan:
     int_queues: bool = False         # INT on the flows: queue depth per hop from the collector
 
     def __post_init__(self) -> None:
-        if not self.rate_pps >= 1:
-            raise ValueError(f"link rate {self.rate_pps!r} packets/s: must be at least 1")
-        scaled = {"packets": round(FLOW_SECONDS * self.rate_pps),
-                  "queue_depth": round(QUEUE_SECONDS * self.rate_pps),
-                  "te_one_in": max(2, round(self.rate_pps / SAMPLES_PER_S))}
+        if not self.packets_per_s >= 1:
+            raise ValueError(f"link rate {self.rate}: carries less than one {FRAME_BYTES}-byte frame a second")
+        scaled = {"packets": round(FLOW_SECONDS * self.packets_per_s),
+                  "queue_depth": round(QUEUE_SECONDS * self.packets_per_s),
+                  "te_one_in": max(2, round(self.packets_per_s / SAMPLES_PER_S))}
         for name, value in scaled.items():
             if getattr(self, name) is None:
                 object.__setattr__(self, name, value)
@@ -106,11 +109,16 @@ class LbPlan:
             raise ValueError(f"PLB round {self.plb_round_s * 1000:g} ms: must be positive")
 
     def links(self) -> LinkPlan:
-        return LinkPlan(rate_pps=self.rate_pps, queue_depth=self.queue_depth)
+        return LinkPlan(self.rate, queue_depth=self.queue_depth, frame_bytes=FRAME_BYTES)
+
+    @property
+    def packets_per_s(self) -> float:
+        """The flows' full frames a link carries a second (a flow alone on its path is offered this)."""
+        return self.rate.packets_per_s(FRAME_BYTES)
 
     @property
     def link_bps(self) -> float:
-        return self.rate_pps * FRAME_BYTES * 8
+        return self.rate.bits_per_s(FRAME_BYTES)
 
     def telemetry(self) -> TelemetryConfig:
         """ECN step marking at ``ecn_threshold``; INT on the flows' UDP port if ``int_queues``."""
@@ -202,7 +210,7 @@ def _pct(values: list[float], p: float) -> float:
 
 def make_flows(lab: Lab, pattern: str, seed: int, plan: LbPlan) -> list[FlowSpec]:
     names = [h.name for h in lab.fabric.hosts]
-    kw = dict(size=plan.packets, rate_pps=plan.rate_pps, payload=PAYLOAD)
+    kw = dict(size=plan.packets, rate_pps=plan.packets_per_s, payload=PAYLOAD)
     if pattern == "permutation":
         return patterns.permutation(names, seed, **kw)
     if pattern == "collective":
@@ -219,7 +227,8 @@ def ideal_rates(lab: Lab, flows: list[FlowSpec], plan: LbPlan) -> dict[int, floa
     for f in flows:
         out_deg[f.src] = out_deg.get(f.src, 0) + 1
         in_deg[f.dst] = in_deg.get(f.dst, 0) + 1
-    return {i: min(plan.rate_pps, plan.rate_pps / out_deg[f.src], plan.rate_pps / in_deg[f.dst])
+    rate = plan.packets_per_s
+    return {i: min(rate, rate / out_deg[f.src], rate / in_deg[f.dst])
             for i, f in enumerate(flows)}
 
 
@@ -258,7 +267,7 @@ def run_mode(lab: Lab, modes: LbModes, te: TeLoop, mode: str, pattern: str, seed
     if mode == "te":
         te.start()
     try:
-        results = run_traffic(hosts, flows, quiet=2.0, deadline=plan.packets / plan.rate_pps * 4 + 20,
+        results = run_traffic(hosts, flows, quiet=2.0, deadline=plan.packets / plan.packets_per_s * 4 + 20,
                               addr_of=addr_of, rate_control_port=RATE_CONTROL_PORT if mode == "plb+dcqcn" else 0)
     finally:
         if mode == "te":

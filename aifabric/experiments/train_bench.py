@@ -1,8 +1,8 @@
 """`aifabric bench train` (benchmarks/train.py): one training workload across load-balancing modes,
 data-parallel all-reduce by ring or in the switches, and topologies, with the same seeds.
 
-For each topology one fabric is brought up; its links are limited to ``rate_pps`` packets/s per
-direction (switch queues and host token buckets, aifabric.experiments.fabric_conditions), so the
+For each topology one fabric is brought up; its links are limited to ``rate`` per direction (bits/s,
+switch queues and host token buckets, aifabric.experiments.fabric_conditions), so the
 links and not the two CPUs should set the pace; the CPU busy share of every run is reported to
 show how far that holds. The workload (a preset, its parallelism, scaled so the analytic
 iteration lasts ``fit_seconds`` on those links) is placed on the fabric's hosts and run
@@ -23,14 +23,15 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from aifabric.experiments.calibration import calibrate
 from aifabric.experiments.fabric_conditions import CONGESTION, LB_MODES, FabricConditions
 from aifabric.experiments.train_runner import WorkloadRun, run_workload
 from aifabric.lab import report
 from aifabric.lab.lab import Lab
+from aifabric.lab.links import LinkPlan, LinkRate, rate_arg
 from aifabric.lab.report import Failed
 from aifabric.workloads import Job, Parallelism, Scale, estimate, fit, generate, place, preset
 from controller.aggregation import JobManager
-from hostagent.collectives.aggregation.protocol import FRAME_BYTES
 from topologies.fabric import Fabric
 from topologies.shapes import build
 
@@ -41,7 +42,8 @@ TOPOLOGIES: dict[str, tuple[str, dict[str, int]]] = {
     "rail": ("rail_optimised", {"servers": 5, "gpus": 2, "spines": 2}),
     "dualplane": ("dual_plane", {"leaves": 4, "spines": 2, "hosts_per_leaf": 3}),
 }
-KEYS = ("step_s", "exposed_comm_s", "estimate_step_s", "busiest_share", "fabric_imbalance", "cpu_busy")
+KEYS = ("step_s", "exposed_comm_s", "estimate_step_s", "latency_estimate_step_s", "busiest_share",
+        "fabric_imbalance", "cpu_busy")
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,7 @@ class TrainBenchPlan:
     micro_batches: int = 1
     iterations: int = 2
     fit_seconds: float = 2.0
-    rate_pps: int = 100
+    rate: LinkRate = LinkRate.parse("2M")
     topologies: tuple[str, ...] = tuple(TOPOLOGIES)
     modes: tuple[str, ...] = LB_MODES
     collectives: tuple[str, ...] = COLLECTIVES
@@ -63,7 +65,7 @@ class TrainBenchPlan:
 
     @property
     def emulated_mbps(self) -> float:
-        return self.rate_pps * FRAME_BYTES * 8 / 1e6
+        return LinkPlan(self.rate).bits_per_s / 1e6
 
     def job(self) -> Job:
         return Job(preset(self.preset), Parallelism(dp=self.dp, tp=self.tp, pp=self.pp,
@@ -87,6 +89,7 @@ def figures(run: WorkloadRun) -> dict:
     return {"ok": True, "step_s": last["step_s"], "exposed_comm_s": last["exposed_comm_s"],
             "compute_s": last["compute_s"], "estimate_step_s": run.estimate["step_s"],
             "estimate_exposed_s": run.estimate["exposed_comm_s"],
+            "latency_estimate_step_s": run.latency_estimate.get("step_s"),
             "busiest_share": run.link_load["busiest_share"], "fabric_imbalance": run.link_load["fabric_imbalance"],
             "busiest": run.link_load["busiest"], "cpu_busy": run.cpu_busy, "in_network": run.in_network,
             "agg_completed": run.agg_ops.get("completed", 0),
@@ -94,9 +97,11 @@ def figures(run: WorkloadRun) -> dict:
             "repaths": run.agents.get("repaths"), "cnps": run.agents.get("cnps_sent")}
 
 
-def run_topology(plan: TrainBenchPlan, topology: str, scale: Scale, runs: list[dict]) -> None:
+def run_topology(plan: TrainBenchPlan, topology: str, scale: Scale, runs: list[dict],
+                 calibrations: dict[str, dict]) -> None:
     """Every (seed, mode, collectives) on one fabric; a run that raises is recorded as failed with
-    its error, and so is every run of a fabric that did not come up."""
+    its error, and so is every run of a fabric that did not come up. The fabric's calibration (the
+    latency-aware estimate's constants) goes into ``calibrations``."""
     combos = [(seed, mode, coll) for seed in plan.seeds for mode in plan.modes for coll in plan.collectives]
     done = 0
     try:
@@ -104,7 +109,10 @@ def run_topology(plan: TrainBenchPlan, topology: str, scale: Scale, runs: list[d
         workload = generate(plan.job(), scale, place(fabric, plan.job().parallelism))
         with tempfile.TemporaryDirectory(prefix="aifabric-bench-train-") as tmp, \
                 Lab(fabric, target=plan.target, progress=report.progress) as lab:
-            conditions = FabricConditions(lab, plan.rate_pps)
+            conditions = FabricConditions(lab, plan.rate)
+            calibration = calibrate(lab, conditions.plan, list(workload.placement.hosts))
+            report.progress(f"{topology}: {calibration.describe()}")
+            calibrations[topology] = calibration.to_dict()
             manager = JobManager(lab.controller)
             for seed, mode, coll in combos:
                 report.progress(f"{topology} seed {seed} {mode} {coll}")
@@ -113,8 +121,9 @@ def run_topology(plan: TrainBenchPlan, topology: str, scale: Scale, runs: list[d
                     with conditions.load_balancing(mode):
                         run = run_workload(lab, workload, plan.iterations, Path(tmp) / "plan.json",
                                            manager=manager if coll == "in_network" else None,
-                                           rate_pps=plan.rate_pps, seed=seed, deadline_s=300.0,
-                                           host_agent=conditions.host_agent(mode, plan.congestion, seed))
+                                           link=conditions.plan, seed=seed, deadline_s=300.0,
+                                           host_agent=conditions.host_agent(mode, plan.congestion, seed),
+                                           costs=calibration.costs)
                     row.update(figures(run))
                 except Exception as exc:        # noqa: BLE001 - named in the table, the next run goes on
                     row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
@@ -135,7 +144,8 @@ def summarise(runs: list[dict]) -> list[dict]:
         row = dict(zip(("topology", "mode", "collectives"), key), runs=len(sel), failed=len(sel) - len(ok))
         row["errors"] = [r["error"] for r in sel if not r["ok"]]
         for k in KEYS:
-            row[k] = statistics.median(r[k] for r in ok) if ok else None
+            known = [r[k] for r in ok if r.get(k) is not None]
+            row[k] = statistics.median(known) if known else None
         row["agg_completed"] = statistics.median(r["agg_completed"] for r in ok) if ok else None
         rows.append(row)
     return rows
@@ -148,17 +158,25 @@ def _cell(row: dict, key: str, fmt: str) -> str | Failed:
     return format(row[key], fmt)
 
 
+def _over(row: dict, estimate_key: str) -> str | Failed:
+    """measured step / an estimate of it."""
+    if row["step_s"] is None:
+        return _cell(row, "step_s", "")
+    return f"{row['step_s'] / row[estimate_key]:.2f}" if row.get(estimate_key) else "-"
+
+
 def render(plan: TrainBenchPlan, scale: Scale, rows: list[dict]) -> str:
-    headers = ["topology", "mode", "DP all-reduce", "runs ok", "step (s)", "exposed comm (s)", "estimate (s)",
-               "measured / estimate", "busiest link", "fabric max/mean", "CPU busy"]
+    headers = ["topology", "mode", "DP all-reduce", "runs ok", "step (s)", "exposed comm (s)", "link-bound (s)",
+               "measured / link-bound", "latency-aware (s)", "measured / latency-aware", "busiest link",
+               "fabric max/mean", "CPU busy"]
     body = [(r["topology"], r["mode"], r["collectives"], f"{r['runs'] - r['failed']}/{r['runs']}",
              _cell(r, "step_s", ".2f"), _cell(r, "exposed_comm_s", ".2f"), _cell(r, "estimate_step_s", ".2f"),
-             f"{r['step_s'] / r['estimate_step_s']:.2f}" if r["step_s"] is not None else _cell(r, "step_s", ""),
+             _over(r, "estimate_step_s"), _cell(r, "latency_estimate_step_s", ".2f"), _over(r, "latency_estimate_step_s"),
              _cell(r, "busiest_share", ".0%"), _cell(r, "fabric_imbalance", ".2f"), _cell(r, "cpu_busy", ".0%"))
             for r in rows]
     job = plan.job()
     title = (f"{plan.preset} DP{plan.dp} x TP{plan.tp} x PP{plan.pp}, {job.parallelism.world} ranks, links "
-             f"{plan.rate_pps} packets/s ({plan.emulated_mbps:.2f} Mbit/s) per direction, scale 1/{scale.factor:.3g} "
+             f"{plan.rate} per direction, scale 1/{scale.factor:.3g} "
              f"(emulated time x{scale.time_dilation:.3g}); medians over seeds {list(plan.seeds)}, last of "
              f"{plan.iterations} iterations, slowest rank")
     return report.table(headers, body, title=title)
@@ -190,11 +208,13 @@ def plot(path: str | Path, rows: list[dict], plan: TrainBenchPlan) -> None:
 def run(plan: TrainBenchPlan, json_path: str, png_path: str) -> int:
     scale = plan.scale()
     runs: list[dict] = []
+    calibrations: dict[str, dict] = {}
     for topology in plan.topologies:
-        run_topology(plan, topology, scale, runs)
+        run_topology(plan, topology, scale, runs, calibrations)
     rows = summarise(runs)
     print(render(plan, scale, rows))
-    report.write_json(json_path, {"plan": asdict(plan), "scale": scale.to_dict(), "rows": rows, "runs": runs})
+    report.write_json(json_path, {"plan": asdict(plan), "scale": scale.to_dict(), "rows": rows, "runs": runs,
+                                  "calibrations": calibrations})
     plot(png_path, rows, plan)
     print(f"figures written to {Path(json_path).resolve()}, plot to {Path(png_path).resolve()}")
     return 0 if all(r["ok"] for r in runs) else 1
@@ -203,8 +223,10 @@ def run(plan: TrainBenchPlan, json_path: str, png_path: str) -> int:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     d = TrainBenchPlan()
     p.add_argument("--preset", default=d.preset)
-    for name in ("dp", "tp", "pp", "micro_batches", "iterations", "rate_pps"):
+    for name in ("dp", "tp", "pp", "micro_batches", "iterations"):
         p.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(d, name))
+    p.add_argument("--rate", type=rate_arg, default=d.rate,
+                   help="every link's rate per direction: Mbit/s, or with a unit (2.5M, 500k, 100pps); default %(default)s")
     p.add_argument("--fit-seconds", type=float, default=d.fit_seconds, help="the analytic iteration's length on the links")
     p.add_argument("--topologies", nargs="+", choices=tuple(TOPOLOGIES), default=list(d.topologies))
     p.add_argument("--modes", nargs="+", choices=LB_MODES, default=list(d.modes))
@@ -218,7 +240,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_args(a: argparse.Namespace) -> int:
     plan = TrainBenchPlan(preset=a.preset, dp=a.dp, tp=a.tp, pp=a.pp, micro_batches=a.micro_batches,
-                          iterations=a.iterations, fit_seconds=a.fit_seconds, rate_pps=a.rate_pps,
+                          iterations=a.iterations, fit_seconds=a.fit_seconds, rate=a.rate,
                           topologies=tuple(a.topologies), modes=tuple(a.modes), collectives=tuple(a.collectives),
                           seeds=tuple(a.seeds), congestion=a.congestion, target=getattr(a, "target", "softswitch"))
     return run(plan, a.json, a.png)

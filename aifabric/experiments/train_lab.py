@@ -22,7 +22,8 @@ import numpy as np
 
 from aifabric.experiments.aggregation_job import in_network_job
 from aifabric.experiments.host_agents import agents_on, rank_args
-from aifabric.experiments.rank_processes import busy_between, collect_ranks, cpu_times
+from aifabric.experiments.rank_processes import collect_ranks
+from aifabric.lab.cpu_meter import busy_between, cpu_times
 from aifabric.lab.lab import Lab
 from controller.aggregation import JobManager
 from hostagent.agent.config import AgentConfig

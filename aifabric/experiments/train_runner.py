@@ -23,15 +23,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aifabric.experiments.aggregation_job import DEFAULT_SLOTS, in_network_jobs
-from aifabric.experiments.allreduce_lab import LinkPlan
 from aifabric.experiments.collectives_bench import min_rto_s
 from aifabric.experiments.host_agents import agents_on, rocev2_settings
-from aifabric.experiments.link_load import LinkLoad, link_packets
-from aifabric.experiments.rank_processes import busy_between, collect_ranks, cpu_times
+from aifabric.experiments.link_load import LinkLoad, link_counters
+from aifabric.experiments.rank_processes import collect_ranks
+from aifabric.lab.cpu_meter import busy_between, cpu_times
 from aifabric.lab import report
 from aifabric.lab.lab import Lab
+from aifabric.lab.links import LinkPlan
 from aifabric.workloads import Workload, estimate
 from aifabric.workloads.estimate import in_switches
+from aifabric.workloads.latency import Costs, fabric_hops
 from controller.aggregation import JobManager
 from hostagent.agent.config import AgentConfig
 from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT, FRAME_BYTES
@@ -68,17 +70,15 @@ def in_network_groups(workload: Workload) -> list[list[int]]:
     return groups
 
 
-def timeouts_for(rate_pps: float) -> dict:
-    """The ranks' transport settings on links limited to ``rate_pps`` (aifabric.experiments.allreduce_lab
-    .LinkPlan: the hosts' token bucket passes ``rate_pps`` aggregation frames' worth of bits): the
-    first retransmission timeout is the time a full window of the largest frames takes through one
-    link, the in-network resend timeout that of two windows of aggregation frames. Not limited: the
+def timeouts_for(link: LinkPlan | None) -> dict:
+    """The ranks' transport settings on links limited by ``link``: the first retransmission
+    timeout is the time a full window of the largest frames takes through one link, the
+    in-network resend timeout that of two windows of aggregation frames. Not limited (None): the
     library's defaults."""
-    if not rate_pps:
+    if link is None:
         return {}
-    link = LinkPlan(rate_pps=int(rate_pps))
     return {"window": RANK_WINDOW, "rto_s": min_rto_s(link, RANK_WINDOW),
-            "agg_timeout_s": max(0.1, 2 * DEFAULT_SLOTS * FRAME_BYTES * 8 / link.rate_bits)}
+            "agg_timeout_s": max(0.1, link.rate.seconds(FRAME_BYTES, 2 * DEFAULT_SLOTS))}
 
 
 def free_host(lab: Lab, hosts: list[str]) -> str:
@@ -106,27 +106,42 @@ class WorkloadRun:
     agg_ops: dict[str, int] = field(default_factory=dict)
     server_stats: dict = field(default_factory=dict)
     link_load: dict = field(default_factory=dict)
-    estimate: dict = field(default_factory=dict)      # the analytic step on the emulated links
+    estimate: dict = field(default_factory=dict)      # the link-bound analytic step on the emulated links
+    latency_estimate: dict = field(default_factory=dict)   # the latency-aware one, with a calibration's costs
     agents: dict = field(default_factory=dict)        # with host agents: their counters summed over hosts
 
     def slowest(self, i: int) -> dict:
         return max((r["iterations"][i] for r in self.reports), key=lambda it: it["step_s"])
 
     def comparison_rows(self) -> list[tuple]:
-        """Per iteration: measured step and exposed communication (slowest rank) beside the
-        analytic estimate's, and measured / estimated."""
-        est_step, est_exposed = self.estimate["step_s"], self.estimate["exposed_comm_s"]
+        """Per iteration: measured step (slowest rank) beside the link-bound estimate and the
+        latency-aware one (where calibrated), measured / each, and exposed communication beside
+        the latency-aware estimate's (else the link-bound one's)."""
+        bound, aware = self.estimate, self.latency_estimate or {}
+        exposed = (aware or bound)["exposed_comm_s"]
         rows = []
         for i in range(len(self.reports[0]["iterations"])):
             it = self.slowest(i)
-            rows.append((i, it["step_s"], est_step, it["step_s"] / est_step if est_step else 0.0,
-                         it["exposed_comm_s"], est_exposed))
+            rows.append((i, it["step_s"], bound["step_s"], _ratio(it["step_s"], bound["step_s"]),
+                         aware.get("step_s", "-"), _ratio(it["step_s"], aware.get("step_s")),
+                         it["exposed_comm_s"], exposed))
         return rows
+
+    def kind_rows(self, i: int = -1) -> list[tuple]:
+        """Per collective kind, iteration ``i``: the most any rank spent in it, beside each estimate's."""
+        measured: dict[str, float] = {}
+        for r in self.reports:
+            for k, v in r["iterations"][i]["comm_by_kind_s"].items():
+                measured[k] = max(measured.get(k, 0.0), v)
+        bound, aware = self.estimate.get("comm_s_by_kind", {}), self.latency_estimate.get("comm_s_by_kind", {})
+        return [(k, v, bound.get(k, "-"), _ratio(v, bound.get(k)), aware.get(k, "-"), _ratio(v, aware.get(k)))
+                for k, v in sorted(measured.items())]
 
     def summary(self) -> dict:
         return {"hosts": self.hosts, "ok": self.ok, "errors": self.errors, "cpu_busy": round(self.cpu_busy, 3),
                 "wall_s": round(self.wall_s, 2), "in_network": self.in_network, "agg_ops": self.agg_ops,
                 "server": self.server_stats, "link_load": self.link_load, "estimate": self.estimate,
+                "latency_estimate": self.latency_estimate,
                 "agents": self.agents,
                 "iterations": [{k: v for k, v in self.slowest(i).items() if k != "ops"}
                                for i in range(len(self.reports[0]["iterations"]))] if self.ok else []}
@@ -149,23 +164,35 @@ class WorkloadRun:
         return rows
 
 
+def _ratio(a: float, b: float | None) -> float | str:
+    return a / b if b else "-"
+
+
+def _figures(est) -> dict:
+    """An estimate's slowest rank as the run reports it."""
+    r = est.slowest
+    return {"step_s": r.step_s, "compute_s": r.compute_s, "exposed_comm_s": r.exposed_comm_s,
+            "comm_s_by_kind": r.comm_s_by_kind}
+
+
 def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str | Path, *, timeout: float = 60.0,
                  silent_after: float = 5.0, deadline_s: float = 600.0, manager: JobManager | None = None,
-                 rate_pps: float = 0.0, seed: int = 0, kill_rank_after: tuple[int, float] | None = None,
-                 host_agent: AgentConfig | None = None) -> WorkloadRun:
+                 link: LinkPlan | None = None, seed: int = 0, kill_rank_after: tuple[int, float] | None = None,
+                 host_agent: AgentConfig | None = None, costs: Costs | None = None) -> WorkloadRun:
     """Every rank's ops, ``iterations`` times; with ``manager`` the data-parallel all-reduces in
-    the switches. ``rate_pps``: the links' rate (0: not limited), for the link load's shares and
+    the switches. ``link``: how the links are limited (None: not), for the link load's shares and
     the ranks' first retransmission timeouts. ``seed`` moves the
     groups' UDP ports (``SEED_PORTS`` apart), so ECMP hashes the same traffic onto other paths. ``kill_rank_after``
     (rank, seconds) kills that rank's process that long after the start, to show how a run ends
     when a host dies. ``host_agent``: the host agents' configuration, for a run under PLB and/or
-    DCQCN (see the module doc)."""
+    DCQCN (see the module doc). ``costs``: a calibration's constants (aifabric.experiments.calibration),
+    for the latency-aware estimate beside the link-bound one."""
     if workload.placement is None:
         raise ValueError("the workload needs a placement on the fabric's hosts (aifabric.workloads.place)")
     world = workload.job.parallelism.world
     hosts = [workload.placement.host(r) for r in range(world)]
     addresses = [str(lab.fabric.host(h).ip4.ip) for h in hosts]
-    plan = {**plan_of(workload, addresses, iterations, BASE_PORT + SEED_PORTS * seed), **timeouts_for(rate_pps)}
+    plan = {**plan_of(workload, addresses, iterations, BASE_PORT + SEED_PORTS * seed), **timeouts_for(link)}
     ports = range(plan["base_port"], plan["base_port"] + len(plan["groups"]))
     if ports.stop > AGG_UDP_PORT:          # kept below it and the ring baseline's port above it
         raise ValueError(f"seed {seed}: the groups' UDP ports {ports.start}..{ports.stop - 1} would reach the "
@@ -185,7 +212,7 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
             run.in_network = agg.in_network
         Path(plan_path).write_text(json.dumps(plan))
         with agents_on(lab, hosts, host_agent, Path(plan_path).parent / "agents") as agents:
-            links0, cpu0, t0 = link_packets(lab), cpu_times(), time.monotonic()
+            links0, cpu0, t0 = link_counters(lab), cpu_times(), time.monotonic()
             procs = [lab.host(h).popen([sys.executable, "-m", RUNNER, "--rank", str(r), "--plan",
                                         str(Path(plan_path).resolve()), "--timeout", str(timeout),
                                         "--silent-after", str(silent_after)])
@@ -193,14 +220,18 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
             run.reports, run.errors = collect_ranks(hosts, procs, deadline_s, kill_rank_after)
             run.wall_s = time.monotonic() - t0
             run.cpu_busy = busy_between(cpu0, cpu_times())
-            run.link_load = LinkLoad.between(lab, links0, link_packets(lab), run.wall_s, rate_pps).summary()
+            run.link_load = LinkLoad.between(lab, links0, link_counters(lab), run.wall_s,
+                                            link.bits_per_s if link else 0.0).summary()
         if agents is not None:
             run.agents = agents.totals()      # after they stopped: their last write is final
     if agg is not None:
         run.agg_ops, run.server_stats = agg.agg_ops, agg.server_stats
-    est = estimate(workload, emulated=True, in_network=bool(groups)).slowest
-    run.estimate = {"step_s": est.step_s, "compute_s": est.compute_s, "exposed_comm_s": est.exposed_comm_s,
-                    "comm_s_by_kind": est.comm_s_by_kind, "in_network": bool(groups)}
+    hops = fabric_hops(lab.fabric, workload.placement)
+    run.estimate = {**_figures(estimate(workload, emulated=True, in_network=bool(groups), hops=hops)),
+                    "in_network": bool(groups)}
+    if costs is not None:
+        run.latency_estimate = {**_figures(estimate(workload, emulated=True, in_network=bool(groups), costs=costs,
+                                                    hops=hops)), "in_network": bool(groups)}
     return run
 
 

@@ -97,7 +97,7 @@ def _fmt(v: Any) -> str:
 
 
 def write_json(path: str | Path, data: dict) -> None:
-    """``data`` as JSON, a `Failed` figure as ``{"failed": why}``."""
+    """``data`` as JSON, a `Failed` figure as ``{"failed": why}``, an object with ``to_dict`` as what it gives."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(json.dumps(data, indent=2, sort_keys=True, default=_json_default) + "\n")
@@ -106,6 +106,8 @@ def write_json(path: str | Path, data: dict) -> None:
 def _json_default(v: Any) -> Any:
     if isinstance(v, Failed):
         return {"failed": v.why}
+    if hasattr(v, "to_dict"):        # a figure's own record (a link rate, a plan)
+        return v.to_dict()
     raise TypeError(f"{type(v).__name__} is not JSON serialisable: {v!r}")
 
 

@@ -1,14 +1,17 @@
-"""An analytic, link-bound estimate of one iteration: every rank's ops timed from their sizes.
+"""An analytic estimate of one iteration: every rank's ops timed from their sizes.
 
 Compute takes its ``seconds``. A collective starts when every member is ready (its deps done
-and its stream free on that rank) and lasts ``bytes * BUSBW_FACTOR[kind](n) / link rate`` (an
-ideal ring or pairwise exchange at the link's full rate, nccl-tests' bus bandwidth). A send
-starts when the sender is ready and lasts ``bytes / link rate``; its receive spans what is left
-of the transfer once the receiver is ready (nothing, if the data came before). Streams run side by side as if each had the link to
-itself: contention between streams, and between ranks sharing fabric links, is left out, which
-is what the measurement on the fabric adds. Latency is left out too. With ``in_network`` the
-data-parallel all-reduces are summed in the switches: each rank's link carries its gradients up
-once and the sum down once, ``bytes / link rate`` (factor 1 instead of the ring's 2(n-1)/n).
+and its stream free on that rank) and lasts what `aifabric.workloads.latency` says it costs:
+with the link-bound costs (no latency, the default) ``bytes * BUSBW_FACTOR[kind](n) / link rate``
+(an ideal ring or pairwise exchange at the link's full rate, nccl-tests' bus bandwidth); with a
+calibration's `Costs`, its steps' messages with their latency and framing (the alpha-beta model),
+the members ``hops`` apart. A send starts when the sender is ready and lasts one message; its
+receive spans what is left of the transfer once the receiver is ready (nothing, if the data came
+before). Streams run side by side as if each had the link to itself: contention between
+streams, and between ranks sharing fabric links, is left out, which is what the measurement on
+the fabric adds. With ``in_network`` the data-parallel all-reduces are summed in the switches:
+each rank's link carries its gradients up once and the sum down once (factor 1 instead of the
+ring's 2(n-1)/n).
 
 The result per rank: step time (its last op's end), compute, communication per collective kind
 (time the ops take, overlapped or not) and exposed communication (step - compute: time the
@@ -17,11 +20,16 @@ compute stream is not busy, waiting for communication or for other stages).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aifabric.workloads.errors import WorkloadError
 from aifabric.workloads.generator import Workload
-from aifabric.workloads.ops import BUSBW_FACTOR, Kind, Op, Stream
+from aifabric.workloads.latency import Costs, collective_seconds
+from aifabric.workloads.ops import Kind, Op, Stream
+
+Hops = Callable[[tuple[int, ...]], int]
+"""The most switch hops between two of a group's ranks."""
 
 
 @dataclass(frozen=True)
@@ -59,14 +67,15 @@ class Estimate:
                           for r in self.ranks]}
 
 
-IN_NETWORK_FACTOR = 1.0
-
-
-def estimate(workload: Workload, emulated: bool = False, in_network: bool = False) -> Estimate:
+def estimate(workload: Workload, emulated: bool = False, in_network: bool = False, costs: Costs | None = None,
+             hops: Hops | None = None) -> Estimate:
     """Real-scale figures on the real link rate, or (``emulated``) the scaled ones on the emulated
-    links; ``in_network``: the data-parallel all-reduces summed in the switches."""
+    links; ``in_network``: the data-parallel all-reduces summed in the switches. ``costs``: the
+    latency-aware model's constants (None: link-bound), ``hops`` the switch hops within a group
+    (None: 0)."""
     rate = workload.scale.emulated_bytes_per_s if emulated else workload.scale.real_bytes_per_s
-    return _Timeline(workload, rate, emulated, in_network).run()
+    costs = costs or Costs.link_bound(rate)
+    return _Timeline(workload, costs, emulated, in_network, hops or (lambda group: 0)).run()
 
 
 def in_switches(op: Op) -> bool:
@@ -75,8 +84,9 @@ def in_switches(op: Op) -> bool:
 
 
 class _Timeline:
-    def __init__(self, workload: Workload, rate: float, emulated: bool, in_network: bool = False) -> None:
-        self.w, self.rate, self.emulated, self.in_network = workload, rate, emulated, in_network
+    def __init__(self, workload: Workload, costs: Costs, emulated: bool, in_network: bool, hops: Hops) -> None:
+        self.w, self.costs, self.emulated, self.in_network, self.hops = workload, costs, emulated, in_network, hops
+        self.rate = costs.link_bytes_per_s
         n = len(workload.ranks)
         self.start: list[list[float | None]] = [[None] * len(ops) for ops in workload.ranks]
         self.end: list[list[float | None]] = [[None] * len(ops) for ops in workload.ranks]
@@ -91,8 +101,9 @@ class _Timeline:
     def _duration(self, op: Op) -> float:
         if op.is_compute:
             return op.emulated_seconds if self.emulated else op.seconds
-        factor = IN_NETWORK_FACTOR if self.in_network and in_switches(op) else BUSBW_FACTOR[op.kind](len(op.group))
-        return self._size(op) * factor / self.rate
+        hops = self.hops(op.group)
+        return collective_seconds(self.costs, op.kind, self._size(op), len(op.group), hops,
+                                  self.in_network and in_switches(op), root_hops=(hops + 1) // 2)
 
     def _ready(self, op: Op) -> float:
         deps = [self.end[op.rank][d] for d in op.deps]

@@ -40,6 +40,9 @@ MAX_RTO_S = 2.0
 HEARTBEAT_S = 0.25
 ACK_EVERY = 8  # packets taken from one source before an acknowledgement goes out at once
 SACK = struct.Struct("!I")
+ETH_IP_UDP_BYTES = 14 + 20 + 8
+DATA_FRAME_BYTES = PAYLOAD + HEADER.size + ETH_IP_UDP_BYTES  # a full data packet's Ethernet frame (no FCS)
+ACK_FRAME_BYTES = HEADER.size + ETH_IP_UDP_BYTES + 2 * SACK.size  # an acknowledgement, a couple of entries typically
 MAX_SACKS = (PAYLOAD - 4) // SACK.size
 CALL_NUMBER_BITS = 24  # a call id (tag >> 32) is its subgroup's number above these bits and its own number
 

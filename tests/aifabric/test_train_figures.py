@@ -6,13 +6,16 @@ from __future__ import annotations
 import pytest
 
 from aifabric.experiments.link_load import LinkLoad
+from controller.fabric_controller import PortCounter
 
 
 def test_link_load_names_the_busiest_direction_and_the_fabric_imbalance():
+    frame = 1476                        # + 24 bytes of Ethernet overhead: 1500 bytes, 12,000 bits a frame
     packets = {"e0->h0": 500, "e0->a0": 300, "a0->e0": 100, "a0->c0": 200, "c0->a0": 0}
-    load = LinkLoad(packets, seconds=10.0, rate_pps=100, switches=frozenset({"e0", "a0", "c0"}))
+    sent = {k: PortCounter(n, n * frame) for k, n in packets.items()}
+    load = LinkLoad(sent, seconds=10.0, bits_per_s=1.2e6, switches=frozenset({"e0", "a0", "c0"}))
     s = load.summary()
-    assert s["busiest"] == "e0->h0" and s["busiest_share"] == 0.5          # 500 of 10 s x 100/s
+    assert s["busiest"] == "e0->h0" and s["busiest_share"] == 0.5          # 500 frames of 10 s x 100 frames/s
     # fabric directions (switch to switch): 300, 100, 200, 0 -> mean 150, max/mean 2
     assert s["fabric_packets"] == 600 and s["fabric_directions"] == 4 and s["fabric_directions_used"] == 3
     assert s["fabric_mean_share"] == 0.15 and s["fabric_imbalance"] == 2.0

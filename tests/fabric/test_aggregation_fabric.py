@@ -21,19 +21,19 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces, raw sockets)"),
 ]
 
-RATE_PPS = 400          # links limited so a burst of windows never outruns the switches' CPU
+RATE = "1M"             # links limited so a burst of windows never outruns the switches' CPU
 
 
 @pytest.fixture(scope="module", params=FABRIC_TARGETS)
 def fabric_lab(request):
-    from aifabric.experiments.allreduce_lab import LinkPlan, limit_links
     from aifabric.lab.lab import Lab
+    from aifabric.lab.links import LinkPlan, LinkRate, limit_links
     from controller.aggregation import JobManager
     from controller.loss import LossEmulation
     from topologies.fabric import fat_tree
 
     with Lab(fat_tree(4), target=request.param) as lab:
-        limit_links(lab, LinkPlan(rate_pps=RATE_PPS))
+        limit_links(lab, LinkPlan(LinkRate.parse(RATE)))
         yield lab, JobManager(lab.controller), LossEmulation(lab.controller)
 
 

@@ -1,0 +1,124 @@
+"""The latency-aware model's constants, measured on the fabric at hand (aifabric.workloads.latency).
+
+`link_costs(plan)` is what the links and the framing alone say: the link's bytes a second, each
+data frame's headers and Ethernet overhead and its share of acknowledgements (the collectives'
+reliable transport: PAYLOAD bytes a frame, an acknowledgement per ACK_EVERY frames), and the
+aggregation frames' own. `calibrate(lab, plan, group)` adds what only a measurement gives, from
+three small all-reduces (one element, ring, `REPEAT` times each, every rank's median and the
+slowest rank's of those) whose steps the model counts (a call, ceil(log2 n) header rounds and
+2(n-1) ring steps, each a message of one frame):
+
+* two ranks on one edge switch (h1 hops):  T1 = call + 3 (message + h1 hop) + W2
+* two ranks as far apart as the group has (h2 hops):  T2 = call + 3 (message + h2 hop) + W2
+* the group itself, n ranks at most h hops apart:  Tn = call + k (message + h hop) + Wn,
+  k = ceil(log2 n) + 2(n-1)
+
+with W the frames' wire time, which the links give (the model without latency). Three equations,
+three unknowns: hop = (T2 - T1) / 3 (h2 - h1), then message from Tn - T2, then call; `solve`
+inverts the model exactly. A constant the measurement puts below zero (noise where it is small)
+is taken as 0 and said.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from aifabric.experiments.collectives_lab import run_group
+from aifabric.lab.lab import Lab
+from aifabric.lab.links import LinkPlan
+from aifabric.workloads.latency import Costs, collective_seconds
+from aifabric.workloads.ops import Kind
+from hostagent.collectives.aggregation.protocol import AGG_VALUES, DEFAULT_SLOTS, FRAME_BYTES as AGG_FRAME_BYTES
+from hostagent.collectives.reliable import ACK_EVERY, ACK_FRAME_BYTES, DATA_FRAME_BYTES, PAYLOAD
+
+REPEAT = 7
+ONE_ELEMENT = 4              # bytes: the calibration's all-reduces carry one float32
+
+
+def link_costs(plan: LinkPlan, agg_values: int = AGG_VALUES, agg_frame_bytes: int = AGG_FRAME_BYTES,
+               agg_window: int = DEFAULT_SLOTS) -> Costs:
+    """The links' rate and every frame's overhead, no latency (what `calibrate` then measures)."""
+    rate = plan.rate
+    link_bytes_per_s = plan.bits_per_s / 8
+    # a data frame and its share of acknowledgements, in wire bytes at this rate
+    data_wire = (rate.seconds(DATA_FRAME_BYTES) + rate.seconds(ACK_FRAME_BYTES) / ACK_EVERY) * link_bytes_per_s
+    agg_wire = rate.seconds(agg_frame_bytes) * link_bytes_per_s
+    return Costs(link_bytes_per_s, payload_per_frame=PAYLOAD, frame_overhead_bytes=data_wire - PAYLOAD,
+                 agg_values_per_frame=agg_values, agg_frame_overhead_bytes=agg_wire - 4 * agg_values,
+                 agg_window_frames=agg_window)
+
+
+@dataclass
+class Calibration:
+    costs: Costs
+    measured_s: dict[str, float] = field(default_factory=dict)     # "near", "far", "group": slowest rank's median
+    hops: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        c = self.costs
+        text = (f"calibrated: a message {1e3 * c.message_s:.2f} ms, a switch hop {1e3 * c.hop_s:.3f} ms, a call "
+                f"{1e3 * c.call_s:.2f} ms (from all_reduces of one element: {self._measured()})")
+        return text + "".join(f"; {n}" for n in self.notes)
+
+    def _measured(self) -> str:
+        return ", ".join(f"{k} {1e3 * v:.1f} ms over {self.hops[k]} hops" for k, v in self.measured_s.items())
+
+    def to_dict(self) -> dict:
+        return {"costs": self.costs.to_dict(), "measured_s": self.measured_s, "hops": self.hops, "notes": self.notes}
+
+
+def switch_hops(lab: Lab, a: str, b: str) -> int:
+    import networkx as nx
+    return nx.shortest_path_length(lab.fabric.to_graph(), a, b) - 1
+
+
+def probe_hosts(lab: Lab, group: list[str]) -> tuple[list[str], list[str]]:
+    """Two hosts of one edge switch, and the two of ``group`` farthest apart."""
+    by_switch: dict[str, list[str]] = {}
+    for h in lab.fabric.hosts:
+        by_switch.setdefault(h.switch, []).append(h.name)
+    near = next((hosts[:2] for hosts in by_switch.values() if len(hosts) >= 2), None)
+    if near is None:
+        raise ValueError(f"calibration needs two hosts on one switch: {lab.fabric.describe()} has none")
+    far = max(((a, b) for i, a in enumerate(group) for b in group[i + 1:]), key=lambda ab: switch_hops(lab, *ab))
+    return near, list(far)
+
+
+def _one_element_seconds(lab: Lab, hosts: list[str], repeat: int) -> float:
+    run = run_group(lab, hosts, "all_reduce:ring", [1], repeat=repeat, timeout=30.0, deadline_s=120.0)
+    if not run.ok:
+        raise RuntimeError(f"calibration on {', '.join(hosts)} failed: {'; '.join(run.errors)}")
+    return max(r["calls"][0]["median_s"] for r in run.reports)
+
+
+def calibrate(lab: Lab, plan: LinkPlan, group: list[str], *, base: Costs | None = None,
+              repeat: int = REPEAT) -> Calibration:
+    """``base`` (default `link_costs(plan)`) with the latencies measured on ``lab`` for ``group``."""
+    base = base or link_costs(plan)
+    near, far = probe_hosts(lab, group)
+    hops = {"near": switch_hops(lab, *near), "far": switch_hops(lab, *far),
+            "group": max(switch_hops(lab, a, b) for i, a in enumerate(group) for b in group[i + 1:])}
+    measured = {"near": _one_element_seconds(lab, near, repeat), "far": _one_element_seconds(lab, far, repeat),
+                "group": _one_element_seconds(lab, group, repeat)}
+    return solve(base, measured, hops, len(group))
+
+
+def solve(base: Costs, measured: dict[str, float], hops: dict[str, int], n: int) -> Calibration:
+    """The three constants from the three measurements (see the module doc)."""
+    frames_only = replace(base, message_s=0.0, hop_s=0.0, call_s=0.0)
+
+    def wire(members: int) -> float:         # the model's time for the frames alone
+        return collective_seconds(frames_only, Kind.ALL_REDUCE, ONE_ELEMENT, members, 0)
+    k = math.ceil(math.log2(n)) + 2 * (n - 1)
+    near, far, group = (measured["near"] - wire(2), measured["far"] - wire(2), measured["group"] - wire(n))
+    dh = hops["far"] - hops["near"]
+    hop = (far - near) / (3 * dh) if dh else 0.0
+    message = (group - far - hop * (k * hops["group"] - 3 * hops["far"])) / (k - 3) if k > 3 else 0.0
+    call = far - 3 * (message + hops["far"] * hop)
+    values, notes = {"hop_s": hop, "message_s": message, "call_s": call}, []
+    for name, v in values.items():
+        if v < 0:
+            notes.append(f"{name} measured {1e3 * v:.3f} ms, taken as 0")
+            values[name] = 0.0
+    return Calibration(replace(base, **values), dict(measured), dict(hops), notes)
