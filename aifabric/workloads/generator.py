@@ -200,8 +200,8 @@ class _RankProgram:
     def _plan_buckets(self) -> list[_Bucket]:
         s, limit = self.sizes, self.p.bucket_bytes
         blocks: list[tuple[str, int, int]] = []       # (block, dense params, expert params), backward order
-        if self.last_stage and s.output_params:
-            blocks.append(("output", s.output_params, 0))
+        if self.last_stage:                 # the final norm, and the output layer unless tied away
+            blocks.append(("output", s.output_params + s.final_norm_params, 0))
         blocks += [(f"L{layer}", s.layer_dense_params, s.layer_expert_params) for layer in reversed(self.layers)]
         if self.first_stage:
             blocks.append(("embedding", s.embedding_params, 0))

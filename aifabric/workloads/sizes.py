@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aifabric.workloads.flops import BACKWARD_TO_FORWARD, embedding_params, layer_forward_flops, layer_params, \
-    logits_forward_flops
+from aifabric.workloads.flops import BACKWARD_TO_FORWARD, embedding_params, final_norm_params, \
+    layer_forward_flops, layer_params, logits_forward_flops
 from aifabric.workloads.job import Job
 
 
@@ -35,6 +35,7 @@ class RankSizes:
     layer_expert_params: int        # its experts' parameters on this rank
     embedding_params: int           # on the first stage
     output_params: int              # on the last stage (untied, or a tied copy when PP > 1)
+    final_norm_params: int          # on the last stage: the norm before the output layer
 
     @property
     def backward_factor(self) -> int:
@@ -60,4 +61,5 @@ def rank_sizes(job: Job) -> RankSizes:
         layer_expert_params=experts,
         embedding_params=embedding_params(m) // p.tp,
         output_params=output,
+        final_norm_params=final_norm_params(m),
     )

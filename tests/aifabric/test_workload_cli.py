@@ -26,8 +26,8 @@ def test_counts_bytes_and_step_of_a_job_file(tmp_path, capsys):
     assert [len(r) for r in ranks] == [3 * 18 + 1] * 2 and ranks[1][-1]["kind"] == "all_reduce"
     # per micro-batch: 4 layers x (attention, mlp) forward and backward, logits forward and backward
     assert data["op_counts"] == [{"compute": 3 * 18, "all_reduce": 1}] * 2
-    grads = (4 * (12 * 64 * 64 + 2 * 64) + 100 * 64) * 2        # parameters x bf16: 407040 bytes
-    assert data["kinds"]["all_reduce"] == {"ops": 2, "bytes_max_rank": grads, "emulated_bytes_max_rank": grads // 10,
+    grads = (4 * (12 * 64 * 64 + 2 * 64) + 64 + 100 * 64) * 2   # parameters (the final norm's h too) x bf16: 407168 bytes
+    assert data["kinds"]["all_reduce"] == {"ops": 2, "bytes_max_rank": grads, "emulated_bytes_max_rank": -(-grads // 10),
                                            "bytes_all_ranks": 2 * grads}
     real = data["estimate"]["real"]
     assert real["step_s"] == pytest.approx(real["ranks"][0]["compute_s"] + real["ranks"][0]["exposed_comm_s"])

@@ -11,6 +11,7 @@ SMALL = ModelShape(name="small", layers=4, hidden=64, ffn=256, heads=4, seq_len=
 RATE = 800e9 / 8                              # 800 Gb/s: 1e11 bytes/s
 LAYER_BYTES = (12 * 64 * 64 + 2 * 64) * 2     # a layer's gradients: 98560 bytes
 EMBEDDING_BYTES = 100 * 64 * 2                # 12800
+FINAL_NORM_BYTES = 64 * 2                      # the norm before the output layer
 # per rank: b=2 sequences; forward of a layer 24*b*s*h^2*(1 + s/6h), logits 2*b*s*h*V; backward twice
 LAYER_FWD_FLOPS = 24 * 2 * 16 * 64 * 64 * (1 + 16 / (6 * 64))
 COMPUTE_S = 3 * (4 * LAYER_FWD_FLOPS + 2 * 2 * 16 * 64 * 100) / 1e12
@@ -23,7 +24,7 @@ def job(bucket_mb: float) -> Job:
 def test_one_bucket_reduced_after_backward_adds_its_whole_time():
     est = estimate(generate(job(bucket_mb=100), Scale(real_link_gbps=800)))
     # all-reduce of 2 ranks: bytes * 2(n-1)/n = bytes on the link
-    by_hand = COMPUTE_S + (4 * LAYER_BYTES + EMBEDDING_BYTES) / RATE
+    by_hand = COMPUTE_S + (4 * LAYER_BYTES + FINAL_NORM_BYTES + EMBEDDING_BYTES) / RATE
     assert est.step_s == pytest.approx(by_hand, rel=1e-9)
     assert est.ranks[0].compute_s == pytest.approx(COMPUTE_S, rel=1e-9)
     assert est.ranks[0].exposed_comm_s == pytest.approx(by_hand - COMPUTE_S, rel=1e-9)
@@ -34,7 +35,8 @@ def test_buckets_per_layer_hide_all_but_the_last_behind_backward():
     # and the embedding's, both ready when backward ends, are exposed
     est = estimate(generate(job(bucket_mb=0.1), Scale(real_link_gbps=800)))
     assert est.step_s == pytest.approx(COMPUTE_S + (LAYER_BYTES + EMBEDDING_BYTES) / RATE, rel=1e-9)
-    assert est.ranks[0].comm_s_by_kind["all_reduce"] == pytest.approx((4 * LAYER_BYTES + EMBEDDING_BYTES) / RATE)
+    assert est.ranks[0].comm_s_by_kind["all_reduce"] == pytest.approx(
+        (4 * LAYER_BYTES + FINAL_NORM_BYTES + EMBEDDING_BYTES) / RATE)
 
 
 def test_in_network_data_parallel_all_reduces_cross_each_link_once():

@@ -98,9 +98,10 @@ def test_calibration_recovers_the_constants_the_model_made():
     base = link_costs(LinkPlan(LinkRate.parse("2M")))
     true = replace(base, message_s=1.2e-3, hop_s=5e-5, call_s=3e-3)
     hops = {"near": 1, "far": 5, "group": 5}
-    measured = {"near": collective_seconds(true, Kind.ALL_REDUCE, 4, 2, 1),
-                "far": collective_seconds(true, Kind.ALL_REDUCE, 4, 2, 5),
-                "group": collective_seconds(true, Kind.ALL_REDUCE, 4, 8, 5)}
+    measured = {"near": collective_seconds(true, Kind.ALL_REDUCE, 8, 2, 1),
+                "far": collective_seconds(true, Kind.ALL_REDUCE, 8, 2, 5),
+                "all_reduce": collective_seconds(true, Kind.ALL_REDUCE, 32, 8, 5),
+                "reduce_scatter": collective_seconds(true, Kind.REDUCE_SCATTER, 32, 8, 5)}
     got = solve(base, measured, hops, 8)
     assert (got.costs.message_s, got.costs.hop_s, got.costs.call_s) == pytest.approx((1.2e-3, 5e-5, 3e-3))
     assert not got.notes

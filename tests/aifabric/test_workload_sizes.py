@@ -33,8 +33,8 @@ def test_tp_all_reduces_per_layer_are_b_s_h_dtype_bytes_twice_forward_twice_back
 def test_dp_gradients_are_the_parameters_times_the_dtype_size():
     job = Job(SMALL, Parallelism(dp=2, micro_batch=2, micro_batches=2, bucket_mb=0.2))
     grads = ops_of(job, 0, Kind.ALL_REDUCE, "dp")
-    params = 4 * LAYER_PARAMS + 100 * 64    # layers + tied embedding V*h = 203520
-    assert sum(op.bytes for op in grads) == params * 2 == 407040
+    params = 4 * LAYER_PARAMS + 64 + 100 * 64    # layers + the final norm h + tied embedding V*h = 203584
+    assert sum(op.bytes for op in grads) == params * 2 == 407168
     assert len(grads) > 1                   # 0.2 MB buckets: several
     assert all(op.group == (0, 1) for op in grads)
 
@@ -43,8 +43,8 @@ def test_dp_gradients_split_tp_and_pp_ways():
     job = Job(SMALL, Parallelism(dp=2, tp=2, pp=2, micro_batch=2, bucket_mb=100))
     # stage 0, TP rank 0: 2 layers of (attention 4h^2/2 + MLP 8h^2/2 + norms 2h), embedding V*h/2
     stage0 = 2 * (2 * 64 * 64 + 4 * 64 * 64 + 2 * 64) + 100 * 64 // 2
-    # last stage: 2 layers and the tied output layer's copy V*h/2 (Megatron keeps one there)
-    stage1 = 2 * (2 * 64 * 64 + 4 * 64 * 64 + 2 * 64) + 100 * 64 // 2
+    # last stage: 2 layers, the final norm h and the tied output layer's copy V*h/2 (Megatron keeps one there)
+    stage1 = 2 * (2 * 64 * 64 + 4 * 64 * 64 + 2 * 64) + 64 + 100 * 64 // 2
     w = generate(job)
     last = job.parallelism.rank(dp=0, pp=1, tp=0)
     assert [op.bytes for op in w.ops(0) if op.stream.value == "dp"] == [stage0 * 2]
@@ -56,8 +56,8 @@ def test_a_whole_model_s_gradients_on_one_stage_equal_its_parameter_count():
                             gated_mlp=True, tied_embeddings=False)
     job = Job(llama_like, Parallelism(dp=2))
     grads = ops_of(job, 0, Kind.ALL_REDUCE, "dp")
-    # per layer: attention 4h^2, SwiGLU 3*h*f, norms 2h; embedding and untied output 2*V*h
-    by_hand = 2 * (4 * 64 * 64 + 3 * 64 * 172 + 2 * 64) + 2 * 100 * 64
+    # per layer: attention 4h^2, SwiGLU 3*h*f, norms 2h; the final norm h; embedding and untied output 2*V*h
+    by_hand = 2 * (4 * 64 * 64 + 3 * 64 * 172 + 2 * 64) + 64 + 2 * 100 * 64
     assert sum(op.bytes for op in grads) == by_hand * 2 == model_params(llama_like) * 2
 
 
@@ -87,7 +87,7 @@ def test_moe_all_to_all_bytes_are_tokens_times_top_k_times_hidden_times_dtype():
     dense = [op for op in grads if op.group == (0, 1, 2, 3)]
     expert = [op for op in grads if op.group == (0, 2)]              # ranks holding the same 2 experts
     # dense: attention 4h^2 + router h*E + norms 2h per layer, embedding V*h; experts: 2 of 2*h*f each
-    assert sum(op.bytes for op in dense) == (2 * (4 * 64 * 64 + 64 * 4 + 2 * 64) + 100 * 64) * 2
+    assert sum(op.bytes for op in dense) == (2 * (4 * 64 * 64 + 64 * 4 + 2 * 64) + 64 + 100 * 64) * 2
     assert sum(op.bytes for op in expert) == 2 * (2 * 2 * 64 * 128) * 2
 
 
@@ -95,7 +95,7 @@ def test_zero_1_reduce_scatters_gradients_and_all_gathers_parameters():
     job = Job(SMALL, Parallelism(dp=2, micro_batch=2, bucket_mb=0.2, zero_stage=1))
     w = generate(job)
     dp = [op for op in w.ops(0) if op.stream.value == "dp"]
-    total = (4 * LAYER_PARAMS + 100 * 64) * 2
+    total = (4 * LAYER_PARAMS + 64 + 100 * 64) * 2
     assert sum(op.bytes for op in dp if op.kind is Kind.REDUCE_SCATTER) == total
     assert sum(op.bytes for op in dp if op.kind is Kind.ALL_GATHER) == total
     assert not [op for op in dp if op.kind is Kind.ALL_REDUCE]
@@ -106,7 +106,7 @@ def test_zero_3_gathers_each_layer_s_parameters_before_forward_and_backward_ever
     w = generate(job)
     gathers = [op for op in w.ops(0) if op.kind is Kind.ALL_GATHER]
     assert len(gathers) == 2 * 4 * 3 and {op.bytes for op in gathers} == {LAYER_PARAMS * 2}
-    assert sum(op.bytes for op in w.ops(0) if op.kind is Kind.REDUCE_SCATTER) == (4 * LAYER_PARAMS + 100 * 64) * 2
+    assert sum(op.bytes for op in w.ops(0) if op.kind is Kind.REDUCE_SCATTER) == (4 * LAYER_PARAMS + 64 + 100 * 64) * 2
     by_name = {op.name: op for op in gathers}
     for op in w.ops(0):     # a layer's first compute each pass waits for that pass's gather
         words = op.name.split()
@@ -129,5 +129,5 @@ def test_compute_adds_up_to_megatron_s_flops_formula(tp: int, pp: int):
 
 def test_presets_are_the_published_sizes():
     assert model_params(PRESETS["gpt3-175b"]) == pytest.approx(175e9, rel=0.01)
-    assert model_params(PRESETS["llama2-7b"]) == pytest.approx(6.74e9, rel=0.01)
-    assert model_params(PRESETS["mixtral-8x7b"]) == pytest.approx(46.7e9, rel=0.01)
+    assert model_params(PRESETS["llama2-7b"]) == 6_738_415_616             # as published, to the parameter
+    assert model_params(PRESETS["mixtral-8x7b"]) == 46_702_792_704
