@@ -53,6 +53,11 @@ import argparse
 import os
 import sys
 
+# gRPC's own log lines (INFO about GOAWAYs, reconnects) go to stderr from C, unsynchronised with
+# ours and without their line breaks; the controller reports what matters itself. Read once, when
+# gRPC loads: before any import below can load it. GRPC_VERBOSITY=INFO in the environment wins.
+os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+
 from aifabric.cli import topo_args
 from aifabric.containers.compose_project import LINK_POOL
 from aifabric.cli.validate import failover_config, validate

@@ -47,9 +47,12 @@ MAX_WORKERS = MAX_JOINED_STREAMS + MAX_PENDING_STREAMS + UNARY_WORKERS
 MAX_CONCURRENT_READS = UNARY_WORKERS // 2
 # A client that vanishes without closing its connection (host down, cable pulled) is noticed
 # by pings: unanswered for KEEPALIVE_TIMEOUT_S after KEEPALIVE_S of silence, the connection
-# closes and its streams end, freeing their places (gRPC's default waits 2 hours to ping).
+# closes and its streams end, freeing their places (gRPC's default waits 2 hours to ping). A
+# client that merely runs late must not be taken for gone: on a saturated 2-core machine every
+# controller stream broke at once with a 10 s timeout ("ping_timeout" GOAWAYs), so a minute. A
+# client that exits closes its connection itself, at once.
 KEEPALIVE_S = 20.0
-KEEPALIVE_TIMEOUT_S = 10.0
+KEEPALIVE_TIMEOUT_S = 60.0
 _GRPC_CODES = {c.value[0]: c for c in grpc.StatusCode}
 # StreamMessageRequest kind -> the StreamError detail that names it
 _STREAM_ERROR_DETAIL = {"packet": "packet_out", "digest_ack": "digest_list_ack", "other": "other"}
