@@ -45,6 +45,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--png", metavar="PATH", help=f"the timeline (default {DEFAULT_PNG})")
 
 
+def prepare(args: argparse.Namespace):
+    """What a run needs before anything is brought up: (job, fabric, placement, scale, workload);
+    WorkloadError or ValueError naming what does not fit."""
+    defaults = argparse.ArgumentParser()
+    workload_cli.add_arguments(defaults)
+    args.emulated_mbps = LinkPlan(args.rate).bits_per_s / 1e6
+    job = workload_cli.job_of(args, defaults.parse_args(["--preset", "tiny"]))
+    fabric = topo_args.fabric_of(args)
+    placement = place(fabric, job.parallelism)
+    scale = workload_cli.scale_of(args, job)
+    workload = generate(job, scale, placement)
+    if args.collectives == "in_network" and job.parallelism.world >= len(fabric.hosts):
+        raise ValueError(f"--collectives in_network needs a host that runs no rank: {fabric.describe()} has "
+                         f"{len(fabric.hosts)} hosts for {job.parallelism.world} ranks")
+    return job, fabric, placement, scale, workload
+
+
 def run(args: argparse.Namespace) -> int:
     if os.geteuid() != 0:
         print("aifabric: error: must run as root (network namespaces, raw sockets)", file=sys.stderr)
@@ -55,18 +72,8 @@ def run(args: argparse.Namespace) -> int:
     from aifabric.lab.lab import Lab
     from controller.aggregation import JobManager
 
-    defaults = argparse.ArgumentParser()
-    workload_cli.add_arguments(defaults)
-    args.emulated_mbps = LinkPlan(args.rate).bits_per_s / 1e6
     try:
-        job = workload_cli.job_of(args, defaults.parse_args(["--preset", "tiny"]))
-        fabric = topo_args.fabric_of(args)
-        placement = place(fabric, job.parallelism)
-        scale = workload_cli.scale_of(args, job)
-        workload = generate(job, scale, placement)
-        if args.collectives == "in_network" and job.parallelism.world >= len(fabric.hosts):
-            raise ValueError(f"--collectives in_network needs a host that runs no rank: {fabric.describe()} has "
-                             f"{len(fabric.hosts)} hosts for {job.parallelism.world} ranks")
+        job, fabric, placement, scale, workload = prepare(args)
     except (WorkloadError, ValueError) as e:
         print(f"aifabric: error: {e}", file=sys.stderr)
         return 2

@@ -31,6 +31,7 @@ bottleneck can be told. Seeds are the inner loop, medians over them; a failed ru
 from __future__ import annotations
 
 import statistics
+import sys
 import tempfile
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -44,7 +45,7 @@ from aifabric.lab import report
 from aifabric.lab.lab import Lab
 from aifabric.lab.links import LinkRate
 from aifabric.lab.report import Failed
-from aifabric.workloads import Job, Parallelism, Scale, Workload, estimate, fit, generate, place, preset
+from aifabric.workloads import Job, Parallelism, Scale, Workload, WorkloadError, estimate, fit, generate, place, preset
 from aifabric.workloads.latency import fabric_hops
 from controller.aggregation import JobManager
 from topologies.fabric import fat_tree
@@ -462,8 +463,24 @@ def add_arguments(p) -> None:
     p.add_argument("--png", default="out/fidelity.png")
 
 
-def run_args(a) -> int:
+def plan_of(a) -> FidelityPlan:
+    """The bench's plan from its options, its workloads fitted to both rates before any fabric comes up."""
     plan = FidelityPlan(rates=tuple(a.rates), seeds=tuple(a.seeds), fit_seconds=a.fit_seconds,
                         iterations=a.iterations, ratios=tuple(a.ratios), parts=tuple(a.parts),
                         target=getattr(a, "target", "softswitch"))
+    for rate in plan.rates:
+        for par in WORKLOADS.values():
+            fitted(job_of(plan, par), fat_tree(4), rate, plan.fit_seconds)
+    for ratio in plan.ratios:
+        if not ratio > 0:
+            raise ValueError(f"--ratios {ratio}: a ratio of communication to computation is positive")
+    return plan
+
+
+def run_args(a) -> int:
+    try:
+        plan = plan_of(a)
+    except (WorkloadError, ValueError) as e:
+        print(f"aifabric: error: {e}", file=sys.stderr)
+        return 2
     return run(plan, a.json, a.png)

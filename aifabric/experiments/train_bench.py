@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -30,7 +31,7 @@ from aifabric.lab import report
 from aifabric.lab.lab import Lab
 from aifabric.lab.links import LinkPlan, LinkRate, rate_arg
 from aifabric.lab.report import Failed
-from aifabric.workloads import Job, Parallelism, Scale, estimate, fit, generate, place, preset
+from aifabric.workloads import Job, Parallelism, Scale, WorkloadError, estimate, fit, generate, place, preset
 from controller.aggregation import JobManager
 from topologies.fabric import Fabric
 from topologies.shapes import build
@@ -238,9 +239,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--png", default="out/bench_train.png")
 
 
-def run_args(a: argparse.Namespace) -> int:
+def plan_of(a: argparse.Namespace) -> TrainBenchPlan:
+    """The bench's plan from its options, checked before any fabric comes up (the job fits every
+    topology, the scale can be found); WorkloadError or ValueError naming what does not fit."""
     plan = TrainBenchPlan(preset=a.preset, dp=a.dp, tp=a.tp, pp=a.pp, micro_batches=a.micro_batches,
                           iterations=a.iterations, fit_seconds=a.fit_seconds, rate=a.rate,
                           topologies=tuple(a.topologies), modes=tuple(a.modes), collectives=tuple(a.collectives),
                           seeds=tuple(a.seeds), congestion=a.congestion, target=getattr(a, "target", "softswitch"))
+    plan.scale()
+    for topology in plan.topologies:
+        place(fabric_of(topology), plan.job().parallelism)
+    return plan
+
+
+def run_args(a: argparse.Namespace) -> int:
+    try:
+        plan = plan_of(a)
+    except (WorkloadError, ValueError) as e:
+        print(f"aifabric: error: {e}", file=sys.stderr)
+        return 2
     return run(plan, a.json, a.png)
