@@ -3,20 +3,21 @@
 `link_costs(plan)` is what the links and the framing alone say: the link's bytes a second, each
 data frame's headers and Ethernet overhead and its share of acknowledgements (the collectives'
 reliable transport: PAYLOAD bytes a frame, an acknowledgement per ACK_EVERY frames), and the
-aggregation frames' own. `calibrate(lab, plan, group)` adds what only a measurement gives, from
-three small all-reduces (one element, ring, `REPEAT` times each, every rank's median and the
-slowest rank's of those) whose steps the model counts (a call, ceil(log2 n) header rounds and
-2(n-1) ring steps, each a message of one frame):
+aggregation frames' own. `calibrate(lab, plan, group)` adds what only a measurement gives. The model counts a call's steps
+(a call, ceil(log2 n) header rounds, then 2(n-1) ring steps for all_reduce, n-1 for reduce_scatter,
+each step a message of one frame here), so small calls of the group itself (n elements: one per
+rank and step; `REPEAT` times each, every rank's median, the slowest rank's of those) give:
 
-* two ranks on one edge switch (h1 hops):  T1 = call + 3 (message + h1 hop) + W2
-* two ranks as far apart as the group has (h2 hops):  T2 = call + 3 (message + h2 hop) + W2
-* the group itself, n ranks at most h hops apart:  Tn = call + k (message + h hop) + Wn,
-  k = ceil(log2 n) + 2(n-1)
+* all_reduce:      Ta = call + (L + 2(n-1)) a + Wa
+* reduce_scatter:  Tr = call + (L + n - 1) a + Wr
 
-with W the frames' wire time, which the links give (the model without latency). Three equations,
-three unknowns: hop = (T2 - T1) / 3 (h2 - h1), then message from Tn - T2, then call; `solve`
-inverts the model exactly. A constant the measurement puts below zero (noise where it is small)
-is taken as 0 and said.
+with W the frames' wire time, which the links give (the model without latency), so a message at
+the group's distance costs a = (Ta - Wa - Tr + Wr) / (n - 1), and then call. Measured with the
+whole group running, a holds what its ranks' CPUs add when they all move at once. Two ranks one
+switch apart and two as far apart as the group's farthest (all_reduce, 3 steps each) give the
+switch hop: hop = (T_far - T_near) / 3 (h_far - h_near); the message's fixed part is a less the
+group's hops. `solve` inverts the model exactly; a constant the measurement puts below zero
+(noise where it is small) is taken as 0 and said.
 """
 from __future__ import annotations
 
@@ -26,13 +27,12 @@ from dataclasses import dataclass, field, replace
 from aifabric.experiments.collectives_lab import run_group
 from aifabric.lab.lab import Lab
 from aifabric.lab.links import LinkPlan
-from aifabric.workloads.latency import Costs, collective_seconds
+from aifabric.workloads.latency import ITEM_BYTES, Costs, collective_seconds
 from aifabric.workloads.ops import Kind
 from hostagent.collectives.aggregation.protocol import AGG_VALUES, DEFAULT_SLOTS, FRAME_BYTES as AGG_FRAME_BYTES
 from hostagent.collectives.reliable import ACK_EVERY, ACK_FRAME_BYTES, DATA_FRAME_BYTES, PAYLOAD
 
 REPEAT = 7
-ONE_ELEMENT = 4              # bytes: the calibration's all-reduces carry one float32
 
 
 def link_costs(plan: LinkPlan, agg_values: int = AGG_VALUES, agg_frame_bytes: int = AGG_FRAME_BYTES,
@@ -58,11 +58,13 @@ class Calibration:
     def describe(self) -> str:
         c = self.costs
         text = (f"calibrated: a message {1e3 * c.message_s:.2f} ms, a switch hop {1e3 * c.hop_s:.3f} ms, a call "
-                f"{1e3 * c.call_s:.2f} ms (from all_reduces of one element: {self._measured()})")
+                f"{1e3 * c.call_s:.2f} ms (from small calls: {self._measured()})")
         return text + "".join(f"; {n}" for n in self.notes)
 
     def _measured(self) -> str:
-        return ", ".join(f"{k} {1e3 * v:.1f} ms over {self.hops[k]} hops" for k, v in self.measured_s.items())
+        where = {"near": "2 ranks, near", "far": "2 ranks, far", "all_reduce": "all_reduce of the group",
+                 "reduce_scatter": "reduce_scatter of the group"}
+        return ", ".join(f"{where[k]} {1e3 * v:.1f} ms" for k, v in self.measured_s.items())
 
     def to_dict(self) -> dict:
         return {"costs": self.costs.to_dict(), "measured_s": self.measured_s, "hops": self.hops, "notes": self.notes}
@@ -85,10 +87,10 @@ def probe_hosts(lab: Lab, group: list[str]) -> tuple[list[str], list[str]]:
     return near, list(far)
 
 
-def _one_element_seconds(lab: Lab, hosts: list[str], repeat: int) -> float:
-    run = run_group(lab, hosts, "all_reduce:ring", [1], repeat=repeat, timeout=30.0, deadline_s=120.0)
+def _small_call_seconds(lab: Lab, hosts: list[str], op: str, repeat: int) -> float:
+    run = run_group(lab, hosts, f"{op}:ring", [len(hosts)], repeat=repeat, timeout=30.0, deadline_s=120.0)
     if not run.ok:
-        raise RuntimeError(f"calibration on {', '.join(hosts)} failed: {'; '.join(run.errors)}")
+        raise RuntimeError(f"calibration {op} on {', '.join(hosts)} failed: {'; '.join(run.errors)}")
     return max(r["calls"][0]["median_s"] for r in run.reports)
 
 
@@ -99,24 +101,27 @@ def calibrate(lab: Lab, plan: LinkPlan, group: list[str], *, base: Costs | None 
     near, far = probe_hosts(lab, group)
     hops = {"near": switch_hops(lab, *near), "far": switch_hops(lab, *far),
             "group": max(switch_hops(lab, a, b) for i, a in enumerate(group) for b in group[i + 1:])}
-    measured = {"near": _one_element_seconds(lab, near, repeat), "far": _one_element_seconds(lab, far, repeat),
-                "group": _one_element_seconds(lab, group, repeat)}
+    measured = {"near": _small_call_seconds(lab, near, "all_reduce", repeat),
+                "far": _small_call_seconds(lab, far, "all_reduce", repeat),
+                "all_reduce": _small_call_seconds(lab, group, "all_reduce", repeat),
+                "reduce_scatter": _small_call_seconds(lab, group, "reduce_scatter", repeat)}
     return solve(base, measured, hops, len(group))
 
 
 def solve(base: Costs, measured: dict[str, float], hops: dict[str, int], n: int) -> Calibration:
-    """The three constants from the three measurements (see the module doc)."""
+    """The three constants from the measurements (see the module doc)."""
     frames_only = replace(base, message_s=0.0, hop_s=0.0, call_s=0.0)
 
-    def wire(members: int) -> float:         # the model's time for the frames alone
-        return collective_seconds(frames_only, Kind.ALL_REDUCE, ONE_ELEMENT, members, 0)
-    k = math.ceil(math.log2(n)) + 2 * (n - 1)
-    near, far, group = (measured["near"] - wire(2), measured["far"] - wire(2), measured["group"] - wire(n))
+    def wire(op: Kind, members: int) -> float:         # the model's time for the frames alone
+        return collective_seconds(frames_only, op, ITEM_BYTES * members, members, 0)
+    rounds = math.ceil(math.log2(n))
+    ar = measured["all_reduce"] - wire(Kind.ALL_REDUCE, n)
+    rs = measured["reduce_scatter"] - wire(Kind.REDUCE_SCATTER, n)
+    alpha = (ar - rs) / (n - 1)
+    call = ar - (rounds + 2 * (n - 1)) * alpha
     dh = hops["far"] - hops["near"]
-    hop = (far - near) / (3 * dh) if dh else 0.0
-    message = (group - far - hop * (k * hops["group"] - 3 * hops["far"])) / (k - 3) if k > 3 else 0.0
-    call = far - 3 * (message + hops["far"] * hop)
-    values, notes = {"hop_s": hop, "message_s": message, "call_s": call}, []
+    hop = (measured["far"] - measured["near"]) / (3 * dh) if dh else 0.0
+    values, notes = {"hop_s": hop, "message_s": alpha - hops["group"] * hop, "call_s": call}, []
     for name, v in values.items():
         if v < 0:
             notes.append(f"{name} measured {1e3 * v:.3f} ms, taken as 0")

@@ -89,7 +89,7 @@ class Run:
     step_s: float | None = None
     estimate_s: float | None = None          # link-bound
     latency_estimate_s: float | None = None
-    kinds: dict = field(default_factory=dict)   # kind -> (measured, latency-aware estimate)
+    kinds: dict = field(default_factory=dict)   # kind -> (measured, link-bound, latency-aware estimate)
     cpu_busy: float = 0.0
     error: str = ""
     ratio: float | None = None               # the SwitchML sweep's communication / computation
@@ -129,7 +129,8 @@ def one_run(lab: Lab, conditions: FabricConditions, manager: JobManager, workloa
     last = r.slowest(plan.iterations - 1)
     run.ok, run.step_s = True, last["step_s"]
     run.estimate_s, run.latency_estimate_s = r.estimate["step_s"], r.latency_estimate.get("step_s")
-    run.kinds = {k: (m, a if isinstance(a, float) else None) for k, m, _, _, a, _ in r.kind_rows()}
+    number = lambda v: v if isinstance(v, float) else None      # noqa: E731 ("-": no estimate of that kind)
+    run.kinds = {k: (m, number(b), number(a)) for k, m, b, _, a, _ in r.kind_rows()}
     return run
 
 
@@ -237,7 +238,7 @@ def medians(runs: list[Run]) -> dict[tuple, dict]:
         ok = [r for r in sel if r.ok]
         out[key] = {"runs": len(sel), "failed": [r.error for r in sel if not r.ok],
                     "step_s": median([r.step_s for r in ok]),
-                    "normalised_s": median([r.step_s / r.dilation for r in ok]),
+                    "normalised_ms": median([1e3 * r.step_s / r.dilation for r in ok]),
                     "estimate_s": median([r.estimate_s for r in ok]),
                     "latency_estimate_s": median([r.latency_estimate_s for r in ok if r.latency_estimate_s]),
                     "cpu_busy": median([r.cpu_busy for r in sel]),
@@ -245,10 +246,11 @@ def medians(runs: list[Run]) -> dict[tuple, dict]:
     return out
 
 
-def _kind_medians(runs: list[Run]) -> dict[str, tuple[float | None, float | None]]:
+def _kind_medians(runs: list[Run]) -> dict[str, tuple[float | None, ...]]:
+    """Per collective kind: medians of (measured, link-bound, latency-aware) over the runs."""
     kinds = {k for r in runs for k in r.kinds}
-    return {k: (median([r.kinds[k][0] for r in runs if k in r.kinds]),
-                median([r.kinds[k][1] for r in runs if k in r.kinds and r.kinds[k][1]])) for k in sorted(kinds)}
+    return {k: tuple(median([r.kinds[k][i] for r in runs if k in r.kinds and r.kinds[k][i] is not None])
+                     for i in range(3)) for k in sorted(kinds)}
 
 
 def spread(a: float | None, b: float | None) -> float | Failed:
@@ -264,8 +266,8 @@ def invariance_rows(plan: FidelityPlan, m: dict[tuple, dict]) -> list[tuple]:
     for name in WORKLOADS:
         for design in DESIGNS:
             a, b = m.get((name, design, r1, None), {}), m.get((name, design, r2, None), {})
-            rows.append((name, f"{design} step / D", a.get("normalised_s"), b.get("normalised_s"),
-                         spread(a.get("normalised_s"), b.get("normalised_s"))))
+            rows.append((name, f"{design} step / D (real ms)", a.get("normalised_ms"), b.get("normalised_ms"),
+                         spread(a.get("normalised_ms"), b.get("normalised_ms"))))
         for label, top, bottom in (("in-network / ring", "in_network/ecmp", "ring/ecmp"),
                                    ("spray / ecmp", "ring/spray", "ring/ecmp")):
             ratios = [_ratio(m.get((name, top, r, None)), m.get((name, bottom, r, None))) for r in (r1, r2)]
@@ -288,8 +290,8 @@ def estimate_rows(plan: FidelityPlan, m: dict[tuple, dict]) -> list[tuple]:
         aware = v["latency_estimate_s"]
         rows.append((name, design, rate, "step", v["step_s"], v["estimate_s"], aware,
                      v["step_s"] / aware if aware else None, f"{goal:.0%}"))
-        for kind, (measured, est) in v["kinds"].items():
-            rows.append((name, design, rate, kind, measured, None, est, measured / est if est else None, ""))
+        for kind, (measured, bound, est) in v["kinds"].items():
+            rows.append((name, design, rate, kind, measured, bound or "-", est or "-", measured / est if est else "-", ""))
     return rows
 
 
@@ -401,16 +403,16 @@ def draw(path: str | Path, plan: FidelityPlan, m: dict[tuple, dict], res: Result
     for name in WORKLOADS:
         for design in DESIGNS:
             labels.append(f"{name}\n{design}")
-            left.append((m.get((name, design, r1, None)) or {}).get("normalised_s") or 0)
-            right.append((m.get((name, design, r2, None)) or {}).get("normalised_s") or 0)
+            left.append((m.get((name, design, r1, None)) or {}).get("normalised_ms") or 0)
+            right.append((m.get((name, design, r2, None)) or {}).get("normalised_ms") or 0)
     x = range(len(labels))
     a.bar([i - 0.2 for i in x], left, 0.4, label=r1)
     a.bar([i + 0.2 for i in x], right, 0.4, label=r2)
     a.set_xticks(list(x), labels, fontsize=6)
-    a.set_ylabel("step / time dilation (real s)")
+    a.set_ylabel("step / time dilation (real ms)")
     a.set_title("(a) the same real iteration at two rates")
     a.legend(fontsize=7)
-    rows = [r for r in estimate_rows(plan, m) if r[7]]
+    rows = [r for r in estimate_rows(plan, m) if isinstance(r[6], float)]
     b.scatter([r[6] for r in rows], [r[4] for r in rows], s=12)
     top = max([r[4] for r in rows] + [r[6] for r in rows] + [1e-3])
     b.plot([0, top], [0, top], color="grey", linestyle="--", linewidth=1, label="measured = estimate")
@@ -428,7 +430,7 @@ def draw(path: str | Path, plan: FidelityPlan, m: dict[tuple, dict], res: Result
     c.set_xlabel("workers")
     c.set_ylabel("in-network / ring")
     c.set_title("(c) all-reduce microbenchmark")
-    c.legend(fontsize=7)
+    c.legend(fontsize=7)         # the physics and the published lines are always there
     rows = switchml_rows(m, res.predicted)
     measured = [(r[0], r[1]) for r in rows if isinstance(r[1], float)]
     if measured:
@@ -441,7 +443,8 @@ def draw(path: str | Path, plan: FidelityPlan, m: dict[tuple, dict], res: Result
     d.set_xlabel("communication / computation")
     d.set_ylabel("training speedup, in-network over ring")
     d.set_title("(c) SwitchML's trend")
-    d.legend(fontsize=7)
+    if measured or res.predicted:
+        d.legend(fontsize=7)
     report.save_figure(fig, path)
 
 

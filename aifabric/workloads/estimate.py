@@ -6,8 +6,8 @@ with the link-bound costs (no latency, the default) ``bytes * BUSBW_FACTOR[kind]
 (an ideal ring or pairwise exchange at the link's full rate, nccl-tests' bus bandwidth); with a
 calibration's `Costs`, its steps' messages with their latency and framing (the alpha-beta model),
 the members ``hops`` apart. A send starts when the sender is ready and lasts one message; its
-receive spans what is left of the transfer once the receiver is ready (nothing, if the data came
-before). Streams run side by side as if each had the link to itself: contention between
+receive lasts from when the receiver posts it until the transfer's end (nothing, if the data came
+before), as a rank measures the time it spends blocked in recv. Streams run side by side as if each had the link to itself: contention between
 streams, and between ranks sharing fabric links, is left out, which is what the measurement on
 the fabric adds. With ``in_network`` the data-parallel all-reduces are summed in the switches:
 each rank's link carries its gradients up once and the sum down once (factor 1 instead of the
@@ -124,8 +124,8 @@ class _Timeline:
         elif op.kind is Kind.RECV:
             if op.key not in self.sends:
                 return False
-            send_start, send_end = self.sends[op.key]
-            self._finish(op, max(ready, send_start), max(ready, send_end))
+            _, send_end = self.sends[op.key]
+            self._finish(op, ready, max(ready, send_end))     # blocked in recv from when it is posted
         else:
             members = self.waiting[op.key]
             members[op.rank] = (op, ready)
