@@ -1,6 +1,6 @@
 """The compiled packet path: a program's generated Python, compiled to C by Cython.
 
-The generated Python (codegen.py) is softswitch's packet path and its reference. Where
+The generated Python (codegen/) is softswitch's packet path and its reference. Where
 Cython, a C compiler and Python's headers are present, the same source is compiled into an
 extension module; the switch then runs the compiled functions instead (same code, same
 semantics: Cython keeps Python's integers and exceptions; the one type it is told is that the
@@ -18,7 +18,7 @@ is loaded once per process, yet every program instance built from it gets its ow
 
 Safety: the module is loaded into the switch's process (often root). The JSON (untrusted) reaches
 the generated source only as comments and as ``log_msg`` format strings (ascii() literals,
-codegen.py); the source compiled here has no comments (ast.unparse keeps none), Cython copies
+codegen/); the source compiled here has no comments (ast.unparse keeps none), Cython copies
 none of it into C comments, and it writes string constants escaped: the C compiler sees
 generated identifiers, numbers and escaped constants only.
 Built modules are kept in a cache directory (one build per program text, ``SOFTSWITCH_CACHE`` or

@@ -3,7 +3,7 @@
 Member choice is BMv2's, so the same packet picks the same member on both targets: BMv2
 gives every member the lowest free handle when it is created, keeps a group's members as a
 set sorted by handle, and picks ``members[hash % len(members)]`` with the selector's hash
-truncated to 32 bits (a packet's pick is made in the generated code: codegen._profile_action).
+truncated to 32 bits (a packet's pick is made in the generated code: pipeline/codegen/tables.py).
 A member of weight w appears w times, through extra handles, as PI programs BMv2
 (proto/frontend/src/action_prof_mgr.cpp): a group update walks the old and new members in
 member-id order, creating the handles a member lacks for its new weight, then deletes the
@@ -57,7 +57,7 @@ class ActionProfile:
         self.max_size = max_size
         self.selector = selector          # a Calculation, for action selectors
         # members, groups and by_handle: the generated code holds these dicts (an indirect
-        # table's action: codegen._profile_action), so they are changed in place, never replaced
+        # table's action: pipeline/codegen/tables.py), so they are changed in place, never replaced
         self.members: dict[int, Member] = {}
         self.groups: dict[int, Group] = {}
         self._handles = HandleAllocator()
