@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """CPU per packet of softswitch's native pipeline, no I/O: the fabric program's pipeline in C
-(native/codegen.py) with its objects (objects.c), one frame at a time through frame_run.c's
+(native/codegen/) with its objects (objects.c), one frame at a time through frame_run.c's
 straight path (arrival metadata, parse, checksum check, ingress, egress, checksum update,
 deparse and payload), timed in C with the thread's CPU clock. The same programs, entries and
 frames as target_pps.py and softswitch_path.py: a normal routed packet (fabric) and an

@@ -84,7 +84,7 @@ def post_dominators(init: str | None, blocks: dict[str, Block]) -> dict[str, str
 
 class PythonSyntax:
     """How the Structurer writes its branches: Python's (the C generator has its own,
-    native/codegen.py): the arms are indented, nothing closes them."""
+    native/codegen/controls.py): the arms are indented, nothing closes them."""
 
     def if_(self, cond: str) -> str:
         return f"if {cond}:"

@@ -1,4 +1,4 @@
-"""softswitch's native pipeline (native/codegen.py, objects.c, objects.py) against the Python
+"""softswitch's native pipeline (native/codegen/, objects.c, objects.py) against the Python
 path, its reference, in this process (no ports, no fabric):
 
 - every packet scenario of tests/scenarios (the STF-checked test programs of tests/p4 and the
@@ -624,7 +624,7 @@ def test_a_generator_failure_is_a_named_refusal(monkeypatch):
 
     def broken(self, pipe):
         raise KeyError("a node the generator did not expect")
-    monkeypatch.setattr(codegen.CGenerator, "pipeline", broken)
+    monkeypatch.setattr(codegen.controls.Controls, "pipeline", broken)
     with pytest.raises(Unsupported, match="KeyError.*a node the generator did not expect"):
         generate(Program((REPO / "tests/p4/build/basic_router.json").read_text()))
 
