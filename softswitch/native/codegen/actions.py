@@ -2,6 +2,8 @@
 primitives in order, ``_jump``s as gotos; and the call of an action by its id."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from ...pipeline.errors import ProgramError
 from ...pipeline.primitives import is_jump
 from ...pipeline.untrusted import json_int
@@ -10,12 +12,12 @@ from .expressions import Expressions
 from .primitives import Primitives
 
 
+@dataclass(eq=False)
 class Actions:
-    def __init__(self, ctx: Context, ex: Expressions, primitives: Primitives):
-        self.ctx = ctx
-        self.ex = ex
-        self.primitives = primitives
-        self.action_fn: dict[int, str | None] = {}     # action id -> function (None: nothing to do)
+    ctx: Context
+    ex: Expressions
+    primitives: Primitives
+    action_fn: dict[int, str | None] = field(default_factory=dict)   # action id -> function (None: nothing to do)
 
     def define(self) -> None:
         ctx, ex = self.ctx, self.ex

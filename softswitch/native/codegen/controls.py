@@ -3,6 +3,8 @@ the graph allows it (the Python path's controlflow.Structurer, written through C
 rest as labelled nodes and gotos."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ...pipeline.controlflow import Block, Structurer, post_dominators
 from ...pipeline.errors import ProgramError
 from ...pipeline.untrusted import json_int
@@ -36,12 +38,12 @@ class CSyntax:
         return f"goto {self.label(node)};"
 
 
+@dataclass(eq=False)
 class Controls:
-    def __init__(self, ctx: Context, ex: Expressions, actions: Actions, tables: Tables):
-        self.ctx = ctx
-        self.ex = ex
-        self.actions = actions
-        self.tables = tables
+    ctx: Context
+    ex: Expressions
+    actions: Actions
+    tables: Tables
 
     def pipeline(self, pipe: dict) -> str:
         """Write the pipeline's function; returns its name."""

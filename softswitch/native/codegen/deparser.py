@@ -2,22 +2,21 @@
 byte-aligned chunk of fields at a time (header_codec.chunks), a varbit at its current width."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ...pipeline import header_codec
-from ...pipeline.errors import ProgramError
+from ...pipeline.codegen import one_of
 from ...pipeline.layout import HeaderInstance
 from .context import Context, Unsupported, mask, wide
 
 
+@dataclass(eq=False)
 class Deparser:
-    def __init__(self, ctx: Context):
-        self.ctx = ctx
+    ctx: Context
 
     def define(self) -> None:
         ctx = self.ctx
-        deparsers = ctx.js.get("deparsers", [])
-        if not deparsers:
-            raise ProgramError("the program has no deparser")
-        dep = next((d for d in deparsers if d["name"] == "deparser"), deparsers[0])
+        dep = one_of(ctx.js, "deparser")
         lines = ["const ss_st *S = (const ss_st *)st;", "uint32_t at = 0;"]
         for name in dep.get("order", []):
             hdr = ctx.lay.header(name)

@@ -2,8 +2,10 @@
 error leaves by ``fail`` with the offset reached and the error in standard_metadata."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ...pipeline import header_codec
-from ...pipeline.codegen import lookahead_args
+from ...pipeline.codegen import lookahead_args, one_of
 from ...pipeline.errors import ProgramError
 from ...pipeline.expressions import parse_hexstr
 from ...pipeline.layout import FieldInfo, HeaderType
@@ -12,18 +14,15 @@ from .expressions import Expressions
 from .primitives import Primitives
 
 
+@dataclass(eq=False)
 class Parser:
-    def __init__(self, ctx: Context, ex: Expressions, primitives: Primitives):
-        self.ctx = ctx
-        self.ex = ex
-        self.primitives = primitives
+    ctx: Context
+    ex: Expressions
+    primitives: Primitives
 
     def define(self) -> None:
         ctx = self.ctx
-        parsers = ctx.js.get("parsers", [])
-        if not parsers:
-            raise ProgramError("the program has no parser")
-        parser = next((p for p in parsers if p["name"] == "parser"), parsers[0])
+        parser = one_of(ctx.js, "parser")
         states = {s["name"]: s for s in parser.get("parse_states", [])}
         labels = {name: ctx.ident("PS") for name in states}
 

@@ -3,7 +3,9 @@ meter, the action through a function that picks it by id (through the profile's 
 indirect table), and the successor by hit or miss or by the action that ran."""
 from __future__ import annotations
 
-from ...pipeline.codegen import by_action
+from dataclasses import dataclass
+
+from ...pipeline.codegen import by_action, successors
 from ...pipeline.controlflow import Block
 from ...pipeline.expressions import parse_hexstr
 from ...pipeline.untrusted import json_int
@@ -13,23 +15,18 @@ from .context import Context, const, mask
 from .expressions import Expressions
 
 
+@dataclass(eq=False)
 class Tables:
-    def __init__(self, ctx: Context, ex: Expressions, calculations: Calculations, actions: Actions):
-        self.ctx = ctx
-        self.ex = ex
-        self.calculations = calculations
-        self.actions = actions
+    ctx: Context
+    ex: Expressions
+    calculations: Calculations
+    actions: Actions
 
     def block(self, t: dict) -> Block:
         ctx = self.ctx
         table = ctx.p.tables[t["name"]]
         tix = ctx.tables.index(t["name"])
-        next_tables = t.get("next_tables", {})
-        hit_miss = "__HIT__" in next_tables or "__MISS__" in next_tables
-        default_next = t.get("base_default_next")
-        action_next: dict[int, str | None] = {}
-        for aid, aname in zip(t.get("action_ids", []), t.get("actions", [])):
-            action_next[json_int(aid, "action id")] = next_tables.get(aname, default_next)
+        next_tables, hit_miss, default_next, action_next = successors(t)
         run = self._run_table_action(tix, t)
         tb = f"o->tables[{tix}]"
         miss = [f"a = {tb}.default_action;",

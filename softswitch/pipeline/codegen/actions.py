@@ -3,6 +3,8 @@ temporaries as local variables (action_locals.py), ``_jump``s as a small program
 and an action's lines for inlining where it runs with constant data."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from ..errors import ProgramError
 from ..primitives import PrimitiveCompiler, is_jump, jump_target
 from ..untrusted import comment, json_int
@@ -18,13 +20,13 @@ MAX_LOCAL_VARIABLES = 16
 MAX_INLINE_LINES = 64
 
 
+@dataclass(eq=False)
 class Actions:
-    def __init__(self, ctx: Context, pc: PrimitiveCompiler):
-        self.ctx = ctx
-        self.pc = pc
-        self._fns: dict[int, str] = {}            # action id -> function
-        self._empty: set[int] = set()             # ids of actions with no primitives: no function
-        self._bodies: dict[int, list[str]] = {}   # action id -> its lines, when they inline
+    ctx: Context
+    pc: PrimitiveCompiler
+    _fns: dict[int, str] = field(default_factory=dict)            # action id -> function
+    _empty: set[int] = field(default_factory=set)                 # ids of actions with no primitives: no function
+    _bodies: dict[int, list[str]] = field(default_factory=dict)   # action id -> its lines, when they inline
 
     def name(self, action_id: int) -> str | None:
         """The generated function of the action with this JSON id; None for an action with

@@ -3,6 +3,8 @@ packs them (a csum16 one also straight from its fields), a calculation's value a
 the actions and tables that use it, and ``verify_checksums``/``update_checksums``."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from ...hashes import csum16
 from ..errors import ProgramError
 from ..expressions import parse_hexstr
@@ -16,11 +18,11 @@ _HEADER_RUN = -1         # a whole header
 _VARBIT_RUN = -2         # a header's varbit field
 
 
+@dataclass(eq=False)
 class Calculations:
-    def __init__(self, ctx: Context):
-        self.ctx = ctx
-        self.inputs: dict[str, str] = {}   # calculation name -> input function
-        self.direct: dict[str, str] = {}   # calculation name -> value function (csum16)
+    ctx: Context
+    inputs: dict[str, str] = field(default_factory=dict)   # calculation name -> input function
+    direct: dict[str, str] = field(default_factory=dict)   # calculation name -> value function (csum16)
 
     def define(self) -> None:
         """An input function for every calculation (and a direct one for each csum16)."""

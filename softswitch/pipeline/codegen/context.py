@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import header_codec
+from ..errors import ProgramError
 from ..expressions import RUNTIME_HELPERS, ExpressionCompiler
 from ..helpers import BASE_NAMESPACE
 from ..layout import HeaderType, Layout
@@ -103,6 +104,14 @@ def error_codes(js: dict) -> dict[str, int]:
             codes[name] = nxt
             nxt += 1
     return codes
+
+
+def one_of(js: dict, kind: str) -> dict:
+    """The program's parser or deparser (``kind``): the one so named, else the first."""
+    found = js.get(kind + "s", [])
+    if not found:
+        raise ProgramError(f"the program has no {kind}")
+    return next((p for p in found if p["name"] == kind), found[0])
 
 
 def mask(width: int) -> str:

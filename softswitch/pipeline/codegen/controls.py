@@ -3,6 +3,8 @@ the pipeline's function, which runs the nodes as one structured function where t
 allows it (controlflow.py) and through the node loop otherwise."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from ..controlflow import Block, Structurer, post_dominators
 from ..errors import ProgramError
 from ..untrusted import comment
@@ -11,14 +13,14 @@ from .context import Context
 from .tables import Tables
 
 
+@dataclass(eq=False)
 class Controls:
-    def __init__(self, ctx: Context, actions: Actions, tables: Tables, fuse: bool):
-        self.ctx = ctx
-        self.actions = actions
-        self.tables = tables
-        self.fuse = fuse                                # pipelines as structured functions
-        self.pipeline_fns: dict[str, str] = {}         # pipeline name -> function
-        self._deferred_next: list[tuple[str, dict]] = []
+    ctx: Context
+    actions: Actions
+    tables: Tables
+    fuse: bool                                                         # pipelines as structured functions
+    pipeline_fns: dict[str, str] = field(default_factory=dict)         # pipeline name -> function
+    _deferred_next: list[tuple[str, dict]] = field(default_factory=list)
 
     def define(self, pipe: dict) -> None:
         """Each node becomes a function (the node loop, the reference path); the pipeline

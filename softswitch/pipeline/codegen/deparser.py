@@ -1,25 +1,23 @@
 """The deparser: ``deparse(F)``, the bytes of the valid headers in the deparser's order."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .. import header_codec
-from ..errors import ProgramError
 from ..expressions import TARGET_WRITTEN_HEADERS
 from ..layout import HeaderInstance
 from ..primitives import PrimitiveCompiler
-from .context import Context
+from .context import Context, one_of
 from .support import pack_header
 
 
+@dataclass(eq=False)
 class Deparser:
-    def __init__(self, ctx: Context, pc: PrimitiveCompiler):
-        self.ctx = ctx
-        self.pc = pc
+    ctx: Context
+    pc: PrimitiveCompiler
 
     def define(self) -> None:
-        deparsers = self.ctx.js.get("deparsers", [])
-        if not deparsers:
-            raise ProgramError("the program has no deparser")
-        dep = next((d for d in deparsers if d["name"] == "deparser"), deparsers[0])
+        dep = one_of(self.ctx.js, "deparser")
         o = self.ctx.out
         o("def deparse(F):")
         o.indent()

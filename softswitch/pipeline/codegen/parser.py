@@ -2,28 +2,27 @@
 which runs them from the start state and keeps a parser error in standard_metadata."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from .. import header_codec
 from ..errors import ProgramError
 from ..expressions import parse_hexstr
 from ..layout import HeaderType
 from ..primitives import PrimitiveCompiler
 from ..untrusted import comment, json_width
-from .context import Context, mask
+from .context import Context, mask, one_of
 from .support import extract_varbit
 
 
+@dataclass(eq=False)
 class Parser:
-    def __init__(self, ctx: Context, pc: PrimitiveCompiler):
-        self.ctx = ctx
-        self.pc = pc
-        self._state_fns: dict[str, str] = {}           # parser state name -> function
+    ctx: Context
+    pc: PrimitiveCompiler
+    _state_fns: dict[str, str] = field(default_factory=dict)   # parser state name -> function
 
     def define(self) -> None:
         """The state functions, then ``parse``."""
-        parsers = self.ctx.js.get("parsers", [])
-        if not parsers:
-            raise ProgramError("the program has no parser")
-        parser = next((p for p in parsers if p["name"] == "parser"), parsers[0])
+        parser = one_of(self.ctx.js, "parser")
         states = {s["name"]: s for s in parser.get("parse_states", [])}
         self._state_fns = {name: self.ctx.ident("_ps") for name in states}
         for s in states.values():

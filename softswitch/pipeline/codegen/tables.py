@@ -3,6 +3,9 @@ table, recent lookups first otherwise), counters and meter, the action (through 
 for an indirect table), and the successor by hit or miss or by the action that ran."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import NamedTuple
+
 from ...runtime.action_profiles import ActionProfile
 from ...runtime.tables import EXACT, NOT_CACHED
 from ..controlflow import Block
@@ -14,12 +17,12 @@ from .calculations import Calculations
 from .context import Context, indented, mask
 
 
+@dataclass(eq=False)
 class Tables:
-    def __init__(self, ctx: Context, pc: PrimitiveCompiler, actions: Actions, calculations: Calculations):
-        self.ctx = ctx
-        self.pc = pc
-        self.actions = actions
-        self.calculations = calculations
+    ctx: Context
+    pc: PrimitiveCompiler
+    actions: Actions
+    calculations: Calculations
 
     def block(self, t: dict) -> Block:
         """A table apply: lookup, counters and meter, the action; then its successor, by hit
@@ -27,13 +30,7 @@ class Tables:
         ctx = self.ctx
         table = ctx.obj.tables[t["name"]]
         tb = ctx.bind(table)
-        next_tables = t.get("next_tables", {})
-        hit_miss = "__HIT__" in next_tables or "__MISS__" in next_tables
-        default_next = t.get("base_default_next")
-        action_next: dict[int, str | None] = {}
-        for aid, aname in zip(t.get("action_ids", []), t.get("actions", [])):
-            aid = json_int(aid, f"table '{t['name']}': action id")
-            action_next[aid] = next_tables.get(aname, default_next)
+        next_tables, hit_miss, default_next, action_next = successors(t)
         key_parts = [self._key_source(k) for k in t.get("key", [])]
         if not key_parts:        # p4c wraps every action called in a control in such a table
             a = table.default_action
@@ -110,6 +107,28 @@ class Tables:
         if k.get("mask"):
             src = f"({src} & {parse_hexstr(k['mask']):#x})"
         return src
+
+
+class Successors(NamedTuple):
+    """Where a table goes on: by hit or miss when ``next_tables`` names __HIT__ or __MISS__
+    (``hit_miss``), otherwise by the action that ran (``action_next``: its id -> the node),
+    ``default_next`` for an action not named."""
+
+    next_tables: dict[str, str | None]
+    hit_miss: bool
+    default_next: str | None
+    action_next: dict[int, str | None]
+
+
+def successors(t: dict) -> Successors:
+    """A table's successors (the Python and the C generator's tables go on alike)."""
+    next_tables = t.get("next_tables", {})
+    default_next = t.get("base_default_next")
+    action_next: dict[int, str | None] = {}
+    for aid, aname in zip(t.get("action_ids", []), t.get("actions", [])):
+        aid = json_int(aid, f"table '{t['name']}': action id")
+        action_next[aid] = next_tables.get(aname, default_next)
+    return Successors(next_tables, "__HIT__" in next_tables or "__MISS__" in next_tables, default_next, action_next)
 
 
 def run_action(data: str) -> list[str]:
