@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -15,24 +16,7 @@ from hostagent.traffic.helper_procs import stop
 
 Progress = Callable[[str], None]
 
-# A UDP sender run inside a host namespace with the system Python: ``count`` datagrams on each
-# of ``flows`` source ports (RoCEv2 style: destination port ROCEV2_PORT, the source port is the flow).
-_UDP_FLOWS = r"""
-import socket, sys, time
-dst, family, flows, count, base = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-interval, port = float(sys.argv[6]), int(sys.argv[7])
-socks = []
-for i in range(flows):
-    s = socket.socket(family, socket.SOCK_DGRAM)
-    s.bind(("", base + i))
-    socks.append(s)
-payload = bytes(256)
-for _ in range(count):
-    for s in socks:
-        s.sendto(payload, (dst, port))
-    time.sleep(interval)
-"""
-
+PACED = "hostagent.traffic.paced"      # the paced sender and its receiver
 
 @dataclass
 class Reachability:
@@ -107,12 +91,13 @@ def all_pairs_ping(hosts: Sequence, addr_of: Callable[[object], str], family: st
 
 
 def udp_flows(src, dst_addr: str, flows: int = 64, count: int = 20, base_port: int = 49152,
-              ipv6: bool = False, interval: float = 0.02) -> Measured[int]:
+              ipv6: bool = False, interval: float = 0.02, python: str = sys.executable) -> Measured[int]:
     """Send ``count`` rounds of one datagram on each of ``flows`` UDP source ports, ``interval``
-    seconds apart (a burst of ``flows`` datagrams each: gentle enough for BMv2's debug build);
-    returns datagrams sent, or `Failed` with the sender's last words."""
+    seconds apart (a burst of ``flows`` datagrams each: gentle enough for BMv2's debug build;
+    `hostagent.traffic.burst`, run by ``python``); returns datagrams sent, or `Failed` with the
+    sender's last words."""
     family = 10 if ipv6 else 2
-    proc = src.popen(["python3", "-c", _UDP_FLOWS, dst_addr,
+    proc = src.popen([python, "-m", "hostagent.traffic.burst", dst_addr,
                       *map(str, (family, flows, count, base_port, interval, ROCEV2_PORT))])
     out, err = _output(proc)
     if proc.returncode != 0:
@@ -197,70 +182,6 @@ def _listening(proc_net_tcp: str, port: int) -> bool:
     return False
 
 
-# Paced UDP sender (system Python in a host namespace): ``count`` datagrams at ``rate`` per
-# second from one source port, IP TOS ``tos`` (2 = ECT(0)). Payload: a 4-byte sequence number,
-# then bytes derived from it, so the receiver can check every datagram arrived unchanged.
-_PACED_SENDER = r"""
-import json, socket, struct, sys, time
-dst, sport, dport, rate, count, tos, size = sys.argv[1], *map(int, sys.argv[2:8])
-family = socket.AF_INET6 if ":" in dst else socket.AF_INET
-s = socket.socket(family, socket.SOCK_DGRAM)
-s.setsockopt(socket.IPPROTO_IP if family == socket.AF_INET else socket.IPPROTO_IPV6,
-             socket.IP_TOS if family == socket.AF_INET else socket.IPV6_TCLASS, tos)
-s.bind(("", sport))
-sent = nbytes = 0
-start = time.monotonic()
-for seq in range(count):
-    payload = struct.pack("!I", seq) + bytes((seq + i) & 0xFF for i in range(size - 4))
-    delay = start + seq / rate - time.monotonic()
-    if delay > 0:
-        time.sleep(delay)
-    nbytes += s.sendto(payload, (dst, dport))
-    sent += 1
-print(json.dumps({"sent": sent, "bytes": nbytes, "seconds": time.monotonic() - start}))
-"""
-
-# UDP receiver: counts datagrams and payload bytes per source (address, port), the ones whose
-# IP ECN field says CE (IP_RECVTOS / IPV6_RECVTCLASS) and the ones whose payload is not what
-# the paced sender sent; stops ``quiet`` s after the last datagram, or after ``limit`` s.
-_RECEIVER = r"""
-import json, socket, struct, sys, time
-port, quiet, limit, v6 = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), sys.argv[4] == "1"
-family = socket.AF_INET6 if v6 else socket.AF_INET
-s = socket.socket(family, socket.SOCK_DGRAM)
-if v6:
-    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVTCLASS, 1)
-else:
-    s.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-s.bind(("", port))
-print("ready", flush=True)
-flows = {}
-start = time.monotonic()
-last = None
-while True:
-    now = time.monotonic()
-    if now - start > limit or (last is not None and now - last > quiet):
-        break
-    s.settimeout(0.1)
-    try:
-        data, anc, _, addr = s.recvmsg(65535, socket.CMSG_SPACE(4))
-    except socket.timeout:
-        continue
-    last = time.monotonic()
-    tos = anc[0][2][0] if anc else 0
-    f = flows.setdefault(f"{addr[0]}:{addr[1]}", {"packets": 0, "bytes": 0, "ce": 0, "corrupt": 0})
-    f["packets"] += 1
-    f["bytes"] += len(data)
-    f["ce"] += (tos & 3) == 3
-    if len(data) >= 4:
-        seq = struct.unpack("!I", data[:4])[0]
-        if data[4:] != bytes((seq + i) & 0xFF for i in range(len(data) - 4)):
-            f["corrupt"] += 1
-print(json.dumps(flows), flush=True)
-"""
-
-
 @dataclass
 class SentFlow:
     sent: int
@@ -277,9 +198,11 @@ class ReceivedFlow:
 
 
 def start_paced_sender(host, dst_addr: str, sport: int, dport: int, rate_pps: float, count: int,
-                       tos: int = 2, size: int = 200):
-    """Start a paced UDP sender in ``host``'s namespace (returns the Popen)."""
-    return host.popen(["python3", "-c", _PACED_SENDER, dst_addr, str(sport), str(dport), str(int(rate_pps)),
+                       tos: int = 2, size: int = 200, python: str = sys.executable):
+    """Start a paced UDP sender in ``host``'s namespace (`hostagent.traffic.paced`: ``count``
+    datagrams at ``rate_pps`` from ``sport``, IP TOS ``tos``, 2 = ECT(0), payloads the receiver
+    checks); returns the Popen."""
+    return host.popen([python, "-m", PACED, "send", dst_addr, str(sport), str(dport), str(int(rate_pps)),
                        str(count), str(tos), str(size)])
 
 
@@ -288,9 +211,12 @@ def sender_result(proc) -> SentFlow:
     return SentFlow(data["sent"], data["bytes"], data["seconds"])
 
 
-def start_receiver(host, port: int, quiet: float = 2.0, limit: float = 60.0, ipv6: bool = False):
-    """Start the UDP receiver in ``host``'s namespace; returns once it is bound."""
-    proc = host.popen(["python3", "-u", "-c", _RECEIVER, str(port), str(quiet), str(limit), "1" if ipv6 else "0"])
+def start_receiver(host, port: int, quiet: float = 2.0, limit: float = 60.0, ipv6: bool = False,
+                   python: str = sys.executable):
+    """Start the UDP receiver in ``host``'s namespace (`hostagent.traffic.paced`: datagrams,
+    bytes, CE marks and corrupt payloads per source, until ``quiet`` s without one or ``limit``
+    s); returns once it is bound."""
+    proc = host.popen([python, "-u", "-m", PACED, "receive", str(port), str(quiet), str(limit), "1" if ipv6 else "0"])
     line = proc.stdout.readline()
     if not line.startswith(b"ready"):
         proc.kill()

@@ -149,6 +149,14 @@ def test_udp_sender_that_sent_counts_its_datagrams(hosts) -> None:
     assert traffic.udp_flows(client, "127.0.0.1", flows=4, count=2, interval=0) == 8
 
 
+def test_paced_sender_and_its_receiver_count_every_datagram(hosts) -> None:
+    client, _ = hosts
+    rx = traffic.start_receiver(client, 47001, quiet=0.5, limit=10.0)
+    tx = traffic.start_paced_sender(client, "127.0.0.1", 47002, 47001, 2000, 50, size=64)
+    assert traffic.sender_result(tx).sent == 50
+    assert traffic.receiver_result(rx) == {"127.0.0.1:47002": traffic.ReceivedFlow(50, 50 * 64, ce=0, corrupt=0)}
+
+
 def test_failed_figures_are_found_wherever_they_are_in_a_report() -> None:
     data = {"runs": [{"time_s": 1.5}, {"time_s": Failed("h3: no output")}], "plan": {"rate": 100},
             "cells": (0, Failed("x"))}

@@ -53,6 +53,7 @@ UP_TIMEOUT_S = 300          # first build of all images included
 ALLREDUCE_TIMEOUT_S = 120
 DATA_TIMEOUT_S = 90
 HEALTHY_TIMEOUT_S = 120
+CONTAINER_PYTHON = "python3"    # the fabric image's, with the project installed
 
 
 @dataclass
@@ -184,7 +185,7 @@ def ring_allreduce(stack: Stack, names: list[str], job: int = 1) -> list[dict]:
     desc = stack.description()
     h = {x.name: x for x in hosts(stack)}
     peers = ",".join(desc.host(n).ipv4.split("/")[0] for n in names)
-    procs = [h[n].popen(["python3", "-m", "hostagent.collectives", "ring", "--peers", peers, "--rank", str(r),
+    procs = [h[n].popen([CONTAINER_PYTHON, "-m", "hostagent.collectives", "ring", "--peers", peers, "--rank", str(r),
                          "--size", "4096", "--job", str(job), "--report-dir", f"/run/aifabric/{RUN_SUBDIR}"])
              for r, n in enumerate(names)]
     reports = []
@@ -206,8 +207,8 @@ def test_stack_fabric_prometheus_and_every_dashboard_query(stack: Stack) -> None
     # UDP flows (INT watches every TCP/UDP flow) from each leaf's host to the other leaf
     h = {x.name: x for x in hosts(stack)}
     addr = {x.name: x.ipv4.split("/")[0] for x in desc.hosts}
-    traffic.udp_flows(h["l0h0"], addr["l1h1"], flows=8, count=20)
-    traffic.udp_flows(h["l1h0"], addr["l0h1"], flows=8, count=20)
+    traffic.udp_flows(h["l0h0"], addr["l1h1"], flows=8, count=20, python=CONTAINER_PYTHON)
+    traffic.udp_flows(h["l1h0"], addr["l0h1"], flows=8, count=20, python=CONTAINER_PYTHON)
     t0 = time.monotonic()
     ranks = ring_allreduce(stack, ["l0h0", "l0h1", "l1h0", "l1h1"])
     stack.timings["ring_allreduce_s"] = time.monotonic() - t0
@@ -225,7 +226,7 @@ def test_stack_fabric_prometheus_and_every_dashboard_query(stack: Stack) -> None
 
     def keep_sending() -> None:
         while not done.wait(2.0):
-            traffic.udp_flows(h["l0h0"], addr["l1h1"], flows=8, count=20)
+            traffic.udp_flows(h["l0h0"], addr["l1h1"], flows=8, count=20, python=CONTAINER_PYTHON)
 
     more = threading.Thread(target=keep_sending, daemon=True)
     more.start()
