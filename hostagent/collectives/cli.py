@@ -21,9 +21,9 @@ from typing import Callable, Sequence
 import numpy as np
 
 from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT, AGG_VALUES, DEFAULT_SLOTS, RING_UDP_PORT
+from hostagent.collectives.baseline_ring import RingClient, RingConfig, RingError, ring_peers
 from hostagent.collectives.ps import JobSpec, ParameterServer
 from hostagent.collectives.report_files import write_report
-from hostagent.collectives.ring import RingClient, RingConfig, RingError, ring_peers
 from hostagent.collectives.tensors import DEFAULT_INT_MAX, DTYPES, Check, check_aggregated, check_ring, make_tensors
 from hostagent.collectives.transport import TransferStats
 from hostagent.collectives.aggregation.worker import AllReduceClient, AllReduceError, JobConfig

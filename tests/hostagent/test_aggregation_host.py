@@ -40,9 +40,9 @@ from hostagent.collectives.aggregation.protocol import (
     split_chunks,
     unpack_packet,
 )
+from hostagent.collectives.baseline_ring import RingClient, RingConfig, ring_peers
+from hostagent.collectives.baseline_ringwire import RingHeader, RingKind, pack_data
 from hostagent.collectives.ps import JobSpec, ParameterServer
-from hostagent.collectives.ring import RingClient, RingConfig, ring_peers
-from hostagent.collectives.ringwire import RingHeader, RingKind, pack_data
 from hostagent.collectives.tensors import check_aggregated, check_ring, make_tensors
 from hostagent.collectives.aggregation.worker import AllReduceClient, AllReduceError, JobConfig
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from hostagent.collectives.aggregation.aggregator import saturating_add
 from hostagent.collectives.aggregation.protocol import AGG_VALUES, FLAG_OVERFLOW, RING_UDP_PORT, MalformedPacket
-from hostagent.collectives.ringwire import (
+from hostagent.collectives.baseline_ringwire import (
     DTYPE_CODES,
     SACK_BITS,
     RingHeader,
