@@ -98,13 +98,25 @@ def _v(x):
 
 def draw(path: Path, runs: list[FailoverRun], plan: FailoverPlan) -> None:
     """Probe arrivals (time since the failure, sequence number) per scenario, with its marks."""
+    report.save_figure(figure(runs, plan), path)
+
+
+def figure(runs: list[FailoverRun], plan: FailoverPlan):
+    """`draw`'s figure: a panel a run, its probes around the failure and the handler's marks;
+    a panel with no probe in its window says so, and why where the run tells."""
     plt = report.pyplot()
     fig, axes = plt.subplots(len(runs), 1, figsize=(9, 2.4 * len(runs)), squeeze=False)
     for ax, run in zip(axes[:, 0], runs):
         span = max(300.0, 1.5 * (run.outage_ms or 0), 1.3 * (run.reroute_ms or 0))
         span = min(span, 1000 * plan.down_s + 500)
         pts = [(t, s) for t, s in run.arrivals if -150 <= t <= span]
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], ".", ms=2, color="tab:blue", label="probe arrived")
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], ".", ms=2, color="tab:blue", label="probe arrived")
+        else:
+            ax.set_xlim(-150, span)
+            ax.set_yticks([])
+            ax.text(0.5, 0.5, _no_probe(run, span), transform=ax.transAxes, ha="center", va="center",
+                    fontsize=8, color="dimgray", wrap=True, bbox={"facecolor": "white", "edgecolor": "none"})
         marks = [(0.0, "failure", "red"), (run.detected_ms, "controller found the port dead", "orange"),
                  (run.written_ms, "port_status written", "green"), (run.reroute_ms, "reroute done", "purple")]
         if run.restore is not None and run.fail is not None:
@@ -112,12 +124,37 @@ def draw(path: Path, runs: list[FailoverRun], plan: FailoverPlan) -> None:
         for x, label, colour in marks:
             if x is not None and x <= span:
                 ax.axvline(x, color=colour, ls="--", lw=1, label=f"{label} ({x:.0f} ms)")
-        ax.set_title(f"{run.scenario}: {run.element} - outage {run.outage_ms if run.outage_ms is not None else '?'} ms, "
-                     f"{run.probes_lost} probes lost", fontsize=9)
+        ax.set_title(_title(run), fontsize=9)
         ax.set_xlabel("ms since the failure")
         ax.set_ylabel("probe #")
         ax.legend(fontsize=7, loc="upper left")
-    report.save_figure(fig, path)
+    return fig
+
+
+def _title(run: FailoverRun) -> str:
+    """A panel's title, its figures in whole milliseconds."""
+    if run.outage_ms is not None:
+        outage = f"outage {run.outage_ms:.0f} ms"
+    elif run.recovered_by == "never":
+        outage = "no probe got through again before the run ended"
+    else:
+        outage = "outage not measured"
+    return f"{run.scenario}: {run.element or '?'} - {outage}, {run.probes_lost} probes lost"
+
+
+def _no_probe(run: FailoverRun, span: float) -> str:
+    """Why a panel shows no probe: what the run says about its probes."""
+    if run.errors:
+        return "no probe measured: " + "; ".join(run.errors)
+    if run.fail is None:
+        return "no failure was injected, so no time since it"
+    if not run.arrivals:
+        return "no probe arrived in this run"
+    before = [t for t, _ in run.arrivals if t < -150]
+    after = [t for t, _ in run.arrivals if t > span]
+    said = [f"the last one before at {max(before):.0f} ms" if before else "",
+            f"the next at {min(after):.0f} ms" if after else ""]
+    return f"no probe arrived from -150 to {span:.0f} ms; " + ", ".join(x for x in said if x)
 
 
 if __name__ == "__main__":
