@@ -1,11 +1,13 @@
-"""``aifabric``: bring up emulated AI-cluster fabrics and run the demos.
+"""aifabric: bring up emulated AI-cluster fabrics, run the demos and the benchmarks.
 
-    aifabric up --topo fattree --k 4 [--target auto|bmv2|softswitch]     fabric + Mininet CLI
+Commands, with their main options (each command's --help has them all):
+
+    aifabric up --topo fattree --k 4 [--target auto|bmv2|softswitch]    fabric + Mininet CLI
     aifabric up --topo leafspine --leaves 4 --spines 2 --hosts-per-leaf 2
-    aifabric up --topo rail --servers 2 --gpus 2 --spines 2              GPU g of every server on rail g
-    aifabric up --topo dualplane --leaves 2 --spines 1 --hosts-per-leaf 2   two planes, a NIC on each
+    aifabric up --topo rail --servers 2 --gpus 2 --spines 2             GPU g of every server on rail g
+    aifabric up --topo dualplane --leaves 2 --spines 1 --hosts-per-leaf 2  two planes, a NIC on each
     aifabric up --topo dragonfly --groups 4 --routers 2 --hosts-per-router 1 [--global-links 1]
-    aifabric up --int [--metrics 127.0.0.1:9100]                       ... with ECN, INT on every
+    aifabric up --int [--metrics 127.0.0.1:9100]                        ... with ECN, INT on every
                                                                         TCP/UDP flow, Prometheus
     aifabric up --hostagent plb|dcqcn|plb+dcqcn [--int]                 ... with a host agent in
                                                                         every host (eBPF PLB/DCQCN)
@@ -19,23 +21,23 @@
                                                                         for your own controller
     aifabric demo [--k 4] [--target ...] [--json PATH]                  the fat-tree demo
     aifabric demo int [--k 4] [--target ...] [--json PATH] [--png PATH]  ECN + INT under congestion
-    aifabric demo allreduce [--workers 8] [--size N] [--json PATH]      in-network AllReduce vs ring vs PS
-    aifabric demo train [--workers 8] [--steps 100] [--rate MBPS]       a model trained data-parallel, gradients
+    aifabric demo allreduce [--workers 8] [--size N] [--rate 10]        in-network AllReduce vs ring vs PS
+    aifabric demo train [--workers 8] [--steps 100] [--rate 10]         a model trained data-parallel, gradients
                                                                         summed in the switches, by ring, in one process
-    aifabric bench load-balance [--modes ...] [--patterns ...]           load-balancing modes compared
-                                [--seeds ...]      (`bench lb` is the same command)
+    aifabric bench load-balance [--modes ...] [--patterns ...]          load-balancing modes compared
+                                [--seeds ...] [--rate 10]               (`bench lb` is the same command)
     aifabric bench collectives [--ranks 8] [--sizes ...] [--ops ...]    collectives' algbw/busbw per operation,
-                               [--with-mpi]                             algorithm and size (nccl-tests' way),
+                               [--rate 5] [--with-mpi]                  algorithm and size (nccl-tests' way),
                                                                         Open MPI's beside them with --with-mpi
     aifabric bench train [--topologies ...] [--modes ...] [--seeds ...]  a training workload across load-balancing
-                                                                        modes, ring vs in-network, topologies
-    aifabric bench fidelity [--rates 1 4] [--parts ...]                the lab against physics and papers: rate
+                         [--rate 2]                                     modes, ring vs in-network, topologies
+    aifabric bench fidelity [--rates 1 4] [--parts ...]                 the lab against physics and papers: rate
                                                                         invariance, the latency-aware estimate,
                                                                         SwitchML's trend, nccl-tests' busbw
     aifabric clean                                                      remove leftovers
     aifabric fail link A B | fail switch S                              inject a failure into the fabric
     aifabric restore link A B | restore switch S                        of a running `aifabric up`
-    aifabric controller --fabric FILE [--metrics HOST:PORT] [--int]      the controller as a service
+    aifabric controller --fabric FILE [--metrics HOST:PORT] [--int]     the controller as a service
                                                                         for a fabric description
     aifabric compose --topo fattree --k 4 --out DIR [--target ...]      every switch and host a container,
                                                                         every link a network (compose, Swarm)
@@ -43,9 +45,12 @@
                                                                         a training job's ops per rank, bytes
                                                                         per collective, analytic step time
     aifabric train --preset NAME [--dp N --tp N --pp N] [--iterations N]  that workload executed on a fabric's
-          [--collectives ring|in_network] [--lb MODE] [--rate MBPS]     hosts: step, compute, exposed comm,
+          [--collectives ring|in_network] [--lb MODE] [--rate 2]        hosts: step, compute, exposed comm,
           [--congestion none|dcqcn]                                     the estimate beside it, link load
                                                                         (--lb plb, dcqcn: the hosts' agents)
+
+Link rates (--rate, bench fidelity's --rates) are per direction, in Mbit/s or with a unit:
+--rate 10, --rate 2.5M, --rate 500k, --rate 1000pps (packets per second, as BMv2 limits them).
 """
 from __future__ import annotations
 
@@ -69,15 +74,20 @@ from softswitch.args import OneLineErrors
 from emulation.p4switch import TARGETS
 
 CONTROLLERS = ("aifabric", "none")
+TARGET_HELP = "P4 target (default %(default)s)"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = OneLineErrors(prog="aifabric", description=__doc__.split("\n\n")[0])
+    summary, commands = __doc__.split("\n\n", 1)
+    p = OneLineErrors(prog="aifabric", description=summary, epilog=commands,
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
 
-    up = sub.add_parser("up", help="bring a fabric up and open the Mininet CLI")
+    up = _command(sub, "up", help="bring a fabric up and open the Mininet CLI")
     topo_args.add_arguments(up)
-    up.add_argument("--target", choices=TARGETS, default="auto")
+    up.add_argument("--target", choices=TARGETS, default="auto",
+                    help="P4 target: bmv2 (simple_switch_grpc), softswitch, or auto, bmv2 when it is on PATH, "
+                         "else softswitch (default %(default)s)")
     up.add_argument("--switches-per-process", type=int, metavar="N",
                     help="softswitch serves N switches a process (1: a process each, a failure injected into "
                          "a switch kills that switch alone); default: 1 while that takes at most half the available "
@@ -120,12 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="with --failover: data-plane failover alone (dead ports leave the groups at once; routes "
                          "are never recomputed), to see it apart from the controller's reroute")
 
-    demo = sub.add_parser("demo", help="run a demo (default: the fat-tree forwarding demo)")
+    demo = _command(sub, "demo", help="run a demo (default: the fat-tree forwarding demo)")
     demo.add_argument("which", nargs="?", choices=("fabric", "int", "allreduce", "train"), default="fabric",
                       help="fabric: forwarding and ECMP; int: a congested link seen through INT and ECN; "
                            "allreduce: in-network aggregation against ring and parameter server; "
                            "train: a model learning the digits data-parallel, in the switches, by ring, in one process")
-    demo.add_argument("--k", type=int, default=4)
+    demo.add_argument("--k", type=int, default=4, help="fat-tree arity (default %(default)s)")
     demo.add_argument("--target", choices=TARGETS, default="softswitch",
                       help="P4 target (default: the embedded softswitch)")
     demo.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
@@ -133,49 +143,53 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--png", metavar="PATH",
                       help="demo int/allreduce/train: where to save the picture (default out/int_demo.png, "
                            "out/allreduce_demo.png, out/train_demo.png)")
-    demo.add_argument("--seconds", type=float, default=3.0, help="demo int: how long each run sends")
-    demo.add_argument("--workers", type=int, default=8, help="demo allreduce/train: workers, spread over racks and pods")
-    demo.add_argument("--size", type=int, default=16384, help="demo allreduce: tensor elements")
-    demo.add_argument("--dtype", choices=("float32", "int32"), default="float32", help="demo allreduce: tensor type")
+    demo.add_argument("--seconds", type=float, default=3.0,
+                      help="demo int: how long each run sends (default %(default)g s)")
+    demo.add_argument("--workers", type=int, default=8,
+                      help="demo allreduce/train: workers, spread over racks and pods (default %(default)s)")
+    demo.add_argument("--size", type=int, default=16384, help="demo allreduce: tensor elements (default %(default)s)")
+    demo.add_argument("--dtype", choices=("float32", "int32"), default="float32",
+                      help="demo allreduce: tensor type (default %(default)s)")
     demo.add_argument("--rate", type=rate_arg, help="demo allreduce/train: every link's rate per direction, "
                       "Mbit/s or with a unit (2.5M, 500k, 1000pps) (default: 10 Mbit/s for allreduce, not limited "
                       "for train)")
-    demo.add_argument("--steps", type=int, default=100, help="demo train: SGD steps")
+    demo.add_argument("--steps", type=int, default=100, help="demo train: SGD steps (default %(default)s)")
 
-    bench = sub.add_parser("bench", help="run a comparison on a fabric: load-balance (lb), collectives, train, fidelity")
+    bench = _command(sub, "bench", help="run a comparison on a fabric: load-balance (lb), collectives, train, fidelity")
     bench_sub = bench.add_subparsers(dest="which", required=True)
     from aifabric.cli.load_balance_cli import add_arguments as lb_arguments
-    lb = bench_sub.add_parser("load-balance", aliases=["lb"],
-                              help="ECMP, spraying, flowlets and TE on the same flows (k=4)")
+    lb = _command(bench_sub, "load-balance", aliases=["lb"],
+                             help="ECMP, spraying, flowlets and TE on the same flows (k=4)")
     lb_arguments(lb)
     lb.add_argument("--p4-build", metavar="DIR", help="where fabric.json and fabric.p4info.txtpb are (default: the committed build)")
-    coll = bench_sub.add_parser("collectives", help="the process group's operations x algorithms x sizes on rate-limited "
-                                                    "links: time, algbw, busbw against the links' bound (k=4)")
+    coll = _command(bench_sub, "collectives", help="the process group's operations x algorithms x sizes on rate-limited "
+                                                   "links: time, algbw, busbw against the links' bound (k=4)")
     from aifabric.experiments.collectives_bench import add_arguments as collectives_arguments
     collectives_arguments(coll)
-    coll.add_argument("--target", choices=("softswitch", "bmv2"), default="softswitch")
-    train = bench_sub.add_parser("train", help="a training workload across load-balancing modes, DP all-reduce by ring "
-                                               "and in the switches, and topologies: step time, medians")
+    coll.add_argument("--target", choices=("softswitch", "bmv2"), default="softswitch", help=TARGET_HELP)
+    train = _command(bench_sub, "train", help="a training workload across load-balancing modes, DP all-reduce by ring "
+                                              "and in the switches, and topologies: step time, medians")
     from aifabric.experiments.train_bench import add_arguments as train_bench_arguments
     train_bench_arguments(train)
-    train.add_argument("--target", choices=("softswitch", "bmv2"), default="softswitch")
-    fidelity = bench_sub.add_parser("fidelity", help="the lab against physics and papers: the same iteration at two "
-                                                     "link rates, measured against the latency-aware estimate, "
-                                                     "SwitchML's trend and nccl-tests' bus bandwidth (k=4)")
+    train.add_argument("--target", choices=("softswitch", "bmv2"), default="softswitch", help=TARGET_HELP)
+    fidelity = _command(bench_sub, "fidelity", help="the lab against physics and papers: the same iteration at two "
+                                                    "link rates, measured against the latency-aware estimate, "
+                                                    "SwitchML's trend and nccl-tests' bus bandwidth (k=4)")
     from aifabric.experiments.fidelity_bench import add_arguments as fidelity_arguments
     fidelity_arguments(fidelity)
-    fidelity.add_argument("--target", choices=("softswitch", "bmv2"), default="softswitch")
+    fidelity.add_argument("--target", choices=("softswitch", "bmv2"), default="softswitch", help=TARGET_HELP)
 
-    sub.add_parser("clean", help="remove switch processes, namespaces and veths left by a crash")
+    _command(sub, "clean", help="remove switch processes, namespaces and veths left by a crash")
     for verb, what in (("fail", "take a link down or kill a switch"), ("restore", "bring a link or switch back")):
-        inject = sub.add_parser(verb, help=f"{what} in the fabric of a running `aifabric up` (aifabric.lab.failures)")
+        inject = _command(sub, verb, help=f"{what} in the fabric of a running `aifabric up` (aifabric.lab.failures)")
         element = inject.add_subparsers(dest="element", required=True)
-        link = element.add_parser("link", help="both ends of the link between nodes A and B")
-        link.add_argument("a")
-        link.add_argument("b")
-        element.add_parser("switch", help="the switch's target process").add_argument("switch")
-    compose = sub.add_parser("compose", help="write a compose project and a Swarm stack of the fabric: every switch "
-                                             "and host a container, every link a network (aifabric.containers.compose_project)")
+        link = _command(element, "link", help="both ends of the link between nodes A and B")
+        link.add_argument("a", metavar="A", help="a switch or host at one end")
+        link.add_argument("b", metavar="B", help="the node at the other end")
+        _command(element, "switch", help="the switch's target process").add_argument(
+            "switch", metavar="S", help="the switch's name")
+    compose = _command(sub, "compose", help="write a compose project and a Swarm stack of the fabric: every switch "
+                                            "and host a container, every link a network (aifabric.containers.compose_project)")
     topo_args.add_arguments(compose)
     compose.add_argument("--out", required=True, metavar="DIR", help="where compose.yml, stack.yml and fabric.json go")
     compose.add_argument("--target", choices=("softswitch", "bmv2"), default="softswitch",
@@ -186,14 +200,22 @@ def build_parser() -> argparse.ArgumentParser:
                          help="stack.yml: keep each pod (its switches and hosts) on the Swarm nodes labelled "
                               "aifabric.pod<P>=true, cores and spines on aifabric.top=true, the controller on a manager")
     from aifabric.containers.controller_service import add_arguments as controller_arguments
-    controller_arguments(sub.add_parser("controller", help="keep the switches of a fabric description at their desired state (a long-running service)"))
+    controller_arguments(_command(sub, "controller", help="keep the switches of a fabric description at their desired "
+                                                          "state (a long-running service)"))
     from aifabric.cli.train_cli import add_arguments as train_arguments
-    train_arguments(sub.add_parser("train", help="a training workload executed on a fabric (aifabric.experiments.train_runner)"))
-    workload = sub.add_parser("workload", help="a training job's operations from a model's shape (aifabric.workloads)")
+    train_arguments(_command(sub, "train", help="a training workload executed on a fabric (aifabric.experiments.train_runner)"))
+    workload = _command(sub, "workload", help="a training job's operations from a model's shape (aifabric.workloads)")
     from aifabric.cli.workload_cli import add_arguments as workload_arguments
-    workload_arguments(workload.add_subparsers(dest="which", required=True).add_parser(
-        "show", help="ops per rank, bytes per collective kind and the analytic step time, real and emulated"))
+    shows = workload.add_subparsers(dest="which", required=True)
+    workload_arguments(_command(shows, "show", help="ops per rank, bytes per collective kind and the analytic step "
+                                                    "time, real and emulated"))
     return p
+
+
+def _command(sub, name: str, **kw) -> argparse.ArgumentParser:
+    """A command whose own --help opens with the line the list of commands gives it."""
+    kw.setdefault("description", kw.get("help"))
+    return sub.add_parser(name, **kw)
 
 
 def _write_compose(args: argparse.Namespace) -> int:

@@ -22,24 +22,32 @@ from aifabric.experiments.load_balance_bench import (
 from hostagent import load_balance_kernel_plb as kernel_plb
 from hostagent.agent.requirements import bcc_missing
 
+DEFAULT_PATTERNS = ("permutation", "collective")
+DEFAULT_SEEDS = (1, 2, 3)
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
-    p.add_argument("--patterns", "--pattern", nargs="+", choices=PATTERNS, default=["permutation", "collective"])
-    p.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
+    p.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES),
+                   help="load-balancing modes to compare (default: all; a mode this machine cannot run is skipped, "
+                        "saying why)")
+    p.add_argument("--patterns", "--pattern", nargs="+", choices=PATTERNS, default=list(DEFAULT_PATTERNS),
+                   help=f"traffic patterns (default: {' '.join(DEFAULT_PATTERNS)})")
+    p.add_argument("--seeds", nargs="+", type=int, default=list(DEFAULT_SEEDS),
+                   help=f"seeds of the patterns' flows and ports, every mode the same (default: "
+                        f"{' '.join(map(str, DEFAULT_SEEDS))})")
     p.add_argument("--rate", type=rate_arg, default=LbPlan.rate,
                    help="link rate per direction: Mbit/s, or with a unit (2.5M, 500k, 1000pps); default %(default)s")
     p.add_argument("--packets", type=int, help=f"packets per flow (default: {FLOW_SECONDS:g} s at the rate, "
                    f"{LbPlan().packets} at the default rate)")
-    p.add_argument("--target", default="softswitch")
+    p.add_argument("--target", default="softswitch", help="P4 target: softswitch, bmv2 or auto (default %(default)s)")
     p.add_argument("--plb-rehash-rounds", type=int, default=LbPlan.plb_rehash_rounds, metavar="N",
                    help="plb modes: congested PLB rounds before a flow repaths (default %(default)s, the kernel's)")
     p.add_argument("--plb-round-ms", type=float, default=LbPlan.plb_round_s * 1000, metavar="MS",
                    help="plb modes: the PLB round, about one RTT (default %(default)g)")
     p.add_argument("--int", dest="int_queues", action="store_true",
                    help="INT on every flow: report the queue depth at the hot port per mode")
-    p.add_argument("--json", default="out/load_balance.json")
-    p.add_argument("--png", default="out/load_balance.png")
+    p.add_argument("--json", default="out/load_balance.json", help="where the figures go (default %(default)s)")
+    p.add_argument("--png", default="out/load_balance.png", help="where the picture goes (default %(default)s)")
 
 
 def run(args: argparse.Namespace, pipeline=None) -> int:

@@ -28,9 +28,9 @@ DEFAULT_RATE = LinkRate.parse("2M")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    workload_cli.add_arguments(p)
-    p.add_argument("--iterations", type=int, default=2)
-    p.add_argument("--target", choices=TARGETS, default="softswitch")
+    workload_cli.add_arguments(p, emulated_rate=False)       # --rate is the emulated links' rate
+    p.add_argument("--iterations", type=int, default=2, help="iterations run (default %(default)s)")
+    p.add_argument("--target", choices=TARGETS, default="softswitch", help="P4 target (default %(default)s)")
     p.add_argument("--collectives", choices=COLLECTIVES, default="ring",
                    help="the data-parallel all-reduces by ring, or summed in the switches (in_network: one host "
                         "must run no rank, for the fallback aggregator); every other collective by ring")

@@ -19,20 +19,31 @@ from aifabric.workloads.summary import Summary, summarise
 DEFAULT_FIT_SECONDS = 10.0
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
+PARALLELISM_HELP = {"dp": "data-parallel ranks", "tp": "tensor-parallel ranks", "pp": "pipeline stages",
+                    "ep": "expert-parallel ranks, dividing --dp", "micro_batch": "sequences per micro-batch",
+                    "micro_batches": "micro-batches per iteration, per data-parallel rank"}
+
+
+def add_arguments(p: argparse.ArgumentParser, *, emulated_rate: bool = True) -> None:
+    """The job's options; ``emulated_rate``: with --emulated-mbps (``aifabric train`` has its
+    --rate instead)."""
     model = p.add_mutually_exclusive_group(required=True)
     model.add_argument("--preset", choices=tuple(PRESETS), help="a published model shape (aifabric/workloads/presets.py)")
     model.add_argument("--file", metavar="PATH", help="a job file, YAML or JSON (aifabric/workloads/spec_file.py), "
                                                       "holding the parallelism and TFLOP/s too")
     defaults = Parallelism()
     for name in ("dp", "tp", "pp", "ep", "micro_batch", "micro_batches"):
-        p.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(defaults, name))
+        p.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(defaults, name),
+                       help=f"{PARALLELISM_HELP[name]} (default %(default)s)")
     p.add_argument("--bucket-mb", type=float, default=defaults.bucket_mb, help="gradient bucket, 10^6 bytes")
     p.add_argument("--zero", type=int, default=0, choices=(0, 1, 2, 3), help="ZeRO stage")
     p.add_argument("--schedule", choices=SCHEDULES, default=defaults.schedule, help="pipeline schedule")
     p.add_argument("--tflops", type=float, default=DEFAULT_TFLOPS, help="sustained TFLOP/s per GPU")
-    p.add_argument("--real-gbps", type=float, default=REAL_LINK_GBPS, help="a real GPU's link rate")
-    p.add_argument("--emulated-mbps", type=float, default=EMULATED_LINK_MBPS, help="the emulated links' rate")
+    p.add_argument("--real-gbps", type=float, default=REAL_LINK_GBPS,
+                   help="a real GPU's link rate, Gbit/s (default %(default)g)")
+    if emulated_rate:
+        p.add_argument("--emulated-mbps", type=float, default=EMULATED_LINK_MBPS,
+                       help="the emulated links' rate, Mbit/s (default %(default)g)")
     scale = p.add_mutually_exclusive_group()
     scale.add_argument("--scale", type=float, help="divide bytes by this (compute follows; see aifabric/workloads/scale.py)")
     scale.add_argument("--fit-seconds", type=float, default=DEFAULT_FIT_SECONDS,
