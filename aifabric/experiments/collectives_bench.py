@@ -271,18 +271,20 @@ def add_arguments(ap) -> None:
     """The sweep's options, shared by benchmarks/collectives.py and `aifabric bench collectives`."""
     from aifabric.lab.links import rate_arg
 
-    ap.add_argument("--ranks", type=int, default=8)
-    ap.add_argument("--sizes", type=int, nargs="+", default=[1 << k for k in range(12, 19)], help="bytes")
-    ap.add_argument("--ops", nargs="+", default=list(BUS_FACTOR), choices=list(BUS_FACTOR))
+    ap.add_argument("--ranks", type=int, default=8, help="ranks, spread over racks and pods (default %(default)s)")
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1 << k for k in range(12, 19)], metavar="BYTES",
+                    help="message sizes as nccl-tests counts them (default 4 KiB .. 256 KiB, powers of two)")
+    ap.add_argument("--ops", nargs="+", default=list(BUS_FACTOR), choices=list(BUS_FACTOR), metavar="OP",
+                    help=f"operations (default all: {', '.join(BUS_FACTOR)})")
     ap.add_argument("--rate", type=rate_arg, default=DEFAULT_RATE,
                     help="link rate per direction: Mbit/s, or with a unit (2.5M, 500k, 1000pps); default %(default)s")
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--no-in-network", action="store_true")
+    ap.add_argument("--repeat", type=int, default=3, help="timed calls of each point, their median kept (default 3)")
+    ap.add_argument("--no-in-network", action="store_true", help="leave out all_reduce in the switches")
     ap.add_argument("--with-mpi", action="store_true",
                     help="Open MPI's MPI_Allreduce, MPI_Reduce_scatter, MPI_Allgather, MPI_Alltoall on the same hosts "
                          "and links (algorithm 'mpi'; needs openmpi-bin and mpi4py)")
-    ap.add_argument("--json", default="out/collectives.json")
-    ap.add_argument("--png", default="out/collectives.png")
+    ap.add_argument("--json", default="out/collectives.json", help="the figures as JSON (default %(default)s)")
+    ap.add_argument("--png", default="out/collectives.png", help="busbw against size (default %(default)s)")
 
 
 def run_args(a) -> int:

@@ -455,15 +455,16 @@ def add_arguments(p) -> None:
     p.add_argument("--rates", nargs=2, type=rate_arg, default=list(d.rates), metavar="RATE",
                    help="the two link rates, four times apart by default (Mbit/s or with a unit); default "
                         f"{d.rates[0]} {d.rates[1]}")
-    p.add_argument("--seeds", nargs="+", type=int, default=list(d.seeds))
+    p.add_argument("--seeds", nargs="+", type=int, default=list(d.seeds), help="seeds; medians over them")
     p.add_argument("--fit-seconds", type=float, default=d.fit_seconds,
                    help="each workload's link-bound iteration on the links (both rates the same real iteration)")
-    p.add_argument("--iterations", type=int, default=d.iterations)
+    p.add_argument("--iterations", type=int, default=d.iterations, help="iterations a run; the last one counts")
     p.add_argument("--ratios", nargs="+", type=float, default=list(d.ratios),
                    help="communication / computation ratios of the SwitchML comparison")
-    p.add_argument("--parts", nargs="+", choices=d.parts, default=list(d.parts))
-    p.add_argument("--json", default="out/fidelity.json")
-    p.add_argument("--png", default="out/fidelity.png")
+    p.add_argument("--parts", nargs="+", choices=d.parts, default=list(d.parts),
+                   help="which checks: invariance (a, b), switchml and busbw (c); default all")
+    p.add_argument("--json", default="out/fidelity.json", help="the figures as JSON (default %(default)s)")
+    p.add_argument("--png", default="out/fidelity.png", help="the four panels (default %(default)s)")
 
 
 def plan_of(a) -> FidelityPlan:

@@ -223,20 +223,27 @@ def run(plan: TrainBenchPlan, json_path: str, png_path: str) -> int:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     d = TrainBenchPlan()
-    p.add_argument("--preset", default=d.preset)
-    for name in ("dp", "tp", "pp", "micro_batches", "iterations"):
-        p.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(d, name))
+    p.add_argument("--preset", default=d.preset, help="the model (aifabric workload show's presets; default %(default)s)")
+    for name, what in (("dp", "data-parallel ranks"), ("tp", "tensor-parallel ranks"), ("pp", "pipeline stages"),
+                       ("micro_batches", "micro-batches an iteration"), ("iterations", "iterations a run")):
+        p.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(d, name),
+                       help=f"{what} (default %(default)s)")
     p.add_argument("--rate", type=rate_arg, default=d.rate,
                    help="every link's rate per direction: Mbit/s, or with a unit (2.5M, 500k, 100pps); default %(default)s")
-    p.add_argument("--fit-seconds", type=float, default=d.fit_seconds, help="the analytic iteration's length on the links")
-    p.add_argument("--topologies", nargs="+", choices=tuple(TOPOLOGIES), default=list(d.topologies))
-    p.add_argument("--modes", nargs="+", choices=LB_MODES, default=list(d.modes))
-    p.add_argument("--collectives", nargs="+", choices=COLLECTIVES, default=list(d.collectives))
+    p.add_argument("--fit-seconds", type=float, default=d.fit_seconds,
+                   help="the analytic iteration's length on the links: picks the scale (default %(default)s)")
+    p.add_argument("--topologies", nargs="+", choices=tuple(TOPOLOGIES), default=list(d.topologies), metavar="TOPO",
+                   help=f"fabrics to run on (default all: {', '.join(TOPOLOGIES)})")
+    p.add_argument("--modes", nargs="+", choices=LB_MODES, default=list(d.modes), metavar="MODE",
+                   help=f"load-balancing modes (default all: {', '.join(LB_MODES)})")
+    p.add_argument("--collectives", nargs="+", choices=COLLECTIVES, default=list(d.collectives), metavar="HOW",
+                   help="the DP all-reduces by ring and/or in the switches (default both)")
     p.add_argument("--congestion", choices=CONGESTION, default=d.congestion,
                    help="congestion feedback in every run: dcqcn (the hosts' agents) or none")
-    p.add_argument("--seeds", nargs="+", type=int, default=list(d.seeds))
-    p.add_argument("--json", default="out/bench_train.json")
-    p.add_argument("--png", default="out/bench_train.png")
+    p.add_argument("--seeds", nargs="+", type=int, default=list(d.seeds),
+                   help="seeds (each moves the groups' UDP ports, so ECMP hashes them anew); medians over them")
+    p.add_argument("--json", default="out/bench_train.json", help="the figures as JSON (default %(default)s)")
+    p.add_argument("--png", default="out/bench_train.png", help="step times per mode (default %(default)s)")
 
 
 def plan_of(a: argparse.Namespace) -> TrainBenchPlan:
