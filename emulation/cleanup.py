@@ -8,6 +8,12 @@ directory), kills them all at once with one deadline, kills every process left i
 network namespace (so the namespace goes), deletes the interfaces in one netlink session, and
 repeats until `leftovers()` finds nothing. BMv2 Thrift ports closed to other machines
 (`emulation.control_ports`) on which nothing listens any more are reopened. OVS is never called.
+
+softswitch's AF_XDP port I/O leaves nothing of its own to find: its XDP programs are attached by
+BPF links, which the kernel detaches when the switch process ends however it ends (SIGKILL too),
+and its sockets and pinned frames go with the process; an XDP program left on an interface by
+something else goes when the interface is deleted, and a switch started on one replaces it
+(softswitch/native/xsk.py).
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ of fabrics, so `aifabric clean` and a fabric's teardown never touch a running te
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import select
 import socket
@@ -123,6 +124,15 @@ class HostPort:
                 if match(frame):
                     return frame
         return None
+
+    def kernel_rx_packets(self) -> int:
+        """Frames the host's interface has received, by its kernel counter: all that reached the
+        host, whether its socket had room for them or not (benchmarks count a target's output
+        so, not by what a Python reader keeps up with)."""
+        cmd = ["ip", "-s", "-j", "link", "show", "dev", self.host_iface]
+        cmd = (["nsenter", f"--net={self.ns}", *cmd] if self.ns.startswith("/") else ["ip", "-n", self.ns, *cmd[1:]])
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=10).stdout
+        return json.loads(out)[0]["stats64"]["rx"]["packets"]
 
     def drain(self) -> None:
         while True:

@@ -12,9 +12,12 @@ is softswitch's alone):
     set_queue_depth <depth_pkts> [<egress_port>]
     get_queue <egress_port>                        depth, rate_pps, bitrate, occupancy, drops,
                                                    priority_queues (JSON)
-    stats                                          packet counters (JSON)
+    stats                                          packet counters (JSON; an AF_XDP port's also counts
+                                                   kernel_drops: frames the kernel dropped before the
+                                                   switch read them)
     packet_path                                    compiled or Python, port I/O batched or not, building,
-                                                   last build error (JSON)
+                                                   last build error, native or not and why, port I/O
+                                                   (AF_XDP or AF_PACKET) and why, port by port (JSON)
 
 Protocol: one command per line over TCP (``--runtime-addr``); the answer is one line,
 ``ok``, a JSON object, or ``error: <why>``. A line longer than MAX_LINE bytes is answered
@@ -102,12 +105,15 @@ class RuntimeControlServer:
             if cmd == "stats" and not nums:
                 ports = {p.number: dict(zip(("iface", "rx", "tx"), (p.iface, *dp.port_counters(p.number)[:2])))
                          for p in dp.ports.values()}
+                for number, port in ports.items():     # an AF_XDP port: what the kernel dropped before it read
+                    if getattr(dp, "port_io", {}).get(number) and dp.port_io[number].kind == "af_xdp":
+                        port["kernel_drops"] = dp.kernel_drops(number)
                 return json.dumps({"counters": dataclasses.asdict(dp.counters), "ports": ports})
             if cmd == "packet_path" and not nums:
                 prog = dp.program
                 return json.dumps({"program": prog is not None, "compiled": bool(prog and prog.compiled),
                                    "batched_io": dp.batched_io, **self.switch.fast_path.status(),
-                                   **self.switch.native_path.status()})
+                                   **self.switch.native_path.status(), **self.switch.port_io.status(dp)})
         except ValueError as e:
             return f"error: {e}"
         return f"error: unknown command or wrong arguments: {line!r}"

@@ -13,6 +13,7 @@ from .addr import host_port_arg
 from .args import OneLineErrors
 from .fastpath import MODES
 from .native.mode import DEFAULT_MODE as NATIVE_DEFAULT, MODES as NATIVE_MODES, NativeUnavailable
+from .native.xsk import DEFAULT_MODE as PORT_IO_DEFAULT, MODES as PORT_IO_MODES, PortIOUnavailable
 from .pipeline.compiled import CompileError
 from .pipeline.errors import ProgramError
 from .ports import PortError, PortSpec
@@ -72,6 +73,13 @@ def build_parser(parser_class: type[argparse.ArgumentParser] = OneLineErrors) ->
                         "generator can do the program (else the Python/compiled path, the reason shown by "
                         "softswitch-ctl packet_path), on = native or fail, off = never "
                         f"(default: $SOFTSWITCH_NATIVE, else {NATIVE_DEFAULT})")
+    p.add_argument("--port-io", choices=PORT_IO_MODES, default=os.environ.get("SOFTSWITCH_PORT_IO", PORT_IO_DEFAULT),
+                   help="the native data path's port I/O: auto = an AF_XDP socket on each port where the "
+                        "kernel gives one (an XDP program on the interface redirecting its frames; copy mode "
+                        "on veths), else its AF_PACKET socket, the reason shown by softswitch-ctl packet_path; "
+                        "af_xdp = AF_XDP on every port or fail; packet = AF_PACKET sockets (recvmmsg/sendmmsg) "
+                        f"(default: $SOFTSWITCH_PORT_IO, else {PORT_IO_DEFAULT}; the Python path reads AF_PACKET "
+                        "sockets whatever this says)")
     p.add_argument("--log-level", "-L", choices=LOG_LEVELS, default="info")
     p.add_argument("--log-file", default=None, help="log to this file instead of standard error")
     p.add_argument("--log-console", action="store_true", help="accepted for BMv2 compatibility")
@@ -86,6 +94,11 @@ def parse_config(argv: list[str], parser_class: type[argparse.ArgumentParser] = 
         raise CliError(f"SOFTSWITCH_COMPILED={args.compiled!r} is not one of {', '.join(MODES)}")
     if args.native not in NATIVE_MODES:
         raise CliError(f"SOFTSWITCH_NATIVE={args.native!r} is not one of {', '.join(NATIVE_MODES)}")
+    if args.port_io not in PORT_IO_MODES:
+        raise CliError(f"SOFTSWITCH_PORT_IO={args.port_io!r} is not one of {', '.join(PORT_IO_MODES)}")
+    if args.port_io == "af_xdp" and args.native == "off":
+        raise CliError("--port-io af_xdp needs the native data path (--native auto or on): the Python path "
+                       "reads AF_PACKET sockets")
     if args.json and args.no_p4:
         raise CliError("give either a JSON program or --no-p4, not both")
     if not args.json and not args.no_p4:
@@ -109,7 +122,7 @@ def parse_config(argv: list[str], parser_class: type[argparse.ArgumentParser] = 
                        drop_port=args.drop_port, grpc_addr=args.grpc_server_addr,
                        runtime_addr=args.runtime_addr, json_path=args.json,
                        priority_queues=args.priority_queues, compiled=args.compiled,
-                       native=args.native)
+                       native=args.native, port_io=args.port_io)
     known_ports = [p.number for p in ports] + ([args.cpu_port] if args.cpu_port is not None else [])
     # (flag, values, bounds check, per-port dict, default attribute)
     for flag, values, check, per_port, default in (
@@ -164,7 +177,7 @@ def setup_logging(level: str, path: str | None) -> None:
 
 
 # what starting a switch may raise for a reason its user can mend (said in one line)
-START_ERRORS = (CliError, PortError, ProgramError, CompileError, NativeUnavailable, OSError)
+START_ERRORS = (CliError, PortError, ProgramError, CompileError, NativeUnavailable, PortIOUnavailable, OSError)
 
 
 def start_error(e: BaseException) -> str:

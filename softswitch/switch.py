@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from .dataplane import DEFAULT_DROP_PORT, Dataplane
 from .fastpath import FastPath
 from .native.mode import DEFAULT_MODE as NATIVE_DEFAULT_MODE, NativePath, NativeProgram
+from .native.xsk import DEFAULT_MODE as PORT_IO_DEFAULT_MODE, PortIOChoice
 from .pipeline.program import Program
 from .ports import Port, PortSpec, open_ports
 from .queues import DEFAULT_BITRATE, DEFAULT_DEPTH, DEFAULT_RATE
@@ -36,6 +37,7 @@ class SwitchConfig:
     arbitration_timeout: float | None = None   # seconds a new StreamChannel has to arbitrate (None: default)
     compiled: str = "auto"                     # the compiled packet path: auto, now or off (fastpath.py)
     native: str = NATIVE_DEFAULT_MODE          # the native data path: auto, on or off (native/mode.py)
+    port_io: str = PORT_IO_DEFAULT_MODE        # the native path's port I/O: auto, af_xdp or packet (native/xsk.py)
 
 
 class Switch:
@@ -53,6 +55,7 @@ class Switch:
         self.config_lock = threading.RLock()
         self.fast_path = FastPath(config.compiled)
         self.native_path = NativePath(config.native)
+        self.port_io = PortIOChoice(config.port_io)
         self._servers: list = []
 
     @property
@@ -89,6 +92,7 @@ class Switch:
                 ctl.start()
                 self._servers.append(ctl)
             dp.start()
+            self.port_io.started(dp)
             # last: whoever waits for the P4Runtime port (Mininet's readiness check, a restart)
             # finds the run-time control port and the data plane already up
             grpc_server = P4RuntimeServer(self, cfg.grpc_addr)
@@ -107,7 +111,7 @@ class Switch:
         if native is None:
             return Dataplane(*args)
         from .native.dataplane import NativeDataplane
-        return NativeDataplane(native.library, *args)
+        return NativeDataplane(native.library, *args, port_io=cfg.port_io)
 
     def _set_program(self, dp, program: Program | None, engine: ReplicationEngine | None,
                      native: NativeProgram | None) -> None:
@@ -139,9 +143,10 @@ class Switch:
         new.take_queue_settings(old)
         new.on_packet_in = old.on_packet_in
         self._set_program(new, program, engine, native)
-        old.stop()
+        old.stop()             # closes its AF_XDP sockets, so that the new one can open its own
         self.dataplane = new
         new.start()
+        self.port_io.started(new)
         log.info("device %d: data plane now %s", self.device_id, "native" if native else "Python")
 
     def stop(self) -> None:

@@ -24,6 +24,7 @@ from emulation.p4switch import P4SwitchError, resolve_target
 class FabricSize:
     switches: int
     hosts: int
+    ports: int          # the switches' ports (link ends)
 
 
 def fabric_size(args: argparse.Namespace) -> FabricSize:
@@ -31,9 +32,10 @@ def fabric_size(args: argparse.Namespace) -> FabricSize:
     parameter when the shape does not fit the address plan."""
     if args.command != "up" or args.topo == "fattree":     # sized without building a k=110 tree
         ap.check_fat_tree_k(args.k)
-        return FabricSize(5 * args.k * args.k // 4, args.k ** 3 // 4)
+        return FabricSize(5 * args.k * args.k // 4, args.k ** 3 // 4, 5 * args.k ** 3 // 4)   # k ports a switch
     fabric = topo_args.fabric_of(args)
-    return FabricSize(len(fabric.switches), len(fabric.hosts))
+    return FabricSize(len(fabric.switches), len(fabric.hosts),
+                      sum(len(fabric.ports_of(s.name)) for s in fabric.switches))
 
 
 def check_listen_address(flag: str, text: str) -> tuple[str, int]:
@@ -95,7 +97,7 @@ def validate(args: argparse.Namespace) -> None:
     available = memory_plan.mem_available_mib()
     try:
         fabric_plan = memory_plan.plan(size.switches, size.hosts, kind, available,
-                                       getattr(args, "switches_per_process", None))
+                                       getattr(args, "switches_per_process", None), size.ports)
     except ValueError as e:
         raise ValueError(f"--switches-per-process: {e}") from None
     memory_plan.check(topo_args.options(args), fabric_plan, available)

@@ -126,7 +126,9 @@ class Failures:
                     issued = set_interface(self._netns_pid(node), ifname, up)
                     if up:
                         self._readdress(node)
-                elif how == "down":
+                elif how == "down" or self.lab.switch(node).target_kind != "bmv2":
+                    # a softswitch end goes down even where its BMv2 peer's end drops: its AF_XDP
+                    # sends go past the interface's queueing discipline, which would not hold them
                     issued = set_interface(None, ifname, up)
                 elif not self._is_switch_link(ln):
                     continue        # the host end's going down is carrier loss here, which BMv2 survives
@@ -149,8 +151,9 @@ class Failures:
         ``link A B down``) or, when an end is a BMv2 switch, ``drop``: BMv2 stops processing
         packets on *all* its ports once one of its own interfaces goes down, until a packet
         arrives on it again (p4lang/behavioral-model#1215), which would make a link failure a
-        switch failure. There, switch ends drop everything they send (a root ``pfifo`` of limit
-        0), and a host end still goes down (its switch only loses carrier, which BMv2 survives)."""
+        switch failure. There, BMv2 ends drop everything they send (a root ``pfifo`` of limit
+        0), and a host end or a softswitch end still goes down (the BMv2 switch only loses
+        carrier, which it survives; softswitch's AF_XDP sends would pass a qdisc by)."""
         ends = [n for n in (ln.a, ln.b) if _is_switch(self.lab, n)]
         return "drop" if any(self.lab.switch(n).target_kind == "bmv2" for n in ends) else "down"
 

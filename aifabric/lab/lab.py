@@ -163,18 +163,27 @@ class Lab:
         forget_lab(self)
         _started.append(self)
         nsw = len(self.fabric.switches)
-        fabric_plan = memory_plan.plan(nsw, len(self.fabric.hosts), resolve_target(self.target)[0],
-                                       memory_plan.mem_available_mib(), self.switches_per_process)
+        int_on = self.telemetry is not None and self.telemetry.int_enabled
+        ports = sum(len(self.fabric.ports_of(s.name)) for s in self.fabric.switches) \
+            + nsw * (int_on + (self.link_heartbeat_ms is not None))      # the telemetry and heartbeat ports
+        kind = resolve_target(self.target)[0]
+        fabric_plan = memory_plan.plan(nsw, len(self.fabric.hosts), kind, memory_plan.mem_available_mib(),
+                                       self.switches_per_process, ports)
         grouped = "" if fabric_plan.switches_per_process == 1 else \
             f" in {fabric_plan.processes} processes of up to {fabric_plan.switches_per_process}"
         self.progress(f"starting {nsw} switch targets{grouped} and {len(self.fabric.hosts)} hosts "
                       f"({self.fabric.describe()}, target {self.target})")
+        switch_opts: dict = {}
+        if kind == "softswitch" and fabric_plan.port_io == "packet":
+            switch_opts["extra_args"] = ("--port-io", "packet")
+            self.progress(f"AF_XDP on the switches' {ports} ports would pin "
+                          f"{memory_plan.gib(round(ports * memory_plan.XSK_PORT_MIB))} more: they read their ports "
+                          f"through AF_PACKET sockets (--port-io packet)")
         t0 = time.monotonic()
         self._build_packet_path()
-        int_on = self.telemetry is not None and self.telemetry.int_enabled
         self.net = make_net(self.fabric, target=self.target, log_dir=self.log_dir, telemetry=int_on,
                             heartbeat_generator=self.link_heartbeat_ms is not None,
-                            switches_per_process=fabric_plan.switches_per_process)
+                            switches_per_process=fabric_plan.switches_per_process, **switch_opts)
         self.progress(f"{len(self.net.hosts)} hosts and {len(self.net.links)} links made; starting the switch targets")
         self.net.start()
         self.bring_up.targets_s = time.monotonic() - t0

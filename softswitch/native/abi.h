@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "xsk.h"
+
 typedef unsigned __int128 ss_u128;
 
 #define SS_MAX_FRAME 16384             /* bytes a frame may have, in or out */
@@ -137,6 +139,16 @@ typedef struct ss_port_counters { uint64_t rx, tx, tx_errors; } ss_port_counters
 ss_dataplane *ss_dp_new(int cpu_port, int drop_port, int priority_queues,
                         uint32_t queue_depth, uint32_t queue_rate_pps, uint64_t queue_bitrate);
 int ss_dp_add_port(ss_dataplane *dp, int number, int fd);     /* 0, or -1 (bad number, twice) */
+/* AF_XDP port I/O (native/xsk.c): port's frames through an AF_XDP socket on interface ifindex
+ * (queue 0, an XDP program redirecting to it) from now on, its AF_PACKET socket (add_port) still
+ * read for what XDP passes on; before the loop starts. 0, or an errno and why[0:cap]. The socket
+ * and the program go with ss_dp_close_xsks or ss_dp_free. */
+int ss_dp_open_xsk(ss_dataplane *dp, int port, int ifindex, char *why, uint32_t cap);
+void ss_dp_close_xsks(ss_dataplane *dp);      /* every AF_XDP socket closed, its program detached (loop stopped) */
+/* how a port's frames go: 0 its AF_PACKET socket, 1 its AF_XDP socket (*out filled), 2 its
+ * AF_XDP socket was closed when its interface was removed; -1 not a port number (locked: the
+ * loop closes such a socket) */
+int ss_dp_port_io(const ss_dataplane *dp, int port, ss_xsk_info *out);
 ss_objects *ss_dp_objects(ss_dataplane *dp);
 int ss_dp_start(ss_dataplane *dp);                            /* the loop's thread: 0 or errno */
 void ss_dp_stop(ss_dataplane *dp);                            /* joins the loop's thread */

@@ -1,7 +1,10 @@
 /* softswitch's native data plane: the loop of softswitch/dataplane.py and packet_path.py in C.
  *
- * One thread waits on the ports' AF_PACKET sockets (epoll; the Python side opens them,
- * ports.py, and hands their fds), reads a port's frames with recvmmsg, runs each through the
+ * One thread waits on the ports' sockets (epoll): each port's AF_PACKET socket (the Python side
+ * opens them, ports.py, and hands their fds), read with recvmmsg and written with sendmmsg, and
+ * where one is open, the port's AF_XDP socket (xsk.c: the interface's frames redirected to it by
+ * XDP, read and written through rings), which then carries the port's frames while the AF_PACKET
+ * socket stays to read whatever XDP passes on. Each frame runs through the
  * program's pipeline (abi.h: parse, verify, ingress), hands copies to the replication engine
  * (multicast groups, clone sessions), puts packets in per-port, per-priority egress queues
  * (depth, a pace in packets or bits per second: queues.py), takes them off when their departure
@@ -18,6 +21,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -27,6 +31,7 @@
 #include <unistd.h>
 
 #include "abi.h"
+#include "xsk.h"
 
 #define RX_BATCH 64                /* frames one recvmmsg reads (port_io.BATCH) */
 #define RX_BURST 128               /* frames read from one port before looking at the others */
@@ -34,6 +39,7 @@
 #define DRAIN_ROUNDS 64            /* rounds of egress + internal per loop turn */
 #define TX_BATCH 32                /* frames held before they are sent back to back */
 #define MAX_TIMEOUT_MS 500
+#define XSK_EVENT 0x10000          /* epoll data: a port's AF_XDP socket (else its AF_PACKET socket) */
 #define PACKET_IN_RING 1024        /* packet-ins waiting for the Python side */
 #define MAX_DEPTH 100000           /* queues.MAX_DEPTH */
 #define MIN_BITRATE 1000ULL        /* queues.MIN_BITRATE */
@@ -83,6 +89,9 @@ typedef struct replicas { uint32_t n, truncate; uint32_t *ports, *rids; } replic
 
 typedef struct tx_slot { int port; uint32_t len; } tx_slot;
 
+/* a port's AF_XDP socket: open, or closed when its interface was removed (ss_dp_port_io) */
+enum { PORT_PACKET, PORT_XSK, PORT_XSK_GONE };
+
 typedef struct ring_frame { uint32_t len; uint8_t *data; } ring_frame;
 
 struct ss_dataplane {
@@ -120,6 +129,12 @@ struct ss_dataplane {
     uint8_t *tx_buf;               /* TX_BATCH frames of SS_MAX_FRAME, deparsed into in place */
     tx_slot tx[TX_BATCH];
     uint32_t tx_count;
+    ss_xsk_frame frames[RX_BATCH];  /* a batch read from either socket, or a run to send by AF_XDP */
+    ss_xsk *xsks[SS_MAX_PORTS];    /* the ports' AF_XDP sockets, where open */
+    uint8_t port_io[SS_MAX_PORTS]; /* PORT_PACKET, PORT_XSK, PORT_XSK_GONE */
+    int xsk_ports[SS_MAX_PORTS];   /* the numbers of the ports with one, xsk_count of them */
+    uint32_t xsk_count;
+    int check_xsks;                /* a socket reported its interface down: is one gone? */
     /* the CPU port (guarded by io_lock, not lock: Python drains it while the loop runs) */
     pthread_mutex_t io_lock;
     int packet_in_fd;
@@ -541,10 +556,41 @@ static void packet_in(ss_dataplane *dp, const uint8_t *frame, uint32_t len) {
     if (write(dp->packet_in_fd, &one, sizeof one) < 0) { /* the counter is full: still readable */ }
 }
 
-/* the held frames, back to back: a run of one port's frames a sendmmsg at a time */
+/* a run of one port's held frames (tx slots first..first+count) by its AF_PACKET socket, a
+ * sendmmsg at a time: a frame the kernel refused is lost; the rest go */
+static void send_packet_socket(ss_dataplane *dp, int fd, uint32_t first, uint32_t count, uint32_t *ok,
+                               uint32_t *lost) {
+    for (uint32_t k = 0; k < count; k++) {
+        dp->tx_iov[k].iov_base = dp->tx_buf + (size_t)(first + k) * SS_MAX_FRAME;
+        dp->tx_iov[k].iov_len = dp->tx[first + k].len;
+    }
+    uint32_t k = 0;
+    *ok = *lost = 0;
+    while (k < count) {
+        int done = sendmmsg(fd, dp->tx_msgs + k, count - k, 0);
+        if (done < 0) done = 0;
+        *ok += done;
+        k += done;
+        if (k < count) { (*lost)++; k++; }
+    }
+}
+
+/* the same run by its AF_XDP socket (copied into its UMEM; what it cannot take now waits there) */
+static void send_xsk(ss_dataplane *dp, ss_xsk *x, uint32_t first, uint32_t count, uint32_t *ok, uint32_t *lost) {
+    for (uint32_t k = 0; k < count; k++)
+        dp->frames[k] = (ss_xsk_frame){ dp->tx_buf + (size_t)(first + k) * SS_MAX_FRAME, dp->tx[first + k].len };
+    ss_xsk_tx(x, dp->frames, count, ok, lost);
+}
+
+static void count_sent(ss_dataplane *dp, int port, uint32_t ok, uint32_t lost) {
+    COUNT(dp->port_counters[port].tx, ok);
+    COUNT(dp->port_counters[port].tx_errors, lost);
+    COUNT(dp->counters.tx, ok + lost);
+}
+
+/* the held frames, back to back: a run of one port's frames at a time */
 static void send_waiting(ss_dataplane *dp) {
     uint32_t n = dp->tx_count, i = 0;
-    uint64_t sent = 0;
     while (i < n) {
         int port = dp->tx[i].port;
         int fd = dp->fds[port];
@@ -554,48 +600,79 @@ static void send_waiting(ss_dataplane *dp) {
             i++;
             continue;
         }
-        uint32_t count = 0;
-        while (i + count < n && dp->tx[i + count].port == port) {
-            dp->tx_iov[count].iov_base = dp->tx_buf + (size_t)(i + count) * SS_MAX_FRAME;
-            dp->tx_iov[count].iov_len = dp->tx[i + count].len;
-            count++;
-        }
-        uint32_t k = 0, ok = 0, lost = 0;
-        while (k < count) {
-            int done = sendmmsg(fd, dp->tx_msgs + k, count - k, 0);
-            if (done < 0) done = 0;
-            ok += done;
-            k += done;
-            if (k < count) { lost++; k++; }      /* a frame the kernel refused is lost; the rest go */
-        }
-        COUNT(dp->port_counters[port].tx, ok);
-        COUNT(dp->port_counters[port].tx_errors, lost);
-        sent += ok + lost;
+        uint32_t count = 0, ok, lost;
+        while (i + count < n && dp->tx[i + count].port == port) count++;
+        if (dp->xsks[port]) send_xsk(dp, dp->xsks[port], i, count, &ok, &lost);
+        else send_packet_socket(dp, fd, i, count, &ok, &lost);
+        count_sent(dp, port, ok, lost);
         i += count;
     }
     dp->tx_count = 0;
-    COUNT(dp->counters.tx, sent);
 }
 
-static void receive_burst(ss_dataplane *dp, int port) {
-    int fd = dp->fds[port];
+/* frames an AF_XDP socket's kernel could not take when they were sent: again, 1 ms later at most */
+static int xsks_waiting(const ss_dataplane *dp) {
+    for (uint32_t i = 0; i < dp->xsk_count; i++)
+        if (ss_xsk_tx_waiting(dp->xsks[dp->xsk_ports[i]])) return 1;
+    return 0;
+}
+
+static void flush_xsks(ss_dataplane *dp) {
+    for (uint32_t i = 0; i < dp->xsk_count; i++) {
+        int port = dp->xsk_ports[i];
+        uint32_t ok, lost;
+        if (!ss_xsk_tx_waiting(dp->xsks[port])) continue;
+        ss_xsk_tx(dp->xsks[port], NULL, 0, &ok, &lost);
+        count_sent(dp, port, ok, lost);
+    }
+}
+
+/* A port's interface removed under the running switch: the kernel took its XDP program and
+ * unbound its AF_XDP socket; the socket goes too (the port's frames, from now on, to its
+ * AF_PACKET socket, as dead as the interface). Looked at when a socket says its interface is down. */
+static void close_gone_xsks(ss_dataplane *dp) {
+    dp->check_xsks = 0;
+    for (uint32_t i = 0; i < dp->xsk_count;) {
+        int port = dp->xsk_ports[i];
+        if (!ss_xsk_gone(dp->xsks[port])) { i++; continue; }
+        epoll_ctl(dp->epfd, EPOLL_CTL_DEL, ss_xsk_fd(dp->xsks[port]), NULL);
+        ss_xsk_close(dp->xsks[port]);
+        dp->xsks[port] = NULL;
+        dp->port_io[port] = PORT_XSK_GONE;
+        dp->xsk_ports[i] = dp->xsk_ports[--dp->xsk_count];
+    }
+}
+
+/* up to RX_BATCH frames waiting on a port's AF_PACKET socket into dp->frames (data NULL: longer
+ * than SS_MAX_FRAME, cut by the kernel) */
+static uint32_t read_packet_socket(ss_dataplane *dp, int port) {
+    for (int i = 0; i < RX_BATCH; i++) dp->rx_msgs[i].msg_hdr.msg_flags = 0;
+    int got = recvmmsg(dp->fds[port], dp->rx_msgs, RX_BATCH, MSG_DONTWAIT, NULL);
+    if (got < 0 && (errno == ENETDOWN || errno == ENXIO) && dp->xsk_count) dp->check_xsks = 1;
+    for (int i = 0; i < got; i++)
+        dp->frames[i] = (ss_xsk_frame){ dp->rx_msgs[i].msg_hdr.msg_flags & MSG_TRUNC ? NULL
+                                        : dp->rx_buf + (size_t)i * SS_MAX_FRAME, dp->rx_msgs[i].msg_len };
+    return got > 0 ? (uint32_t)got : 0;
+}
+
+/* a port's waiting frames, from its AF_XDP socket (x) or its AF_PACKET socket (x NULL) */
+static void receive_burst(ss_dataplane *dp, int port, ss_xsk *x) {
     uint32_t received = 0;
     while (received < RX_BURST) {
-        for (int i = 0; i < RX_BATCH; i++) dp->rx_msgs[i].msg_hdr.msg_flags = 0;
-        int got = recvmmsg(fd, dp->rx_msgs, RX_BATCH, MSG_DONTWAIT, NULL);
-        if (got <= 0) break;
+        uint32_t got = x ? ss_xsk_rx(x, dp->frames, RX_BATCH) : read_packet_socket(dp, port);
+        if (!got) break;
         received += got;
-        for (int i = 0; i < got; i++) {
-            uint32_t len = dp->rx_msgs[i].msg_len;
-            if (dp->rx_msgs[i].msg_hdr.msg_flags & MSG_TRUNC) {   /* longer than SS_MAX_FRAME */
+        for (uint32_t i = 0; i < got; i++) {
+            if (!dp->frames[i].data) {         /* longer than SS_MAX_FRAME, or not a whole frame */
                 failed(dp, SS_ERR_TOO_LONG);
                 continue;
             }
-            arrival(dp, port, dp->rx_buf + (size_t)i * SS_MAX_FRAME, len);
+            arrival(dp, port, dp->frames[i].data, dp->frames[i].len);
             /* BMv2's egress runs while ingress takes the next packet: what may leave now leaves
              * before the next arrival is queued */
             if (dp->queued || dp->internal_head) drain_queues(dp);
         }
+        if (x) ss_xsk_rx_done(x, got);
         if (got < RX_BATCH) break;
     }
     COUNT(dp->port_counters[port].rx, received);
@@ -621,6 +698,7 @@ static void take_packet_outs(ss_dataplane *dp) {
 
 static int timeout_ms(ss_dataplane *dp) {
     if (dp->internal_head) return 0;
+    if (xsks_waiting(dp)) return 1;
     double next = -1;
     for (queue *q = dp->served; q; q = q->next_served)
         if (q->head && (next < 0 || q->head->departure < next)) next = q->head->departure;
@@ -642,13 +720,16 @@ static void *loop(void *arg) {
         if (n < 0 && errno != EINTR) break;
         pthread_mutex_lock(&dp->lock);
         for (int i = 0; i < n; i++) {
-            int port = (int)events[i].data.u32;
-            if (port == SS_MAX_PORTS) take_packet_outs(dp);
-            else receive_burst(dp, port);
+            uint32_t what = events[i].data.u32;
+            int port = (int)(what & ~XSK_EVENT);
+            if (what == SS_MAX_PORTS) take_packet_outs(dp);
+            else receive_burst(dp, port, what & XSK_EVENT ? dp->xsks[port] : NULL);
         }
         run_internal(dp);
         drain_queues(dp);
         send_waiting(dp);
+        flush_xsks(dp);
+        if (dp->check_xsks) close_gone_xsks(dp);
         pthread_mutex_unlock(&dp->lock);
         /* a control thread waiting for the lock gets it before the next burst (a mutex is not
          * fair: at saturation the loop would take it back at once) */
@@ -722,6 +803,45 @@ int ss_dp_add_port(ss_dataplane *dp, int number, int fd) {
     return 0;
 }
 
+int ss_dp_open_xsk(ss_dataplane *dp, int port, int ifindex, char *why, uint32_t cap) {
+    if (port < 0 || port >= SS_MAX_PORTS || dp->fds[port] < 0 || dp->xsks[port] || dp->running) {
+        snprintf(why, cap, "port %d: no such port, an AF_XDP socket already, or the loop running", port);
+        return EINVAL;
+    }
+    int err;
+    ss_xsk *x = ss_xsk_open(ifindex, why, cap, &err);
+    if (!x) return err;
+    struct epoll_event ev = { .events = EPOLLIN, .data.u32 = XSK_EVENT | (uint32_t)port };
+    if (epoll_ctl(dp->epfd, EPOLL_CTL_ADD, ss_xsk_fd(x), &ev) < 0) {
+        err = errno;
+        snprintf(why, cap, "epoll: %s", strerror(err));
+        ss_xsk_close(x);
+        return err;
+    }
+    dp->xsks[port] = x;
+    dp->port_io[port] = PORT_XSK;
+    dp->xsk_ports[dp->xsk_count++] = port;
+    return 0;
+}
+
+void ss_dp_close_xsks(ss_dataplane *dp) {
+    if (dp->running) return;
+    for (uint32_t i = 0; i < dp->xsk_count; i++) {
+        int port = dp->xsk_ports[i];
+        epoll_ctl(dp->epfd, EPOLL_CTL_DEL, ss_xsk_fd(dp->xsks[port]), NULL);
+        ss_xsk_close(dp->xsks[port]);
+        dp->xsks[port] = NULL;
+        dp->port_io[port] = PORT_PACKET;
+    }
+    dp->xsk_count = 0;
+}
+
+int ss_dp_port_io(const ss_dataplane *dp, int port, ss_xsk_info *out) {
+    if (port < 0 || port >= SS_MAX_PORTS) return -1;
+    if (dp->xsks[port]) ss_xsk_info_get(dp->xsks[port], out);
+    return dp->port_io[port];
+}
+
 ss_objects *ss_dp_objects(ss_dataplane *dp) { return dp->objects; }
 
 int ss_dp_start(ss_dataplane *dp) {
@@ -754,6 +874,7 @@ void ss_dp_free(ss_dataplane *dp) {
     for (queue *q = dp->served, *next; q; q = next) { next = q->next_served; queue_clear(q); free(q); }
     for (packet *p = dp->internal_head, *next; p; p = next) { next = p->next; free(p); }
     ss_dp_clear_replication(dp);
+    ss_dp_close_xsks(dp);
     for (uint32_t i = 0; i < dp->ring_count; i++) free(dp->ring[(dp->ring_head + i) % PACKET_IN_RING].data);
     for (uint32_t i = 0; i < dp->outs_count; i++) free(dp->outs[i].data);
     free(dp->outs);

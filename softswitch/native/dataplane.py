@@ -2,8 +2,9 @@
 packets never enter the interpreter.
 
 ``NativeDataplane`` loads a program's shared library (build.py), hands it the ports' sockets
-(ports.py opens them), starts its loop thread and offers what softswitch.dataplane.Dataplane
-offers the control plane: ``lock`` (the loop's batch mutex: a write batch under it is seen
+(ports.py opens them), opens an AF_XDP socket on each port's interface where its ``port_io``
+mode asks for one (native/xsk.py says which and why not; xsk.c), starts its loop thread and
+offers what softswitch.dataplane.Dataplane offers the control plane: ``lock`` (the loop's batch mutex: a write batch under it is seen
 whole), queue depth and pace (packets or bits per second), the replication engine
 (runtime/pre.py stays the reference that answers reads; every change is mirrored into the
 library), counters with errors by name, packet-out, and packet-in frames handed to
@@ -25,6 +26,7 @@ from ..dataplane import DEFAULT_DROP_PORT, MAX_FRAME, Counters, check_packet_out
 from ..ports import Port
 from ..queues import DEFAULT_BITRATE, DEFAULT_DEPTH, DEFAULT_RATE, QueueSettings, check_priority_queues
 from ..runtime.pre import ReplicationEngine
+from . import xsk
 
 log = logging.getLogger("softswitch.native")
 
@@ -110,6 +112,7 @@ def declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     for name, (res, args) in sigs.items():
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = res, args
+    xsk.declare(lib)
     return lib
 
 
@@ -146,11 +149,14 @@ class BatchLock:
 class NativeDataplane(QueueSettings):
     def __init__(self, library: Path | str | ctypes.CDLL, ports: dict[int, Port], cpu_port: int | None = None,
                  drop_port: int = DEFAULT_DROP_PORT, queue_depth: int = DEFAULT_DEPTH,
-                 queue_rate: int = DEFAULT_RATE, priority_queues: int = 1, queue_bitrate: int = DEFAULT_BITRATE):
+                 queue_rate: int = DEFAULT_RATE, priority_queues: int = 1, queue_bitrate: int = DEFAULT_BITRATE,
+                 port_io: str = xsk.DEFAULT_MODE):
         check_priority_queues(priority_queues)
         self._init_queue_settings(queue_depth, queue_rate, queue_bitrate)    # carried to a successor
         self.lib = declare(library) if isinstance(library, ctypes.CDLL) else load_library(library)
         self.ports = ports
+        self.port_io_mode = xsk.check_mode(port_io)
+        self.port_io: dict[int, xsk.PortIO] = {}      # how each port's frames go, once started
         self.cpu_port = cpu_port
         self.drop_port = drop_port
         self.priority_queues = priority_queues
@@ -258,7 +264,18 @@ class NativeDataplane(QueueSettings):
 
     @property
     def batched_io(self) -> bool:
-        return True          # recvmmsg/sendmmsg
+        return True          # recvmmsg/sendmmsg, or AF_XDP's rings
+
+    def port_io_status(self) -> dict[int, xsk.PortIO]:
+        """How each port's frames go now (an AF_XDP port whose interface was removed says so).
+        Under the batch lock: the loop closes such a port's socket while it holds it."""
+        with self.lock:
+            return xsk.port_states(self.lib, self.handle, self.port_io) if self.handle else dict(self.port_io)
+
+    def kernel_drops(self, port: int) -> int:
+        """Frames the kernel dropped before the port's AF_XDP socket took them (0 on AF_PACKET)."""
+        with self.lock:
+            return xsk.kernel_drops(self.lib, self.handle, port) if self.handle else 0
 
     def set_program(self, program) -> None:
         """The Python Program the library was made from (its objects answer P4Runtime reads)."""
@@ -294,6 +311,9 @@ class NativeDataplane(QueueSettings):
 
     # -- life ----------------------------------------------------------------------------
     def start(self) -> None:
+        """The ports' AF_XDP sockets opened (as port_io asks: PortIOUnavailable in af_xdp mode
+        naming a port that cannot have one), then the loop's thread."""
+        self.port_io = xsk.open_ports(self.lib, self.handle, self.ports, self.port_io_mode)
         err = self.lib.ss_dp_start(self.handle)
         if err:
             raise NativeError(f"the native loop's thread did not start: {os.strerror(err)}")
@@ -303,7 +323,8 @@ class NativeDataplane(QueueSettings):
         self._packet_in_thread.start()
 
     def stop(self) -> None:
-        """Stops the loop and frees the library's state (the ports' sockets stay the caller's)."""
+        """Stops the loop and frees the library's state: the AF_XDP sockets closed and their XDP
+        programs detached (the ports' AF_PACKET sockets stay the caller's)."""
         if self.handle is None:
             return
         self._stopping.set()

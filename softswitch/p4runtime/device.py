@@ -29,6 +29,7 @@ from p4.v1 import p4runtime_pb2
 from . import entities, pre_entries, table_entries
 from .. import heap
 from ..native.mode import NativeRefused, NativeUnavailable
+from ..native.xsk import PortIOUnavailable
 from ..pipeline.compiled import CompileError
 from .arbitration import Arbiter, Connection, election_of
 from .errors import P4RTError, invalid, not_found, unimplemented, ABORTED, DEADLINE_EXCEEDED, FAILED_PRECONDITION, \
@@ -165,7 +166,10 @@ class P4RuntimeDevice:
     def _commit(self, new: Pipeline) -> None:
         # takes the data plane's lock itself (or stops it for a data plane of another kind);
         # config_lock, held here, keeps Writes out until the swap below is done
-        self.switch.use_program(new.program, new.pre.engine, getattr(new, "native", None))
+        try:
+            self.switch.use_program(new.program, new.pre.engine, getattr(new, "native", None))
+        except PortIOUnavailable as e:      # "af_xdp": the new data plane does not run
+            raise P4RTError(INTERNAL, f"AF_XDP port I/O (--port-io af_xdp) cannot be had: {e}") from None
         with self._dp_lock():
             self.current = self.committed = new
             self.pending = None

@@ -153,11 +153,16 @@ def load_p4info(path: Path) -> P4Info:
 
 # target -> (kind, letter for interface names, extra arguments): softswitch's packet paths, the
 # generated Python (the reference), the compiled one (built beforehand: build_compiled) and the
-# native one (its library built at the push, cached)
-TARGETS = {"softswitch": ("softswitch", "s", ("--compiled", "off")),
-           "softswitch-compiled": ("softswitch", "c", ("--compiled", "now")),
-           "softswitch-native": ("softswitch", "n", ("--compiled", "off", "--native", "on")),
+# native one (its library built at the push, cached), this one on each port I/O: its ports'
+# AF_PACKET sockets and AF_XDP sockets (the Python paths read AF_PACKET sockets; --native off,
+# which --native auto, the default, is not)
+TARGETS = {"softswitch": ("softswitch", "s", ("--compiled", "off", "--native", "off")),
+           "softswitch-compiled": ("softswitch", "c", ("--compiled", "now", "--native", "off")),
+           "softswitch-native": ("softswitch", "n", ("--compiled", "off", "--native", "on", "--port-io", "packet")),
+           "softswitch-native-af_xdp": ("softswitch", "x", ("--compiled", "off", "--native", "on",
+                                                            "--port-io", "af_xdp")),
            "bmv2": ("bmv2", "b", ())}
+NATIVE_TARGETS = {"packet": "softswitch-native", "af_xdp": "softswitch-native-af_xdp"}   # by port I/O
 
 
 def build_compiled(program: str) -> None:

@@ -7,7 +7,8 @@ the same frames out of the same ports for every packet (the differential test). 
 softswitch's compiled packet path can be built (Cython, a C compiler), the scenario runs on it
 as well and must give what the generated Python, the reference, gives; so must the native data
 path (a C compiler), meeting the scenario's explicit expectations too, for every program its
-generator can do (the others are skipped, the reason named).
+generator can do (the others are skipped, the reason named), on both its port I/Os: the ports'
+AF_PACKET sockets and AF_XDP sockets.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import shutil
 import pytest
 
 import scenarios
-from scenarios.runner import Scenario, build_compiled, comparable, describe, program_files, run
+from scenarios.runner import NATIVE_TARGETS, Scenario, build_compiled, comparable, describe, program_files, run
 from softswitch.pipeline.compiled import PathCompiler
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (veths, namespaces, raw sockets)")
@@ -99,16 +100,18 @@ NATIVE_LOOP_SCENARIOS = ("queueing", "replication", "packetio", "stateful", "fab
                          "fabric_int_transit")
 
 
+@pytest.mark.parametrize("port_io", list(NATIVE_TARGETS))
 @pytest.mark.parametrize("sc", [sc for sc in SCENARIOS if sc.name in NATIVE_LOOP_SCENARIOS],
                          ids=lambda s: s.name)
-def test_native_same_as_python(sc: Scenario):
+def test_native_same_as_python(sc: Scenario, port_io: str):
     if not program_files(sc.program)[0].exists():
         pytest.skip(f"{program_files(sc.program)[0]} is not built")
     why = _native_refusal(sc.program)
     if why:
         pytest.skip(why)
+    target = NATIVE_TARGETS[port_io]
     if sc.expect is not None:            # what the comparison blanks (queue depths, timestamps) too
-        sc.expect(_outputs("softswitch-native", sc))
+        sc.expect(_outputs(target, sc))
     python = comparable(sc, _outputs("softswitch", sc))
-    native = comparable(sc, _outputs("softswitch-native", sc))
+    native = comparable(sc, _outputs(target, sc))
     assert native == python, f"native:\n{describe(native)}\nPython:\n{describe(python)}"

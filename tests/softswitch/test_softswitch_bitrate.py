@@ -2,12 +2,13 @@
 holds the link for (max(L, 60) + 4 + 8 + 12) * 8 / bitrate seconds, and the next frame departs
 when the link is free of it (or when it arrives, if later).
 
-Checked on both packet paths against that arithmetic, written out here, on the departure times
-the data plane records as each frame is queued (the queue's last departure and ``next_free``),
-not on a wall clock: a burst of frames of several sizes, each measured between two readings of
-the switch's clock, so that a frame that came after the link was free is told from one that
-waited; the frames then leave in order and none before its departure time (its egress
-timestamp, or the switch's clock when it is received). Also: a truncated frame paced by the
+Checked on both packet paths (the native one on both port I/Os, AF_PACKET and AF_XDP) against
+that arithmetic, written out here, on the departure times the data plane records as each frame
+is queued (the queue's last departure and ``next_free``), not on a wall clock: a burst of frames
+of several sizes, each measured between two readings of the switch's clock, so that a frame
+that came after the link was free is told from one that waited; the frames then leave in order
+and none before its departure time (its egress timestamp, or the switch's clock when it is
+received). Also: a truncated frame paced by the
 bytes it keeps, a port switched between bits and packets per second, the bounds of a bit rate,
 and the command line's flag (softswitch-ctl's command: test_softswitch_cli.py; a data plane
 replaced keeping the settings: test_native_dataplane.py)."""
@@ -22,7 +23,7 @@ import pytest
 from softswitch.options import CliError, parse_config
 from softswitch.queues import check_bitrate, wire_bytes
 from scenarios.replication import TRUNCATE, TRUNCATE_LEN, _frame as replication_frame
-from test_native_dataplane import bench, frame, library, ours, seq_of, switch  # noqa: F401 (fixtures)
+from test_native_dataplane import bench, frame, library, ours, port_io, seq_of, switch  # noqa: F401 (fixtures)
 from test_softswitch_departure import REPO, _frame, _switch
 
 BITRATE = 100_000      # bits/s: a short frame holds the link 6.72 ms, a 1500-byte one 121.92 ms
@@ -78,8 +79,8 @@ class NativePath:
     """The native data plane on veths (test_native_dataplane's stub: ingress port 1 to port 2),
     its loop running."""
 
-    def __init__(self, make):
-        self.s = make()
+    def __init__(self, make, io: str):
+        self.s = make(port_io=io)
         self.dp = self.s.dp
         self.s.rule_in(1).egress = 2
         self.dp.start()
@@ -119,13 +120,13 @@ class NativePath:
         return got
 
 
-@pytest.fixture(params=["python", "native"])
+@pytest.fixture(params=["python", "native-packet", "native-af_xdp"])
 def path(request):
     if request.param == "python":
         return PythonPath()
     if os.geteuid() != 0:
         pytest.skip("needs root (veths, namespaces, raw sockets)")
-    return NativePath(request.getfixturevalue("switch"))
+    return NativePath(request.getfixturevalue("switch"), request.param.removeprefix("native-"))
 
 
 def assert_departs_after(queue, prev_free: float, clock: tuple[int, int], length: int, link: float) -> bool:
