@@ -245,9 +245,12 @@ class ProcessGroup:
 
     # --- bookkeeping --------------------------------------------------------------------------
 
-    def stats(self) -> dict[str, float]:
-        s = self.transport.stats.as_dict()
+    def stats(self) -> dict[str, float | str]:
+        """The transport's counters (TransferStats), its send errors, the host path that runs it
+        and why (host_path, host_path_reason), and the RoCEv2 framing's counters where it is on."""
+        s: dict[str, float | str] = self.transport.stats.as_dict()
         s["send_errors"] = self.transport.send_errors
+        s.update(self.transport.host_path_stats())
         if isinstance(self.transport.endpoint, RoceEndpoint):
             s.update(self.transport.endpoint.counters())
         return s

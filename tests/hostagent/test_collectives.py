@@ -29,6 +29,8 @@ from hostagent.collectives.ps import JobSpec, ParameterServer
 from hostagent.collectives.reliable import CollectiveError, ReliableTransport, TransportConfig
 from hostagent.collectives.tensors import check_aggregated
 
+pytestmark = pytest.mark.usefixtures("host_path")  # every test once per host path (conftest.py)
+
 WORLDS = (2, 3, 5, 8, 16)
 LENGTHS = (1, 63, 64, 65, 1000, 4097)
 PORT = 47000
@@ -84,7 +86,7 @@ def ps() -> ParameterServer:
 
 
 @pytest.fixture(scope="module")
-def worlds(ps: ParameterServer) -> dict[int, list[ProcessGroup]]:
+def worlds(ps: ParameterServer, host_path: str) -> dict[int, list[ProcessGroup]]:
     """One group per world size, shared by the matrix (job n on the parameter server for world n)."""
     groups = {n: make_groups(n, ps=ps, job=n, timeout_s=20.0) for n in WORLDS}
     yield groups
@@ -94,7 +96,7 @@ def worlds(ps: ParameterServer) -> dict[int, list[ProcessGroup]]:
 
 
 @pytest.fixture(scope="module")
-def lossy_worlds(ps: ParameterServer) -> dict[int, list[ProcessGroup]]:
+def lossy_worlds(ps: ParameterServer, host_path: str) -> dict[int, list[ProcessGroup]]:
     """As worlds, with LOSS of every rank's sent packets dropped."""
     groups = {n: make_groups(n, ps=ps, job=LOSSY_JOB + n, loss=LOSS, timeout_s=20.0) for n in WORLDS}
     yield groups
