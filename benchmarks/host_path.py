@@ -15,13 +15,16 @@ made, a warm-up call and a barrier before it):
 
 Where: loopback (127.x addresses, one namespace) and, with --switch, across one softswitch (its
 default packet path) between two network namespaces on veth pairs (emulation.testbed, the
-basic IPv4 router of tests/p4), each rank in its namespace. Paths alternate within a round (their
+basic IPv4 router of tests/p4; offloads off as on the lab's hosts), each rank in its namespace. Paths alternate within a round (their
 order reversed every other round) and each figure is the median over --rounds rounds. A data
 packet is one of PAYLOAD (1400) message bytes or fewer; acknowledgements and heartbeats are not
 counted as packets but their cost is in the CPU.
 
---profile runs one more native ring round under `perf record` (both ranks) and prints where
-their CPU goes: by object (kernel, the engine, libpython, numpy, libc) and the top symbols.
+--profile runs each workload once more on the native path under `perf record` (both ranks,
+sampling only their measured window: perf starts disabled and each rank enables it through perf's
+control fifo) and prints where their CPU goes: by object (kernel, the engine, libpython, numpy,
+libc) and the top symbols. The ranks run with OPENBLAS_NUM_THREADS=1 (numpy's idle BLAS threads
+spin otherwise, on both paths alike).
 
     .venv/bin/python -m benchmarks.host_path [--rounds 5] [--switch] [--profile] [--json out/host_path.json]
 """
@@ -51,6 +54,8 @@ GOAL_US = 3.0                     # the native path's goal: CPU per packet, each
 PATHS = ("python", "native")
 WORKLOADS = ("ring", "stream")
 DONE_TAG = 1 << 20
+PERF_CONTROL = "HOST_PATH_PERF_CONTROL"    # a rank's perf control fifo: "enable" at its window's start, "disable" at its end
+OFFLOADS = ("tx", "off", "rx", "off", "gso", "off", "tso", "off", "gro", "off")   # a P4 target sees real checksums
 
 
 # ---- one rank (a process of its own: `python -m benchmarks.host_path --rank R ...`) -------------
@@ -60,6 +65,13 @@ def ring_packets(elements: int) -> int:
     blocks (reduce-scatter, all-gather) and the call's one-packet header agreement."""
     half = elements // 2
     return math.ceil((elements - half) * 4 / PAYLOAD) + math.ceil(half * 4 / PAYLOAD) + 1
+
+
+def perf_control(command: str) -> None:
+    """Tell the perf that records this rank (if any) to start or stop sampling."""
+    if os.environ.get(PERF_CONTROL):
+        with open(os.environ[PERF_CONTROL], "w") as fifo:
+            fifo.write(command + "\n")
 
 
 def rank_main(args: argparse.Namespace) -> dict:
@@ -76,6 +88,7 @@ def rank_main(args: argparse.Namespace) -> dict:
             x = np.ones(args.ring_bytes // 4, np.float32)
             pg.all_reduce(x, algo="ring")                   # warm-up
             pg.barrier()
+            perf_control("enable")
             before, t0, s0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic(), t.stats
             for _ in range(args.ring_calls):
                 pg.all_reduce(x, algo="ring")
@@ -90,6 +103,7 @@ def rank_main(args: argparse.Namespace) -> dict:
             else:
                 t.recv(0, DONE_TAG - 1, deadline())
                 t.send(0, DONE_TAG - 1, b"w", deadline())
+            perf_control("enable")
             before, t0, s0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic(), t.stats
             if args.rank == 0:
                 for i in range(args.stream_messages):
@@ -102,6 +116,7 @@ def rank_main(args: argparse.Namespace) -> dict:
                 t.send(0, DONE_TAG, b"done", deadline())
                 sent, received = 1, args.stream_messages * per
         after, wall, s1 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic() - t0, t.stats
+        perf_control("disable")
         stats = pg.stats()
     user, system = after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
     return {"rank": args.rank, "path": stats["host_path"], "reason": stats["host_path_reason"], "wall_s": wall,
@@ -115,16 +130,20 @@ def rank_main(args: argparse.Namespace) -> dict:
 def run_pair(path: str, workload: str, ips: list[str], args: argparse.Namespace, prefix: list[list[str]] | None = None,
              perf_dir: Path | None = None) -> list[dict]:
     """Both ranks of one measurement; prefix[r]: what runs rank r (ip netns exec ...)."""
-    procs = []
+    procs, env = [], {**os.environ, "PYTHONPATH": str(REPO), "OPENBLAS_NUM_THREADS": "1"}
     for r in range(2):
         cmd = [sys.executable, "-m", "benchmarks.host_path", "--rank", str(r), "--peers", ",".join(ips),
                "--path", path, "--workload", workload, "--ring-bytes", str(args.ring_bytes), "--ring-calls",
                str(args.ring_calls), "--stream-bytes", str(args.stream_bytes), "--stream-messages",
                str(args.stream_messages), "--window", str(args.window), "--rto", str(args.rto)]
         if perf_dir is not None:
-            cmd = ["perf", "record", "-q", "-F", "1999", "-g", "-o", str(perf_dir / f"rank{r}.data"), "--", *cmd]
+            fifo = perf_dir / f"rank{r}.ctl"
+            os.mkfifo(fifo)
+            cmd = ["perf", "record", "-q", "-F", "1999", "-g", "-D", "-1", "--control", f"fifo:{fifo}",
+                   "-o", str(perf_dir / f"rank{r}.data"), "--", *cmd]
+            env = {**env, PERF_CONTROL: str(fifo)}
         procs.append(subprocess.Popen([*(prefix[r] if prefix else []), *cmd], cwd=REPO, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}))
+                                      stderr=subprocess.PIPE, text=True, env=env))
     out = []
     for r, proc in enumerate(procs):
         stdout, stderr = proc.communicate(timeout=900)
@@ -178,7 +197,7 @@ def medians(runs: list[dict]) -> list[dict]:
 
 # ---- across one switch -------------------------------------------------------------------------
 
-def across_switch(args: argparse.Namespace) -> list[dict]:
+def across_switch(args: argparse.Namespace) -> tuple[list[dict], dict]:
     """Both ranks in namespaces of their own behind one softswitch routing 10.0.1.0/24 and 10.0.2.0/24."""
     from controller import entries as E  # noqa: F401
     from controller.fabric_controller import Pipeline
@@ -197,6 +216,8 @@ def across_switch(args: argparse.Namespace) -> list[dict]:
             subprocess.run([*ns, "ip", "route", "add", "default", "via", gw], check=True)
             subprocess.run([*ns, "ip", "neigh", "replace", gw, "lladdr", gateway_mac, "dev", hp.host_iface], check=True)
             subprocess.run([*ns, "ip", "link", "set", "lo", "up"], check=True)
+            for cmd in ([*ns, "ethtool", "-K", hp.host_iface], ["ethtool", "-K", hp.switch_iface]):
+                subprocess.run([*cmd, *OFFLOADS], check=True, capture_output=True)   # as the lab's hosts and switches
             macs[n] = json.loads(subprocess.run([*ns, "ip", "-j", "link", "show", hp.host_iface], check=True,
                                                 capture_output=True, text=True).stdout)[0]["address"]
             hp.close()                                      # no capture socket beside the ranks
@@ -210,21 +231,28 @@ def across_switch(args: argparse.Namespace) -> list[dict]:
                                                    params={"dstAddr": int(macs[n].replace(":", ""), 16), "port": n}))
                          for n in tb.ports])
             prefix = [["ip", "netns", "exec", tb.ports[n].ns] for n in (1, 2)]
-            return rounds("one switch", ips, args, prefix)
+            return rounds("one switch", ips, args, prefix), profiles(ips, args, prefix) if args.profile else {}
         finally:
             conn.close()
 
 
 # ---- a profile ---------------------------------------------------------------------------------
 
-def profile(ips: list[str], args: argparse.Namespace) -> dict:
-    """One native ring measurement under perf record: CPU shares by object and the top symbols."""
+def profiles(ips: list[str], args: argparse.Namespace, prefix=None) -> dict:
+    more = argparse.Namespace(**{**vars(args), "ring_calls": 2 * args.ring_calls,
+                                 "stream_messages": 2 * args.stream_messages})
+    return {w: profile(w, ips, more, prefix) for w in WORKLOADS}
+
+
+def profile(workload: str, ips: list[str], args: argparse.Namespace, prefix=None) -> dict:
+    """One native measurement under perf record: CPU shares by object and the top symbols."""
     if shutil.which("perf") is None:
         return {"skipped": "perf is not on PATH"}
     work = Path(tempfile.mkdtemp(prefix="host-path-perf-"))
     try:
-        run_pair("native", "ring", ips, args, perf_dir=work)
-        out: dict = {"by_object": {}, "top_symbols": []}
+        ranks = run_pair("native", workload, ips, args, prefix, perf_dir=work)
+        out: dict = {"figures": figures(ranks, workload)}
+        out.update(by_object={}, top_symbols=[])
         for r in range(2):
             data = str(work / f"rank{r}.data")
             for key, sort in (("by_object", "dso"), ("top_symbols", "dso,sym")):
@@ -248,7 +276,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--switch", action="store_true", help="also across one softswitch between two namespaces (root)")
     ap.add_argument("--no-loopback", action="store_true", help="only across the switch")
-    ap.add_argument("--profile", action="store_true", help="a perf profile of a native ring round")
+    ap.add_argument("--profile", action="store_true", help="a perf profile of each workload on the native path")
     ap.add_argument("--ring-bytes", type=int, default=4 << 20)
     ap.add_argument("--ring-calls", type=int, default=5)
     ap.add_argument("--stream-bytes", type=int, default=64 << 10)
@@ -271,9 +299,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     net = f"127.{os.getpid() % 200 + 20}.{int(time.time()) % 200 + 20}."
     loopback_ips = [net + "1", net + "2"]
-    runs = [] if args.no_loopback else rounds("loopback", loopback_ips, args)
+    runs, profiled = [], {}
+    if not args.no_loopback:
+        runs += rounds("loopback", loopback_ips, args)
+        if args.profile:
+            profiled["loopback"] = profiles(loopback_ips, args)
     if args.switch:
-        runs += across_switch(args)
+        switch_runs, profiled["one switch"] = across_switch(args)
+        runs += switch_runs
     rows = medians(runs)
     reason = next((r["reason"] for r in runs if r["path"] == "native"), "")
     print(report.table(
@@ -288,11 +321,14 @@ def main(argv: list[str] | None = None) -> int:
               "ring_calls": args.ring_calls, "stream_bytes": args.stream_bytes,
               "stream_messages": args.stream_messages, "native_reason": reason, "medians": rows, "runs": runs}
     if args.profile:
-        result["profile"] = prof = profile(loopback_ips, args)
-        for rank, shares in prof.get("by_object", {}).items():
-            print(f"profile {rank} by object: " + ", ".join(f"{n} {p:.1f}%" for n, p in shares.items()))
-        for rank, pct, name in prof.get("top_symbols", []):
-            print(f"profile {rank}: {pct:5.1f}%  {name}")
+        result["profile"] = {where: p for where, p in profiled.items() if p}
+        for where, by_workload in result["profile"].items():
+            for workload, prof in by_workload.items():
+                print(f"\nprofile, native, {where}, {workload} ({', '.join(f'{k} {v:.2f}' for k, v in prof.get('figures', {}).items())}):")
+                for rank, shares in prof.get("by_object", {}).items():
+                    print(f"  {rank} by object: " + ", ".join(f"{n} {p:.1f}%" for n, p in shares.items()))
+                for rank, pct, name in prof.get("top_symbols", [])[:24]:
+                    print(f"  {rank}: {pct:5.1f}%  {name}")
     report.write_json(args.json, result)
     print(f"figures written to {Path(args.json).resolve()}")
     return 0

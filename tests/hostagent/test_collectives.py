@@ -4,7 +4,8 @@ meet); the in-network algorithm runs through the parameter server, the switches'
 
 The matrix runs twice: lossless, and with 1% of every rank's sent packets dropped (seeded, in the
 reliable transport and in the in-network workers' sockets alike), where each test must also see
-packets dropped and sent again.
+packets dropped and sent again. Every test runs once per host path of the transport (python,
+native: conftest.py's host_path).
 
 Bounds: int32 exact; broadcast, all_gather and all_to_all exact for every dtype; float sums
 within gamma_(n-1) * sum|x_i| with the unit roundoff of the dtype (arrays.sum_error_bound), and for

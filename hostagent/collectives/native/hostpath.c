@@ -722,9 +722,13 @@ static double next_event(const struct hp_engine *e, double now)
     if (e->pump_again || e->out.n)
         return 0;
     double at = fmin(e->last_beat + HP_HEARTBEAT_S, e->next_resend);
-    for (int32_t r = 0; r < e->cfg.world; r++)
-        if (e->peers[r].owed)
-            at = fmin(at, e->peers[r].owed_since + e->ack_delay_s);
+    for (int32_t r = 0; r < e->cfg.world; r++) {
+        const struct peer *p = &e->peers[r];
+        if (p->jobs && window_open(e, p))
+            return 0;           /* a caller's message came while the loop was sending */
+        if (p->owed)
+            at = fmin(at, p->owed_since + e->ack_delay_s);
+    }
     return fmax(0, fmin(at - now, LONGEST_WAIT_S));
 }
 
