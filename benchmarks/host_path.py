@@ -13,6 +13,8 @@ made, a warm-up call and a barrier before it):
   transport (send / recv), then waits for a one-packet answer: the sender's CPU / packets and
   the receiver's.
 
+--rocev2 frames every datagram RoCEv2-like on both paths (a BTH, the process's port 4791).
+
 Where: loopback (127.x addresses, one namespace) and, with --switch, across one softswitch (its
 default packet path) between two network namespaces on veth pairs (emulation.testbed, the
 basic IPv4 router of tests/p4; offloads off as on the lab's hosts), each rank in its namespace. Paths alternate within a round (their
@@ -26,7 +28,7 @@ control fifo) and prints where their CPU goes: by object (kernel, the engine, li
 libc) and the top symbols. The ranks run with OPENBLAS_NUM_THREADS=1 (numpy's idle BLAS threads
 spin otherwise, on both paths alike).
 
-    .venv/bin/python -m benchmarks.host_path [--rounds 5] [--switch] [--profile] [--json out/host_path.json]
+    .venv/bin/python -m benchmarks.host_path [--rounds 5] [--switch] [--profile] [--rocev2] [--json out/host_path.json]
 """
 from __future__ import annotations
 
@@ -81,7 +83,7 @@ def rank_main(args: argparse.Namespace) -> dict:
     from hostagent.collectives.reliable import TransportConfig
 
     peers = [(ip, PORT) for ip in args.peers.split(",")]
-    config = TransportConfig(host_path=args.path, window=args.window, rto_s=args.rto)
+    config = TransportConfig(host_path=args.path, window=args.window, rto_s=args.rto, rocev2=args.rocev2)
     with ProcessGroup(args.rank, peers, timeout_s=120.0, transport=config) as pg:
         t = pg.transport
         if args.workload == "ring":
@@ -135,7 +137,8 @@ def run_pair(path: str, workload: str, ips: list[str], args: argparse.Namespace,
         cmd = [sys.executable, "-m", "benchmarks.host_path", "--rank", str(r), "--peers", ",".join(ips),
                "--path", path, "--workload", workload, "--ring-bytes", str(args.ring_bytes), "--ring-calls",
                str(args.ring_calls), "--stream-bytes", str(args.stream_bytes), "--stream-messages",
-               str(args.stream_messages), "--window", str(args.window), "--rto", str(args.rto)]
+               str(args.stream_messages), "--window", str(args.window), "--rto", str(args.rto),
+               *(["--rocev2"] if args.rocev2 else [])]
         if perf_dir is not None:
             fifo = perf_dir / f"rank{r}.ctl"
             os.mkfifo(fifo)
@@ -281,6 +284,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--ring-calls", type=int, default=5)
     ap.add_argument("--stream-bytes", type=int, default=64 << 10)
     ap.add_argument("--stream-messages", type=int, default=300)
+    ap.add_argument("--rocev2", action="store_true", help="the transport framed RoCEv2-like (TransportConfig(rocev2=True))")
     ap.add_argument("--window", type=int, default=64)
     ap.add_argument("--rto", type=float, default=0.05)
     ap.add_argument("--json", default=str(REPO / "out/host_path.json"))
@@ -315,9 +319,10 @@ def main(argv: list[str] | None = None) -> int:
         [(r["where"], r["workload"], r["path"], _f(r.get("us_per_packet_sent_and_received")),
           _f(r.get("us_per_packet_each_way")), _f(r.get("us_per_packet_sender")), _f(r.get("us_per_packet_receiver")),
           round(r["wall_s"], 3), r["retransmissions"]) for r in rows],
-        title=f"CPU per data packet of the collectives' transport, medians of {args.rounds} rounds "
+        title=f"CPU per data packet of the collectives' transport{' (RoCEv2 framing)' if args.rocev2 else ''}, "
+              f"medians of {args.rounds} rounds "
               f"(goal: native <= {GOAL_US} us each way); native: {reason}"))
-    result = {"goal_us_each_way": GOAL_US, "rounds": args.rounds, "ring_bytes": args.ring_bytes,
+    result = {"goal_us_each_way": GOAL_US, "rounds": args.rounds, "rocev2": args.rocev2, "ring_bytes": args.ring_bytes,
               "ring_calls": args.ring_calls, "stream_bytes": args.stream_bytes,
               "stream_messages": args.stream_messages, "native_reason": reason, "medians": rows, "runs": runs}
     if args.profile:

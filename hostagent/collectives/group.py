@@ -32,7 +32,6 @@ from hostagent.collectives.algorithms import halving_doubling, hierarchical, pai
 from hostagent.collectives.arrays import CODES, DTYPES, ReduceOp, dtype_name
 from hostagent.collectives.headers import CallHeader, NonFinite, Refused, agree
 from hostagent.collectives.links import SUBGROUP_BITS, Link, call_id, make_tag
-from hostagent.collectives.rocev2 import RoceEndpoint
 from hostagent.collectives.reliable import Aborted, CollectiveError, ReliableTransport, TransportConfig
 
 P2P_CALL = 0  # send/recv tags live in call 0, which no collective uses
@@ -251,8 +250,6 @@ class ProcessGroup:
         s: dict[str, float | str] = self.transport.stats.as_dict()
         s["send_errors"] = self.transport.send_errors
         s.update(self.transport.host_path_stats())
-        if isinstance(self.transport.endpoint, RoceEndpoint):
-            s.update(self.transport.endpoint.counters())
         return s
 
     def close(self) -> None:

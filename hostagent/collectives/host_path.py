@@ -10,8 +10,8 @@
 Chosen by TransportConfig(host_path=...), else the environment's AIFABRIC_HOST_PATH, else auto.
 The library is built once per source text and compiler (cached in AIFABRIC_HOST_PATH_CACHE or
 ~/.cache/aifabric/hostpath; CC names the compiler) and loaded once per process. RoCEv2 framing
-(TransportConfig(rocev2=True)) runs on the Python path, whatever the mode asked by the environment
-(host_path="native" with rocev2=True is refused): the native engine carries plain UDP.
+(TransportConfig(rocev2=True)) runs on either path; a process's groups on one address share its
+port 4791, so they must all be on the same path (auto chooses the same for all).
 """
 from __future__ import annotations
 
@@ -20,8 +20,6 @@ import os
 from dataclasses import dataclass
 
 ENV = "AIFABRIC_HOST_PATH"
-NOT_NATIVE_ROCEV2 = ("RoCEv2 framing (rocev2=True) runs on the Python path: the native engine carries plain UDP "
-                     "(no BTH, shared port 4791 or DCQCN pacing)")
 
 
 class HostPathUnavailable(RuntimeError):
@@ -53,8 +51,6 @@ def choose(config) -> Choice:
     mode, where = requested(config)
     if mode == "python":
         return Choice("python", f"asked for ({where}=python)")
-    if config.rocev2:       # host_path="native" with rocev2 is refused by TransportConfig itself
-        return Choice("python", NOT_NATIVE_ROCEV2)
     from hostagent.collectives.native import binding
     try:
         library, built = binding.library()

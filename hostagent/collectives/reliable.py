@@ -131,8 +131,6 @@ class TransportConfig:
             raise ValueError("TransportConfig: rate_control_port paces RoCEv2 queue pairs; set rocev2 too")
         if self.rocev2 and self.drop_outgoing:
             raise ValueError("TransportConfig: drop_outgoing is not offered with rocev2")
-        if self.rocev2 and self.host_path == "native":
-            raise ValueError("TransportConfig: rocev2 runs on the Python host path only (host_path native carries plain UDP)")
 
 
 class ReliableTransport:
@@ -253,8 +251,12 @@ class ReliableTransport:
         self.endpoint.close()
 
     def host_path_stats(self) -> dict[str, float | str]:
-        """Which host path runs this transport and why (the native one adds its own counters)."""
-        return {"host_path": self.host_path, "host_path_reason": self.host_path_reason}
+        """Which host path runs this transport and why, and with rocev2 what its framing counted
+        (RoceEndpoint.counters(); the native engine adds its own counters)."""
+        out: dict[str, float | str] = {"host_path": self.host_path, "host_path_reason": self.host_path_reason}
+        if isinstance(self.endpoint, RoceEndpoint):
+            out.update(self.endpoint.counters())
+        return out
 
     def _check(self, tag: int, peer: int, watch: Sequence[int]) -> None:
         """Raise if another rank aborted this call (or an earlier one) or a watched rank stopped."""

@@ -79,7 +79,9 @@ def assert_equal(result: object, expected: np.ndarray, what: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def ps() -> ParameterServer:
+def ps(host_path: str) -> ParameterServer:
+    """The in-network algorithm's aggregator, one per host path (a job's second set of workers on
+    one server would wait on the first set's state)."""
     jobs = [JobSpec(n, n, 8) for n in WORLDS] + [JobSpec(LOSSY_JOB + n, n, 8) for n in WORLDS]
     server = ParameterServer(jobs, (fresh_net() + "1", AGG_UDP_PORT)).start()
     yield server

@@ -1,6 +1,7 @@
 """The reliable transport's two host paths (hostagent.collectives.host_path). The native engine
 speaks the Python reference's protocol byte for byte (each path checked against a bare UDP socket
-standing for its peer), so a group mixing native and Python ranks runs every collective; lost
+standing for its peer), so a group mixing native and Python ranks runs every collective (RoCEv2
+framing too); lost
 packets are sent again and counted; a rank killed mid-call is named by every other; malformed
 datagrams are counted stale and never stop a transport; where the engine cannot be built, auto
 falls back to Python and says why, in stats and in a rank program's report."""
@@ -10,10 +11,12 @@ import json
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Iterator
 
 import numpy as np
@@ -221,6 +224,13 @@ def report(proc: subprocess.Popen) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
+def bound(address: tuple[str, int]) -> bool:
+    """Some process of this machine has a UDP socket bound to `address` (/proc/net/udp)."""
+    ip, port = address
+    needle = f"{struct.unpack('<I', socket.inet_aton(ip))[0]:08X}:{port:04X}"
+    return any(line.split()[1] == needle for line in Path("/proc/net/udp").read_text().splitlines()[1:])
+
+
 @pytest.mark.parametrize("paths", [("native", "native", "native"), ("native", "python", "native")], ids="-".join)
 def test_a_rank_killed_mid_call_is_named_by_every_other(paths: tuple[str, ...]) -> None:
     """Three rank programs in long all_reduces; rank 2 is killed (SIGKILL): ranks 0 and 1 each fail
@@ -235,7 +245,11 @@ def test_a_rank_killed_mid_call_is_named_by_every_other(paths: tuple[str, ...]) 
               "--silent-after", "1.0"]
     procs = [runner(r, ips, *common, "--host-path", p) for r, p in enumerate(paths)]
     try:
-        time.sleep(4.0)                         # started, and calling
+        started = time.monotonic() + 60.0      # every group made (its socket bound) ...
+        while not all(bound((ip, PORT + 2)) for ip in ips):
+            assert time.monotonic() < started and all(p.poll() is None for p in procs), "the ranks did not start"
+            time.sleep(0.05)
+        time.sleep(1.5)                         # ... heard by the others, and calling
         assert procs[2].poll() is None, procs[2].communicate()
         os.kill(procs[2].pid, signal.SIGKILL)
         killed = time.monotonic()
@@ -294,18 +308,27 @@ def test_rank_programs_report_the_path_they_ran_and_why(tmp_path) -> None:
     assert reports[1]["stats"]["host_path_reason"].startswith("asked for (host_path=native)")
 
 
-def test_choices_that_cannot_be_are_refused_and_rocev2_stays_on_python(monkeypatch) -> None:
+def test_choices_that_cannot_be_are_refused(monkeypatch) -> None:
     with pytest.raises(ValueError, match="host_path 'fast' is not one of auto, native, python"):
         TransportConfig(host_path="fast")
-    with pytest.raises(ValueError, match="rocev2 runs on the Python host path only"):
-        TransportConfig(rocev2=True, host_path="native")
     monkeypatch.setenv(ENV, "fast")
     with pytest.raises(ValueError, match="AIFABRIC_HOST_PATH='fast' is not one of"):
         ReliableTransport(0, [("127.0.0.1", PORT)])
-    monkeypatch.setenv(ENV, "native")
+
+
+def test_a_mixed_rocev2_group_sums_with_every_algorithm(mixed: list[ProcessGroup]) -> None:
+    """Native and Python ranks framing RoCEv2-like, each on its own address's port 4791."""
     net = fresh_net()
-    t = ReliableTransport(0, [(net + "10", PORT + 3)], 3, TransportConfig(rocev2=True))
+    peers = [(net + str(10 + r), PORT + 4) for r in range(len(MIXED))]
+    pgs = [ProcessGroup(r, peers, group_id=5, timeout_s=20.0, transport=TransportConfig(rocev2=True, host_path=p))
+           for r, p in enumerate(MIXED)]
     try:
-        assert t.host_path == "python" and "RoCEv2 framing (rocev2=True) runs on the Python path" in t.host_path_reason
+        terms = [tensor("int32", r, 20_000, seed=9) for r in range(len(MIXED))]
+        for algo in ("ring", "tree", "halving_doubling"):
+            for r, got in enumerate(run_parallel([lambda pg=pg, t=t: pg.all_reduce(t, algo=algo) for pg, t in zip(pgs, terms)])):
+                assert_equal(got, np.sum(terms, axis=0, dtype=np.int32), f"rocev2 {algo} rank {r}")
+        assert [pg.stats()["host_path"] for pg in pgs] == list(MIXED)
+        assert all(pg.stats()["rocev2_malformed"] == 0 and pg.stats()["stale"] == 0 for pg in pgs)
     finally:
-        t.close()
+        for pg in pgs:
+            pg.close()

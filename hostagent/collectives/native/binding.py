@@ -21,14 +21,16 @@ import numpy as np
 
 from hostagent.collectives.reliable import (PAYLOAD, Aborted, CallTimeout, CollectiveError, PeerSilent,
                                             ReliableTransport, TransportConfig)
+from hostagent.collectives.rocev2 import ECT0
 from hostagent.collectives.transport import TransferStats, bound_socket, byte_view
+from hostagent.traffic.flows import ROCEV2_PORT
 from softswitch import build_cache
 from softswitch.native.build import BuildError, LibraryBuilder
 
 __all__ = ["BuildError", "NativeTransport", "library"]
 
 HERE = Path(__file__).resolve().parent
-VERSION = 1                             # hostpath.h's HP_VERSION
+VERSION = 2                             # hostpath.h's HP_VERSION
 CACHE_ENV = "AIFABRIC_HOST_PATH_CACHE"
 OK, ABORTED, SILENT, LATE_SILENT, LATE_ALIVE, CLOSED = range(6)    # enum hp_status
 
@@ -36,15 +38,17 @@ OK, ABORTED, SILENT, LATE_SILENT, LATE_ALIVE, CLOSED = range(6)    # enum hp_sta
 class Config(ctypes.Structure):
     _fields_ = [("rank", ctypes.c_int32), ("world", ctypes.c_int32), ("group", ctypes.c_uint32),
                 ("window", ctypes.c_int32), ("rto_s", ctypes.c_double), ("silent_after_s", ctypes.c_double),
-                ("drop_outgoing", ctypes.c_double), ("drop_seed", ctypes.c_uint64)]
+                ("drop_outgoing", ctypes.c_double), ("drop_seed", ctypes.c_uint64), ("rocev2", ctypes.c_int32),
+                ("bind_ip", ctypes.c_uint32), ("rate_port", ctypes.c_int32)]
 
 
 STAT_FIELDS = ("packets_sent", "bytes_sent", "packets_received", "bytes_received", "retransmissions", "duplicates",
-               "stale", "dropped_on_purpose", "send_errors", "out_of_reach", "wakeups", "loops")
+               "stale", "dropped_on_purpose", "send_errors", "out_of_reach", "wakeups", "loops", "rocev2_malformed",
+               "rocev2_unknown_group", "rocev2_rate_messages", "rocev2_inbox_dropped")
 
 
 class Stats(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_uint64) for name in STAT_FIELDS]
+    _fields_ = [(name, ctypes.c_uint64) for name in STAT_FIELDS] + [("rocev2_paced_s", ctypes.c_double)]
 
 
 class Failure(ctypes.Structure):
@@ -78,8 +82,8 @@ _SIGNATURES = {
 
 
 def builder() -> LibraryBuilder:
-    return LibraryBuilder("aifabric_hostpath_", (HERE / "hostpath.c",), (HERE / "hostpath.h",), HERE,
-                          build_cache.default_cache_dir("hostpath", CACHE_ENV))
+    return LibraryBuilder("aifabric_hostpath_", (HERE / "hostpath.c", HERE / "rocev2.c"),
+                          (HERE / "hostpath.h", HERE / "rocev2.h"), HERE, build_cache.default_cache_dir("hostpath", CACHE_ENV))
 
 
 def library() -> tuple[ctypes.CDLL, str]:
@@ -114,11 +118,15 @@ class NativeTransport(ReliableTransport):
         self.endpoint = None            # no Python endpoint: the engine owns the socket
         lib = self._lib = self._library
         sock = bound_socket(self.peers[rank])
+        if config.rocev2:
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, ECT0)     # switches mark instead of dropping
         self.address: tuple[str, int] = sock.getsockname()
         ips = (ctypes.c_uint32 * len(peers))(*(_ipv4(ip) for ip, _ in self.peers))
-        ports = (ctypes.c_uint16 * len(peers))(*(socket.htons(port) for _, port in self.peers))
+        ports = (ctypes.c_uint16 * len(peers))(*(socket.htons(ROCEV2_PORT if config.rocev2 else port)
+                                                 for _, port in self.peers))
         c = Config(rank, len(peers), group, config.window, config.rto_s, config.silent_after_s,
-                   config.drop_outgoing, config.drop_seed)
+                   config.drop_outgoing, config.drop_seed, config.rocev2, _ipv4(self.peers[rank][0]),
+                   config.rate_control_port)
         error = ctypes.create_string_buffer(256)
         fd = sock.detach()
         self._engine = lib.hp_open(ctypes.byref(c), fd, ips, ports, error, len(error))
@@ -190,9 +198,15 @@ class NativeTransport(ReliableTransport):
         return self._counters().send_errors
 
     def host_path_stats(self) -> dict[str, float | str]:
+        """The path and why, the engine's own counters, and with rocev2 RoceEndpoint.counters()'s."""
         s = self._counters()
-        return {**super().host_path_stats(), "native_out_of_reach": s.out_of_reach, "native_wakeups": s.wakeups,
-                "native_loops": s.loops}
+        out = {"host_path": self.host_path, "host_path_reason": self.host_path_reason, "native_out_of_reach": s.out_of_reach, "native_wakeups": s.wakeups,
+               "native_loops": s.loops}
+        if self.config.rocev2:
+            out.update(rocev2_paced_s=round(s.rocev2_paced_s, 6), rocev2_rate_messages=s.rocev2_rate_messages,
+                       rocev2_malformed=s.rocev2_malformed, rocev2_unknown_group=s.rocev2_unknown_group,
+                       native_inbox_dropped=s.rocev2_inbox_dropped)
+        return out
 
     # --- helpers ------------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
  * reference: every rule here is one of its rules, on the same bytes. */
 #define _GNU_SOURCE
 #include "hostpath.h"
+#include "rocev2.h"
 
 #include <endian.h>
 #include <errno.h>
@@ -28,6 +29,8 @@
 #define BUCKETS 4096                    /* the message table's chains */
 #define RX_BYTES 65536                  /* a receive buffer: one datagram, or one GRO train of them */
 #define GSO_MAX 64                      /* datagrams in one GSO send at most (the kernel's UDP_MAX_SEGMENTS) */
+#define INBOX_DATAGRAMS 4096            /* rocev2: what the shared port may queue for a group */
+#define PACE_SLACK_S 50e-6              /* rocev2: a paced packet may leave this early (the loop's wake is no finer) */
 #define LONGEST_WAIT_S 0.25             /* the loop looks at its timers at least this often */
 #define RECV_RECHECK_S 0.1              /* a waiting recv looks for aborts and silence this often (reliable.py's) */
 
@@ -120,6 +123,11 @@ struct peer {
     double owed_since;
     double heard;               /* when last heard from; < 0: never */
     int loopback;               /* on 127/8: GSO trains never meet a packet socket there */
+    /* rocev2 */
+    uint8_t bth[RV_BTH_BYTES];  /* before every datagram to this peer: its queue pair */
+    uint32_t qp;
+    double next_free;           /* its queue pair's rate lets the next datagram go then */
+    double held_since;          /* < 0: not held back by the rate now */
 };
 
 static void rto_sample(struct rto *r, double rtt)
@@ -301,7 +309,7 @@ struct abort_note {
 
 struct out {                    /* datagrams built under the lock, sent after it in one sendmmsg */
     uint32_t n, cap, scratch_used, scratch_cap;
-    struct iovec *iov;          /* one a datagram */
+    struct iovec *iov;          /* two a datagram: its BTH (rocev2; else empty), the transport's packet */
     int32_t *dst;
     struct mmsghdr *mm;         /* one a send: a datagram, or a GSO train of them to one loopback peer */
     uint32_t *first;            /* a send's first datagram */
@@ -327,6 +335,10 @@ struct hp_engine {
     double ack_delay_s, next_resend, last_beat;
     struct out out;
     int gso;                    /* GSO sends to loopback peers: on until the kernel refuses one */
+    double now;                 /* the loop's iteration's time */
+    struct rv_inbox *inbox;     /* rocev2: what the shared port read for this group */
+    struct rv_port *port;
+    struct rv_rates *rates;     /* rocev2 with a rate port: the queue pairs' rates */
     struct mmsghdr rx_mm[HP_RX_BATCH];
     struct iovec rx_iov[HP_RX_BATCH];
     char rx_ctl[HP_RX_BATCH][CMSG_SPACE(sizeof(int))];
@@ -369,7 +381,7 @@ static int out_init(struct out *o, uint32_t cap, uint32_t scratch_cap)
 {
     o->cap = cap;
     o->scratch_cap = scratch_cap;
-    o->iov = calloc(cap, sizeof *o->iov);
+    o->iov = calloc(2 * (size_t)cap, sizeof *o->iov);
     o->dst = calloc(cap, sizeof *o->dst);
     o->mm = calloc(cap, sizeof *o->mm);
     o->first = calloc(cap, sizeof *o->first);
@@ -395,11 +407,36 @@ static uint8_t *out_scratch(struct out *o)
 
 static int out_full(const struct out *o) { return o->n == o->cap; }
 
+/* rocev2: how long the rate of dst's queue pair still holds a datagram back (0: it may go) */
+static double pace_wait(struct hp_engine *e, struct peer *p, double now)
+{
+    if (!e->rates || rv_rate(e->rates, p->qp, now) <= 0 || p->next_free <= now + PACE_SLACK_S) {
+        if (p->held_since >= 0) {
+            e->stats.rocev2_paced_s += now - p->held_since;
+            p->held_since = -1;
+        }
+        return 0;
+    }
+    if (p->held_since < 0)
+        p->held_since = now;
+    return p->next_free - PACE_SLACK_S - now;
+}
+
+/* rocev2: a datagram of `len` bytes after the BTH takes its queue pair's rate for its frame's time */
+static void pace_charge(struct hp_engine *e, struct peer *p, uint32_t len)
+{
+    double now = hp_now(), bps = rv_rate(e->rates, p->qp, now);
+    if (bps > 0)
+        p->next_free = fmax(now, p->next_free) + (double)(RV_BTH_BYTES + len + RV_FRAME_OVERHEAD) * 8 / bps;
+}
+
 /* one datagram to rank dst, counted as sent; the seeded knob may drop it here */
 static void out_add(struct hp_engine *e, struct out *o, int32_t dst, const uint8_t *data, uint32_t len)
 {
     e->stats.packets_sent++;
     e->stats.bytes_sent += len;
+    if (e->rates)
+        pace_charge(e, &e->peers[dst], len);
     if (e->cfg.drop_outgoing > 0 && uniform(&e->rng) < e->cfg.drop_outgoing) {
         e->stats.dropped_on_purpose++;
         return;
@@ -408,8 +445,14 @@ static void out_add(struct hp_engine *e, struct out *o, int32_t dst, const uint8
         e->stats.send_errors++;
         return;
     }
-    o->iov[o->n] = (struct iovec){.iov_base = (void *)data, .iov_len = len};
+    o->iov[2 * o->n] = (struct iovec){.iov_base = e->peers[dst].bth, .iov_len = e->cfg.rocev2 ? RV_BTH_BYTES : 0};
+    o->iov[2 * o->n + 1] = (struct iovec){.iov_base = (void *)data, .iov_len = len};
     o->dst[o->n++] = dst;
+}
+
+static size_t datagram_len(const struct out *o, uint32_t i)
+{
+    return o->iov[2 * i].iov_len + o->iov[2 * i + 1].iov_len;
 }
 
 /* the datagrams from `i` on that can leave in one GSO send: to the same loopback peer, every
@@ -418,12 +461,12 @@ static uint32_t gso_train(const struct hp_engine *e, const struct out *o, uint32
 {
     if (!e->gso || !e->peers[o->dst[i]].loopback)
         return 1;
-    size_t seg = o->iov[i].iov_len, total = seg;
+    size_t seg = datagram_len(o, i), total = seg;
     uint32_t k = 1;
-    while (i + k < o->n && k < GSO_MAX && o->dst[i + k] == o->dst[i] && o->iov[i + k].iov_len <= seg &&
-           total + o->iov[i + k].iov_len <= 65507 - 8) {
-        total += o->iov[i + k].iov_len;
-        if (o->iov[i + k++].iov_len < seg)
+    while (i + k < o->n && k < GSO_MAX && o->dst[i + k] == o->dst[i] && datagram_len(o, i + k) <= seg &&
+           total + datagram_len(o, i + k) <= 65507 - 8) {
+        total += datagram_len(o, i + k);
+        if (datagram_len(o, i + k++) < seg)
             break;              /* a shorter one ends a train */
     }
     return k;
@@ -437,7 +480,7 @@ static uint32_t out_plan(const struct hp_engine *e, struct out *o)
         uint32_t k = gso_train(e, o, i);
         struct msghdr *h = &o->mm[sends].msg_hdr;
         *h = (struct msghdr){.msg_name = (void *)&e->peers[o->dst[i]].addr, .msg_namelen = sizeof(struct sockaddr_in),
-                             .msg_iov = &o->iov[i], .msg_iovlen = k};
+                             .msg_iov = &o->iov[2 * i], .msg_iovlen = 2 * k};
         if (k > 1) {
             h->msg_control = o->ctl[sends];
             h->msg_controllen = sizeof o->ctl[sends];
@@ -445,7 +488,7 @@ static uint32_t out_plan(const struct hp_engine *e, struct out *o)
             c->cmsg_level = SOL_UDP;
             c->cmsg_type = UDP_SEGMENT;
             c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-            uint16_t seg = (uint16_t)o->iov[i].iov_len;
+            uint16_t seg = (uint16_t)datagram_len(o, i);
             memcpy(CMSG_DATA(c), &seg, sizeof seg);
         }
         o->first[sends] = i;
@@ -468,16 +511,16 @@ static void out_send(struct hp_engine *e, struct out *o)
         if (errno == EINTR)
             continue;
         struct msghdr *h = &o->mm[done].msg_hdr;
-        if (h->msg_iovlen > 1 && errno != ECONNREFUSED && errno != EHOSTUNREACH && errno != ENETUNREACH) {
+        if (h->msg_iovlen > 2 && errno != ECONNREFUSED && errno != EHOSTUNREACH && errno != ENETUNREACH) {
             e->gso = 0;         /* no GSO here: one by one, and never again */
-            for (size_t j = 0; j < h->msg_iovlen; j++) {
+            for (size_t j = 0; j < h->msg_iovlen; j += 2) {
                 struct msghdr one = {.msg_name = h->msg_name, .msg_namelen = h->msg_namelen,
-                                     .msg_iov = &h->msg_iov[j], .msg_iovlen = 1};
+                                     .msg_iov = &h->msg_iov[j], .msg_iovlen = 2};
                 if (sendmsg(e->fd, &one, 0) < 0)
                     __atomic_add_fetch(&e->stats.send_errors, 1, __ATOMIC_RELAXED);
             }
         } else {                /* unreachable right now: the resend timer tries again */
-            __atomic_add_fetch(&e->stats.send_errors, h->msg_iovlen, __ATOMIC_RELAXED);
+            __atomic_add_fetch(&e->stats.send_errors, h->msg_iovlen / 2, __ATOMIC_RELAXED);
         }
         done++;
     }
@@ -632,7 +675,7 @@ static void pump(struct hp_engine *e, double now)
     e->pump_again = 0;
     for (int32_t dst = 0; dst < e->cfg.world; dst++) {
         struct peer *p = &e->peers[dst];
-        while (p->jobs && window_open(e, p)) {
+        while (p->jobs && window_open(e, p) && !(e->rates && pace_wait(e, p, now) > 0)) {
             if (out_full(&e->out)) {
                 e->pump_again = 1;
                 return;
@@ -678,6 +721,11 @@ static void resend_late(struct hp_engine *e, double now)
             if (!s->live)
                 continue;
             if (now - s->sent_at > rto_timeout(&p->rto, s->retries)) {
+                double held = e->rates ? pace_wait(e, p, now) : 0;
+                if (held > 0) {         /* its queue pair's rate first */
+                    next = fmin(next, now + held);
+                    continue;
+                }
                 if (out_full(&e->out)) {
                     next = now;         /* the rest in the next iteration */
                     break;
@@ -724,8 +772,11 @@ static double next_event(const struct hp_engine *e, double now)
     double at = fmin(e->last_beat + HP_HEARTBEAT_S, e->next_resend);
     for (int32_t r = 0; r < e->cfg.world; r++) {
         const struct peer *p = &e->peers[r];
-        if (p->jobs && window_open(e, p))
-            return 0;           /* a caller's message came while the loop was sending */
+        if (p->jobs && window_open(e, p)) {
+            if (!e->rates || p->next_free <= now + PACE_SLACK_S)
+                return 0;       /* a caller's message came while the loop was sending */
+            at = fmin(at, p->next_free - PACE_SLACK_S);     /* its queue pair's rate lets it go then */
+        }
         if (p->owed)
             at = fmin(at, p->owed_since + e->ack_delay_s);
     }
@@ -753,6 +804,12 @@ static void take_train(struct hp_engine *e, struct mmsghdr *m, double now)
         take(e, data + off, len - off < seg ? len - off : seg, now);
 }
 
+static void take_queued(void *engine, const uint8_t *data, size_t len)
+{
+    struct hp_engine *e = engine;
+    take(e, data, len, e->now);
+}
+
 static void *loop(void *arg)
 {
     struct hp_engine *e = arg;
@@ -763,6 +820,8 @@ static void *loop(void *arg)
     pthread_mutex_lock(&e->mu);
     while (!e->closing) {
         double wait = more ? 0 : next_event(e, hp_now());
+        if (wait > 0 && e->inbox && !rv_inbox_sleep(e->inbox))
+            wait = 0;           /* the shared port queued something meanwhile */
         if (wait > 0) {
             e->asleep = 1;
             pthread_mutex_unlock(&e->mu);
@@ -775,6 +834,8 @@ static void *loop(void *arg)
             }
             pthread_mutex_lock(&e->mu);
             e->asleep = 0;
+            if (e->inbox)
+                rv_inbox_awake(e->inbox);
             if (e->closing)
                 break;
         }
@@ -783,10 +844,12 @@ static void *loop(void *arg)
             e->rx_mm[i].msg_hdr.msg_controllen = sizeof e->rx_ctl[i];
         int n = recvmmsg(e->fd, e->rx_mm, HP_RX_BATCH, MSG_DONTWAIT, NULL);
         pthread_mutex_lock(&e->mu);
-        double now = hp_now();
+        double now = e->now = hp_now();
         more = n == HP_RX_BATCH;
         for (int i = 0; i < n; i++)
             take_train(e, &e->rx_mm[i], now);
+        if (e->inbox)
+            rv_inbox_drain(e->inbox, take_queued, e);
         pump(e, now);
         timers(e, now);
         if (e->wake_callers && e->waiters) {
@@ -840,6 +903,9 @@ struct hp_engine *hp_open(const struct hp_config *config, int fd, const uint32_t
         p->rto = (struct rto){.floor = config->rto_s, .cap = HP_MAX_RTO_S, .rto = config->rto_s};
         p->heard = -1;
         p->seen = calloc(HP_REORDER / 64, sizeof *p->seen);
+        p->qp = rv_qp(config->group, (uint32_t)r);
+        rv_bth(p->bth, p->qp);
+        p->held_since = -1;
         bad = !p->seen;
     }
     for (int i = 0; !bad && i < HP_RX_BATCH; i++) {
@@ -862,6 +928,16 @@ struct hp_engine *hp_open(const struct hp_config *config, int fd, const uint32_t
     if (bad) {
         snprintf(error, error_len, "no memory or no eventfd for the engine: %s", strerror(errno));
         e->fd = -1;                               /* the caller still owns it */
+        hp_free(e);
+        return NULL;
+    }
+    if (config->rocev2 && (!(e->inbox = rv_inbox_new(INBOX_DATAGRAMS, e->wake_fd)) ||
+                           !(e->port = rv_port_join(config->bind_ip, config->group, e->inbox, error, error_len)) ||
+                           (config->rate_port && !(e->rates = rv_rates_join((uint16_t)config->rate_port, error,
+                                                                             error_len))))) {
+        if (!e->inbox)
+            snprintf(error, error_len, "no memory for the engine's RoCEv2 inbox");
+        e->fd = -1;
         hp_free(e);
         return NULL;
     }
@@ -1108,11 +1184,22 @@ int hp_abort_at(struct hp_engine *e, uint32_t i, uint64_t *call, int32_t *by, ch
     return there;
 }
 
+static void hp_stats_locked(struct hp_engine *e, struct hp_stats *out)
+{
+    *out = e->stats;
+    out->send_errors = __atomic_load_n(&e->stats.send_errors, __ATOMIC_RELAXED);
+    if (e->port)
+        rv_port_counts(e->port, &out->rocev2_malformed, &out->rocev2_unknown_group);
+    if (e->rates)
+        out->rocev2_rate_messages = rv_rate_messages(e->rates);
+    if (e->inbox)
+        out->rocev2_inbox_dropped = rv_inbox_dropped(e->inbox);
+}
+
 void hp_stats(struct hp_engine *e, struct hp_stats *out)
 {
     pthread_mutex_lock(&e->mu);
-    *out = e->stats;
-    out->send_errors = __atomic_load_n(&e->stats.send_errors, __ATOMIC_RELAXED);
+    hp_stats_locked(e, out);
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -1135,6 +1222,15 @@ void hp_close(struct hp_engine *e)
     while (e->callers)
         pthread_cond_wait(&e->cv, &e->mu);
     pthread_mutex_unlock(&e->mu);
+    pthread_mutex_lock(&e->mu);
+    hp_stats_locked(e, &e->stats);              /* the shared counters as they were when we left */
+    pthread_mutex_unlock(&e->mu);
+    if (e->port)
+        rv_port_leave(e->port, e->cfg.group);    /* its reader hands us nothing more */
+    e->port = NULL;
+    if (e->rates)
+        rv_rates_leave(e->rates);
+    e->rates = NULL;
     if (e->fd >= 0)
         close(e->fd);
     e->fd = -1;
@@ -1161,6 +1257,7 @@ void hp_free(struct hp_engine *e)
     free(e->aborts);
     out_release(&e->out);
     free(e->rx);
+    rv_inbox_free(e->inbox);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
     free(e);

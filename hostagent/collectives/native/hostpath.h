@@ -6,14 +6,15 @@
  *
  * Parts of hostpath.c: the wire (HEADER's 29 bytes), peers and their windows, the message
  * table (reassembly by source and tag), timers (RFC 6298 per peer, Karn, doubling; delayed
- * acknowledgements; heartbeats), the loop, and the callers' side.
+ * acknowledgements; heartbeats), the loop, and the callers' side; rocev2.c: RoCEv2 framing (the
+ * shared port 4791, the rates of queue pairs).
  */
 #ifndef AIFABRIC_HOSTPATH_H
 #define AIFABRIC_HOSTPATH_H
 
 #include <stdint.h>
 
-#define HP_VERSION 1                    /* bump when a struct below changes (the binding checks it) */
+#define HP_VERSION 2                    /* bump when a struct below changes (the binding checks it) */
 
 /* reliable.py's constants: the wire and its timing */
 #define HP_HEADER_BYTES 29              /* "!2sBIHIQII": magic, kind, group, source, seq, tag, fragment, fragments */
@@ -52,6 +53,9 @@ struct hp_config {
     double silent_after_s;
     double drop_outgoing;    /* share of datagrams dropped on purpose (tests) */
     uint64_t drop_seed;
+    int32_t rocev2;          /* RoCEv2 framing (rocev2.h): the peers' ports are then 4791 */
+    uint32_t bind_ip;        /* this rank's address (network order): its shared port 4791 */
+    int32_t rate_port;       /* with rocev2: where rate messages arrive (127.0.0.1); 0: not paced */
 };
 
 /* TransferStats' counters, and the engine's own */
@@ -61,6 +65,11 @@ struct hp_stats {
     uint64_t out_of_reach;   /* DATA more than HP_REORDER above its source's floor: not taken, resent later */
     uint64_t wakeups;        /* times waiting callers were woken */
     uint64_t loops;          /* the engine's iterations */
+    /* rocev2 */
+    uint64_t rocev2_malformed, rocev2_unknown_group;   /* at the shared port: all its groups' */
+    uint64_t rocev2_rate_messages;                     /* heard by the process's listener */
+    uint64_t rocev2_inbox_dropped;                     /* datagrams that found this group's inbox full */
+    double rocev2_paced_s;                             /* data held back by its queue pairs' rates */
 };
 
 struct hp_failure {
