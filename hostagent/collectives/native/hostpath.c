@@ -785,8 +785,9 @@ static double next_event(const struct hp_engine *e, double now)
 
 /* ======================================================================== the loop */
 
-/* one received buffer: a datagram, or a GRO train of datagrams of the size its cmsg gives */
-static void take_train(struct hp_engine *e, struct mmsghdr *m, double now)
+/* one received buffer: a datagram, or a GRO train of datagrams of the size its cmsg gives; each
+ * datagram to one(ctx, ...) */
+static void split_train(struct mmsghdr *m, void (*one)(void *ctx, const uint8_t *data, size_t len), void *ctx)
 {
     const uint8_t *data = m->msg_hdr.msg_iov->iov_base;
     size_t len = m->msg_len, seg = 0;
@@ -797,17 +798,36 @@ static void take_train(struct hp_engine *e, struct mmsghdr *m, double now)
             seg = size > 0 ? (size_t)size : 0;
         }
     if (!seg) {                 /* one datagram: read as far as reliable.py's MAX_DATAGRAM */
-        take(e, data, len < HP_MAX_DATAGRAM ? len : HP_MAX_DATAGRAM, now);
+        one(ctx, data, len < HP_MAX_DATAGRAM ? len : HP_MAX_DATAGRAM);
         return;
     }
     for (size_t off = 0; off < len; off += seg)
-        take(e, data + off, len - off < seg ? len - off : seg, now);
+        one(ctx, data + off, len - off < seg ? len - off : seg);
 }
 
-static void take_queued(void *engine, const uint8_t *data, size_t len)
+static void take_now(void *engine, const uint8_t *data, size_t len)
 {
     struct hp_engine *e = engine;
     take(e, data, len, e->now);
+}
+
+/* rocev2: a datagram from the shared port: ours taken, another group's queued for it */
+static void take_framed(void *engine, const uint8_t *data, size_t len)
+{
+    struct hp_engine *e = engine;
+    rv_port_dispatch(e->port, e->cfg.group, data, len, take_now, e);
+}
+
+/* a batch from `fd` into the receive buffers (the lock let go meanwhile): how many */
+static int receive(struct hp_engine *e, int fd)
+{
+    for (int i = 0; i < HP_RX_BATCH; i++)
+        e->rx_mm[i].msg_hdr.msg_controllen = sizeof e->rx_ctl[i];
+    pthread_mutex_unlock(&e->mu);
+    int n = recvmmsg(fd, e->rx_mm, HP_RX_BATCH, MSG_DONTWAIT, NULL);
+    pthread_mutex_lock(&e->mu);
+    e->now = hp_now();
+    return n;
 }
 
 static void *loop(void *arg)
@@ -825,9 +845,10 @@ static void *loop(void *arg)
         if (wait > 0) {
             e->asleep = 1;
             pthread_mutex_unlock(&e->mu);
-            struct pollfd fds[2] = {{.fd = e->fd, .events = POLLIN}, {.fd = e->wake_fd, .events = POLLIN}};
+            struct pollfd fds[3] = {{.fd = e->port ? -1 : e->fd, .events = POLLIN}, {.fd = e->wake_fd, .events = POLLIN},
+                                    {.fd = e->port ? rv_port_fd(e->port) : -1, .events = POLLIN}};
             struct timespec ts = abs_time(wait);
-            ppoll(fds, 2, &ts, NULL);
+            ppoll(fds, 3, &ts, NULL);
             if (fds[1].revents & POLLIN) {
                 uint64_t v;
                 if (read(e->wake_fd, &v, sizeof v) < 0) { /* nothing to drain */ }
@@ -839,17 +860,20 @@ static void *loop(void *arg)
             if (e->closing)
                 break;
         }
-        pthread_mutex_unlock(&e->mu);
-        for (int i = 0; i < HP_RX_BATCH; i++)
-            e->rx_mm[i].msg_hdr.msg_controllen = sizeof e->rx_ctl[i];
-        int n = recvmmsg(e->fd, e->rx_mm, HP_RX_BATCH, MSG_DONTWAIT, NULL);
-        pthread_mutex_lock(&e->mu);
-        double now = e->now = hp_now();
+        int n = e->port ? 0 : receive(e, e->fd);      /* rocev2: nothing comes to the group's own port */
         more = n == HP_RX_BATCH;
         for (int i = 0; i < n; i++)
-            take_train(e, &e->rx_mm[i], now);
-        if (e->inbox)
-            rv_inbox_drain(e->inbox, take_queued, e);
+            split_train(&e->rx_mm[i], take_now, e);
+        if (e->port) {          /* rocev2: the shared port 4791, read by whichever of its engines wakes */
+            n = receive(e, rv_port_fd(e->port));
+            more |= n == HP_RX_BATCH;
+            rv_port_lock(e->port);
+            for (int i = 0; i < n; i++)
+                split_train(&e->rx_mm[i], take_framed, e);
+            rv_port_unlock(e->port);
+            rv_inbox_drain(e->inbox, take_now, e);
+        }
+        double now = e->now;
         pump(e, now);
         timers(e, now);
         if (e->wake_callers && e->waiters) {

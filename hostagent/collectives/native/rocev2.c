@@ -10,11 +10,9 @@
 #include <netinet/udp.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -22,8 +20,6 @@
 #define UDP_GRO 104
 #endif
 #define MAX_DATAGRAM 2048               /* transport.py's: a datagram is read this far */
-#define PORT_BATCH 32                   /* datagrams (or GRO trains) per recvmmsg on a shared port */
-#define PORT_RX_BYTES 65536
 #define SOCKET_BUFFER_BYTES (4 << 20)   /* transport.py's SOCKET_BUFFER_BYTES */
 #define RATE_MESSAGE_BYTES 16           /* ratecontrol.py: "HARC", flow u32, bits/s f64, big-endian */
 #define MAX_RATE_MESSAGES 256           /* read per poll at most */
@@ -159,22 +155,23 @@ struct member {
 struct rv_port {
     struct rv_port *next;
     uint32_t ip;
-    int fd, wake_fd, stop;
-    pthread_t reader;
+    int fd;
     pthread_mutex_t mu;                 /* members and counters */
     struct member *members;
     uint32_t n, cap;
     uint64_t malformed, unknown_group;
-    struct mmsghdr mm[PORT_BATCH];
-    struct iovec iov[PORT_BATCH];
-    char ctl[PORT_BATCH][CMSG_SPACE(sizeof(int))];
-    uint8_t *rx;
 };
 
 static struct rv_port *ports;
 
-/* one datagram from the port: unframed and handed to its group (port->mu held) */
-static void dispatch(struct rv_port *port, const uint8_t *data, size_t len)
+int rv_port_fd(struct rv_port *port) { return port->fd; }
+
+void rv_port_lock(struct rv_port *port) { pthread_mutex_lock(&port->mu); }
+
+void rv_port_unlock(struct rv_port *port) { pthread_mutex_unlock(&port->mu); }
+
+void rv_port_dispatch(struct rv_port *port, uint32_t own, const uint8_t *data, size_t len,
+                      void (*take)(void *ctx, const uint8_t *data, size_t len), void *ctx)
 {
     if (len < RV_BTH_BYTES || data[0] != RV_OPCODE_SEND_ONLY) {
         port->malformed++;              /* not a BTH of ours (the agents' CNPs and reports among them) */
@@ -186,6 +183,10 @@ static void dispatch(struct rv_port *port, const uint8_t *data, size_t len)
         uint32_t group;
         memcpy(&group, packet + RV_GROUP_OFFSET, 4);
         group = be32toh(group);
+        if (group == own) {
+            take(ctx, packet, plen);
+            return;
+        }
         for (uint32_t i = 0; i < port->n; i++)
             if (port->members[i].group == group) {
                 inbox_push(port->members[i].inbox, packet, plen);
@@ -195,90 +196,32 @@ static void dispatch(struct rv_port *port, const uint8_t *data, size_t len)
     port->unknown_group++;              /* a group no transport of this process has (yet, or any more) */
 }
 
-static void *port_read(void *arg)
-{
-    struct rv_port *port = arg;
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL);
-    while (!__atomic_load_n(&port->stop, __ATOMIC_ACQUIRE)) {
-        struct pollfd fds[2] = {{.fd = port->fd, .events = POLLIN}, {.fd = port->wake_fd, .events = POLLIN}};
-        if (poll(fds, 2, 100) <= 0 || !(fds[0].revents & POLLIN))
-            continue;
-        for (int i = 0; i < PORT_BATCH; i++)
-            port->mm[i].msg_hdr.msg_controllen = sizeof port->ctl[i];
-        int n = recvmmsg(port->fd, port->mm, PORT_BATCH, MSG_DONTWAIT, NULL);
-        pthread_mutex_lock(&port->mu);
-        for (int i = 0; i < n; i++) {
-            struct msghdr *h = &port->mm[i].msg_hdr;
-            const uint8_t *data = h->msg_iov->iov_base;
-            size_t len = port->mm[i].msg_len, seg = 0;
-            for (struct cmsghdr *c = CMSG_FIRSTHDR(h); c; c = CMSG_NXTHDR(h, c))
-                if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
-                    int size;
-                    memcpy(&size, CMSG_DATA(c), sizeof size);
-                    seg = size > 0 ? (size_t)size : 0;
-                }
-            if (!seg)
-                seg = len = len < MAX_DATAGRAM ? len : MAX_DATAGRAM;    /* read as far as rocev2.py reads */
-            for (size_t off = 0; off < len; off += seg)
-                dispatch(port, data + off, len - off < seg ? len - off : seg);
-        }
-        pthread_mutex_unlock(&port->mu);
-    }
-    return NULL;
-}
-
-static void port_free(struct rv_port *port)
-{
-    if (port->fd >= 0)
-        close(port->fd);
-    if (port->wake_fd >= 0)
-        close(port->wake_fd);
-    free(port->members);
-    free(port->rx);
-    pthread_mutex_destroy(&port->mu);
-    free(port);
-}
-
 static struct rv_port *port_open(uint32_t ip, char *error, uint32_t error_len)
 {
     char name[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &ip, name, sizeof name);
     struct rv_port *port = calloc(1, sizeof *port);
-    if (!port) {
-        snprintf(error, error_len, "no memory for the RoCEv2 port on %s", name);
-        return NULL;
-    }
-    pthread_mutex_init(&port->mu, NULL);
-    port->ip = ip;
-    port->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    port->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    port->rx = malloc((size_t)PORT_BATCH * PORT_RX_BYTES);
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in at = {.sin_family = AF_INET, .sin_port = htons(RV_PORT), .sin_addr.s_addr = ip};
-    if (port->fd < 0 || port->wake_fd < 0 || !port->rx) {
+    if (!port || fd < 0) {
         snprintf(error, error_len, "cannot open the RoCEv2 port on %s: %s", name, strerror(errno));
-        port_free(port);
+        free(port);
+        if (fd >= 0)
+            close(fd);
         return NULL;
     }
-    grow_buffers(port->fd);
-    if (bind(port->fd, (struct sockaddr *)&at, sizeof at) < 0) {
+    grow_buffers(fd);
+    if (bind(fd, (struct sockaddr *)&at, sizeof at) < 0) {
         snprintf(error, error_len, "cannot bind UDP %s:%d (RoCEv2): %s", name, RV_PORT, strerror(errno));
-        port_free(port);
+        close(fd);
+        free(port);
         return NULL;
     }
     int on = 1;
-    setsockopt(port->fd, IPPROTO_UDP, UDP_GRO, &on, sizeof on);
-    for (int i = 0; i < PORT_BATCH; i++) {
-        port->iov[i] = (struct iovec){.iov_base = port->rx + (size_t)i * PORT_RX_BYTES, .iov_len = PORT_RX_BYTES};
-        port->mm[i].msg_hdr = (struct msghdr){.msg_iov = &port->iov[i], .msg_iovlen = 1, .msg_control = port->ctl[i]};
-    }
-    int err = pthread_create(&port->reader, NULL, port_read, port);
-    if (err) {
-        snprintf(error, error_len, "cannot start the RoCEv2 port's reader on %s: %s", name, strerror(err));
-        port_free(port);
-        return NULL;
-    }
+    setsockopt(fd, IPPROTO_UDP, UDP_GRO, &on, sizeof on);
+    pthread_mutex_init(&port->mu, NULL);
+    port->ip = ip;
+    port->fd = fd;
     return port;
 }
 
@@ -339,11 +282,10 @@ void rv_port_leave(struct rv_port *port, uint32_t group)
                 *at = port->next;
                 break;
             }
-        __atomic_store_n(&port->stop, 1, __ATOMIC_RELEASE);
-        uint64_t one = 1;
-        if (write(port->wake_fd, &one, sizeof one) < 0) { /* it looks at stop within 100 ms anyway */ }
-        pthread_join(port->reader, NULL);
-        port_free(port);
+        close(port->fd);                /* no engine reads it any more: each left after its loop stopped */
+        free(port->members);
+        pthread_mutex_destroy(&port->mu);
+        free(port);
     }
     pthread_mutex_unlock(&registry);
 }
