@@ -4,7 +4,8 @@ The compiled path (pipeline/compiled.py: Cython extension modules) and the nativ
 (native/build.py: shared libraries of generated C) load code they built into the switch's
 process (often root), so both keep it the same way:
 
-- one cache directory (``SOFTSWITCH_CACHE`` or ~/.cache/aifabric/softswitch), ours alone: each
+- one cache directory (``SOFTSWITCH_CACHE`` or ~/.cache/aifabric/softswitch; the collectives'
+  native host path's is ``AIFABRIC_HOST_PATH_CACHE`` or ~/.cache/aifabric/hostpath), ours alone: each
   directory above it root's or ours and writable by nobody else unless sticky (/tmp); a built
   file that anyone but this user could have written or replaced is refused (``check_ours``);
 - one build per name (a digest of everything the build depends on), under a lock file, so
@@ -32,11 +33,12 @@ class CacheError(Exception):
     """Built code cannot be had or trusted; the message says why."""
 
 
-def default_cache_dir() -> Path:
-    if os.environ.get("SOFTSWITCH_CACHE"):
-        return Path(os.environ["SOFTSWITCH_CACHE"])
+def default_cache_dir(kind: str = "softswitch", variable: str = "SOFTSWITCH_CACHE") -> Path:
+    """``$variable`` if set, else ~/.cache/aifabric/``kind`` (XDG_CACHE_HOME honoured)."""
+    if os.environ.get(variable):
+        return Path(os.environ[variable])
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "aifabric" / "softswitch"
+    return Path(base) / "aifabric" / kind
 
 
 def check_ours(path: Path, what: str, error: type[Exception] = CacheError) -> None:

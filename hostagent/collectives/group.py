@@ -32,7 +32,6 @@ from hostagent.collectives.algorithms import halving_doubling, hierarchical, pai
 from hostagent.collectives.arrays import CODES, DTYPES, ReduceOp, dtype_name
 from hostagent.collectives.headers import CallHeader, NonFinite, Refused, agree
 from hostagent.collectives.links import SUBGROUP_BITS, Link, call_id, make_tag
-from hostagent.collectives.rocev2 import RoceEndpoint
 from hostagent.collectives.reliable import Aborted, CollectiveError, ReliableTransport, TransportConfig
 
 P2P_CALL = 0  # send/recv tags live in call 0, which no collective uses
@@ -245,11 +244,12 @@ class ProcessGroup:
 
     # --- bookkeeping --------------------------------------------------------------------------
 
-    def stats(self) -> dict[str, float]:
-        s = self.transport.stats.as_dict()
+    def stats(self) -> dict[str, float | str]:
+        """The transport's counters (TransferStats), its send errors, the host path that runs it
+        and why (host_path, host_path_reason), and the RoCEv2 framing's counters where it is on."""
+        s: dict[str, float | str] = self.transport.stats.as_dict()
         s["send_errors"] = self.transport.send_errors
-        if isinstance(self.transport.endpoint, RoceEndpoint):
-            s.update(self.transport.endpoint.counters())
+        s.update(self.transport.host_path_stats())
         return s
 
     def close(self) -> None:

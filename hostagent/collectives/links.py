@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hostagent.collectives.arrays import from_bytes, to_bytes
+from hostagent.collectives.arrays import from_bytes
 from hostagent.collectives.reliable import CALL_NUMBER_BITS, CollectiveError, ReliableTransport
 
 SPACE_BITS = 12
@@ -55,7 +55,7 @@ class Link:
         self._subs = 0
 
     def send(self, peer: int, step: int, array: np.ndarray) -> None:
-        self.transport.send(self.members[peer], make_tag(self.call, self.space, step), to_bytes(array), self.deadline, self.watch)
+        self.transport.send(self.members[peer], make_tag(self.call, self.space, step), array, self.deadline, self.watch)
 
     def recv(self, peer: int, step: int, count: int | None = None) -> np.ndarray:
         data = self.transport.recv(self.members[peer], make_tag(self.call, self.space, step), self.deadline, self.watch)

@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT
 from hostagent.collectives.aggregation.worker import JobConfig
 from hostagent.collectives.group import ProcessGroup
-from hostagent.collectives.reliable import TransportConfig
+from hostagent.collectives.reliable import HOST_PATHS, TransportConfig
 from hostagent.collectives.rendezvous import rendezvous
 
 AGG_TIMEOUT_S = 0.1      # the in-network worker's first resend timeout on links not limited
@@ -44,6 +44,9 @@ def add_group_args(p: argparse.ArgumentParser, *, port: int, timeout: float = 60
                    help="packets RoCEv2-like (UDP 4791, a BTH, ECN-capable), for the host agents' PLB and DCQCN")
     p.add_argument("--rate-control-port", type=int, default=0,
                    help="with --rocev2: where the rates DCQCN sets arrive (127.0.0.1; 0: not paced)")
+    p.add_argument("--host-path", choices=HOST_PATHS, default=None,
+                   help="the reliable transport's host path: native (C engine), python (the reference) or auto "
+                        "(native where gcc builds it); default $AIFABRIC_HOST_PATH, else auto")
     p.add_argument("--aggregator", help="in-network job: the fallback aggregator's IP")
     p.add_argument("--job", type=int, help="in-network job id")
     p.add_argument("--worker-id", type=int, help="in-network: this rank's worker_id on the wire")
@@ -75,7 +78,7 @@ def job_from_args(args: argparse.Namespace) -> JobConfig | None:
 
 def group_from_args(args: argparse.Namespace, *, groups: list[list[int]] | None = None) -> ProcessGroup:
     transport = TransportConfig(window=args.window, rto_s=args.rto, silent_after_s=args.silent_after,
-                                rocev2=args.rocev2, rate_control_port=args.rate_control_port)
+                                rocev2=args.rocev2, rate_control_port=args.rate_control_port, host_path=args.host_path)
     return ProcessGroup(args.rank, [(ip, args.port) for ip in peer_ips(args)], timeout_s=args.timeout, groups=groups,
                         aggregation=job_from_args(args), transport=transport)
 

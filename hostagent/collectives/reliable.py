@@ -18,6 +18,12 @@ starting and is only given up at the call's deadline.
 
 A rank that gives up on a call sends ABORT (a few unacknowledged copies) to everyone naming the
 cause, so the others raise at once instead of waiting out their own deadline.
+
+This module is the reference. `ReliableTransport(...)` is made on the host path its config asks
+for (`TransportConfig.host_path`, hostagent.collectives.host_path): by default the native
+engine (hostagent.collectives.native: the same protocol in C, its own thread, batched socket
+calls) where the machine's C compiler builds it, else this Python code; `host_path` and
+`host_path_reason` on the transport (and in ProcessGroup.stats()) say which runs and why.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from hostagent.collectives.rocev2 import RoceEndpoint
-from hostagent.collectives.transport import Pending, RtoEstimator, TransferStats, UdpEndpoint
+from hostagent.collectives.transport import Pending, RtoEstimator, TransferStats, UdpEndpoint, byte_view
 
 MAGIC = b"CL"
 HEADER = struct.Struct("!2sBIHIQII")  # magic, kind, group, source rank, seq, tag, fragment, fragments
@@ -45,6 +51,13 @@ DATA_FRAME_BYTES = PAYLOAD + HEADER.size + ETH_IP_UDP_BYTES  # a full data packe
 ACK_FRAME_BYTES = HEADER.size + ETH_IP_UDP_BYTES + 2 * SACK.size  # an acknowledgement, a couple of entries typically
 MAX_SACKS = (PAYLOAD - 4) // SACK.size
 CALL_NUMBER_BITS = 24  # a call id (tag >> 32) is its subgroup's number above these bits and its own number
+HOST_PATHS = ("auto", "native", "python")
+
+
+def fragment_fits(frag: int, count: int, length: int) -> bool:
+    """A DATA packet as the senders cut messages: fragment < fragments, the last at most PAYLOAD
+    bytes and every other exactly PAYLOAD (anything else is malformed: counted stale)."""
+    return count >= 1 and frag < count and length <= PAYLOAD and (frag == count - 1 or length == PAYLOAD)
 
 
 class Kind(enum.IntEnum):
@@ -99,7 +112,9 @@ class TransportConfig:
     `rocev2`: packets go RoCEv2-like (UDP 4791, a BTH whose queue pair names the group's flow to
     each peer, ECN-capable) so the host agents' PLB and DCQCN act on them (hostagent.collectives
     .rocev2); `rate_control_port` (with rocev2; 0: none) is where the sender hears the rates
-    DCQCN sets for its queue pairs."""
+    DCQCN sets for its queue pairs. `host_path`: "auto" (native where it builds, else Python),
+    "native" (or refuse to start, saying why) or "python"; None: $AIFABRIC_HOST_PATH, else auto
+    (hostagent.collectives.host_path)."""
     window: int = 64
     rto_s: float = 0.03
     silent_after_s: float = 10.0
@@ -107,8 +122,11 @@ class TransportConfig:
     drop_seed: int = 0
     rocev2: bool = False
     rate_control_port: int = 0
+    host_path: str | None = None
 
     def __post_init__(self) -> None:
+        if self.host_path is not None and self.host_path not in HOST_PATHS:
+            raise ValueError(f"TransportConfig: host_path {self.host_path!r} is not one of {', '.join(HOST_PATHS)}")
         if not self.rocev2 and self.rate_control_port:
             raise ValueError("TransportConfig: rate_control_port paces RoCEv2 queue pairs; set rocev2 too")
         if self.rocev2 and self.drop_outgoing:
@@ -116,17 +134,26 @@ class TransportConfig:
 
 
 class ReliableTransport:
-    """Messages to and from the other ranks of one group; `peers[r]` is rank r's (ip, port)."""
+    """Messages to and from the other ranks of one group; `peers[r]` is rank r's (ip, port).
+    Made on the host path the config chooses: this class (the Python reference) or its native
+    twin, hostagent.collectives.native.NativeTransport (same methods, same errors)."""
+
+    def __new__(cls, rank: int, peers: list[tuple[str, int]], group: int = 0,
+                config: TransportConfig = TransportConfig()) -> ReliableTransport:
+        from hostagent.collectives import host_path
+        choice = host_path.choose(config)
+        if cls is ReliableTransport and choice.path == "native":
+            from hostagent.collectives.native import NativeTransport
+            cls = NativeTransport
+        transport = super().__new__(cls)
+        transport.host_path, transport.host_path_reason = choice.path, choice.reason
+        transport._library = choice.library
+        return transport
 
     def __init__(self, rank: int, peers: list[tuple[str, int]], group: int = 0,
                  config: TransportConfig = TransportConfig()) -> None:
-        self.rank = rank
-        self.config = config
-        self.silent_after_s = config.silent_after_s
-        self.peers = [tuple(p) for p in peers]
-        self.group = group
-        self.window = config.window
-        self.rto_s = rto_s = config.rto_s
+        self._settings(rank, peers, group, config)
+        rto_s = self.rto_s
         self.endpoint = (RoceEndpoint(self.peers[rank], self.peers, group, config.rate_control_port) if config.rocev2
                          else UdpEndpoint(self.peers[rank], config.drop_outgoing, drop_seed=config.drop_seed))
         self.stats: TransferStats = self.endpoint.stats
@@ -137,7 +164,6 @@ class ReliableTransport:
         self._pending: list[dict[int, Pending]] = [{} for _ in peers]
         self._floor = [0] * len(peers)  # every seq below it was taken, per source
         self._above: list[set[int]] = [set() for _ in peers]
-        self.ack_delay_s = rto_s / 3  # well inside the sender's timeout
         self._rto = [RtoEstimator(rto_s, MAX_RTO_S) for _ in peers]
         self._owed = [0] * len(peers)  # packets taken since our last acknowledgement, per source
         self._owed_since = [0.0] * len(peers)
@@ -150,11 +176,24 @@ class ReliableTransport:
         self._thread = threading.Thread(target=self._loop, name=f"reliable-rank{rank}", daemon=True)
         self._thread.start()
 
+    def _settings(self, rank: int, peers: list[tuple[str, int]], group: int, config: TransportConfig) -> None:
+        """What both host paths keep of their arguments."""
+        self.rank = rank
+        self.config = config
+        self.silent_after_s = config.silent_after_s
+        self.peers = [tuple(p) for p in peers]
+        self.group = group
+        self.window = config.window
+        self.rto_s = config.rto_s
+        self.ack_delay_s = config.rto_s / 3  # well inside the sender's timeout
+
     # --- the caller's side --------------------------------------------------------------------
 
     def send(self, dst: int, tag: int, payload: bytes, deadline: float, watch: Sequence[int] = ()) -> None:
         """Queue `payload` for rank `dst`; returns once every packet is in flight (not yet
-        acknowledged). Raises PeerSilent early if a rank in `watch` (or dst) stopped."""
+        acknowledged). Raises PeerSilent early if a rank in `watch` (or dst) stopped. `payload`:
+        bytes or any buffer (a numpy array is sent as its bytes, without a copy first)."""
+        payload = byte_view(payload)
         count = max(1, -(-len(payload) // PAYLOAD))
         for frag in range(count):
             body = payload[frag * PAYLOAD : (frag + 1) * PAYLOAD]
@@ -210,6 +249,14 @@ class ReliableTransport:
         self._closed = True
         self._thread.join(timeout=2.0)
         self.endpoint.close()
+
+    def host_path_stats(self) -> dict[str, float | str]:
+        """Which host path runs this transport and why, and with rocev2 what its framing counted
+        (RoceEndpoint.counters(); the native engine adds its own counters)."""
+        out: dict[str, float | str] = {"host_path": self.host_path, "host_path_reason": self.host_path_reason}
+        if isinstance(self.endpoint, RoceEndpoint):
+            out.update(self.endpoint.counters())
+        return out
 
     def _check(self, tag: int, peer: int, watch: Sequence[int]) -> None:
         """Raise if another rank aborted this call (or an earlier one) or a watched rank stopped."""
@@ -278,6 +325,10 @@ class ReliableTransport:
             elif kind == Kind.HEARTBEAT:
                 pass  # being heard is all it is for
             elif kind == Kind.DATA:
+                inbox = self._partial.get((src, tag))
+                if not fragment_fits(frag, count, len(data) - HEADER.size) or (inbox is not None and inbox.count != count):
+                    self.stats.stale += 1
+                    return
                 fresh = self._take_data(src, seq, tag, frag, count, data[HEADER.size :])
                 if not self._owed[src]:
                     self._owed_since[src] = time.monotonic()

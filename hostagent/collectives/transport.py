@@ -1,6 +1,7 @@
 """The UDP socket the worker, the ring and the parameter server share, with their counters and
 an optional seeded send-loss knob (`drop_outgoing`) for tests and demos, and the retransmission
-timeout their senders derive from measured round trips (RtoEstimator)."""
+timeout their senders derive from measured round trips (RtoEstimator); `bound_socket` (the
+socket alone, also the native host path's) and `byte_view` (a payload's bytes without a copy)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import random
 import socket
 from dataclasses import asdict, dataclass
 from typing import Callable
+
+import numpy as np
 
 SOCKET_BUFFER_BYTES = 4 << 20
 MAX_DATAGRAM = 2048  # every packet of ours is smaller
@@ -36,6 +39,26 @@ def _grow_buffers(sock: socket.socket) -> None:
             sock.setsockopt(socket.SOL_SOCKET, forced, SOCKET_BUFFER_BYTES)
         except OSError:
             sock.setsockopt(socket.SOL_SOCKET, plain, SOCKET_BUFFER_BYTES)
+
+
+def bound_socket(bind: tuple[str, int]) -> socket.socket:
+    """A UDP socket bound to `bind` with room for a window of every peer at once."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    _grow_buffers(sock)
+    try:
+        sock.bind(bind)
+    except OSError as exc:
+        sock.close()
+        raise OSError(exc.errno, f"cannot bind UDP {bind[0]}:{bind[1]}: {exc.strerror}") from exc
+    return sock
+
+
+def byte_view(payload: bytes | bytearray | memoryview | np.ndarray) -> memoryview:
+    """The payload's bytes as a flat byte memoryview, without a copy (a numpy array of any dtype
+    is viewed as its bytes, made contiguous first if it is not)."""
+    if isinstance(payload, np.ndarray):
+        return memoryview(np.ascontiguousarray(payload).reshape(-1).view(np.uint8))
+    return memoryview(payload).cast("B")
 
 
 @dataclass(kw_only=True)
@@ -87,13 +110,7 @@ class UdpEndpoint:
         self.drop_outgoing = drop_outgoing
         self._rng = random.Random(drop_seed)
         self.stats = TransferStats()
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        _grow_buffers(self.sock)
-        try:
-            self.sock.bind(bind)
-        except OSError as exc:
-            self.sock.close()
-            raise OSError(exc.errno, f"cannot bind UDP {bind[0]}:{bind[1]}: {exc.strerror}") from exc
+        self.sock = bound_socket(bind)
         self.address: tuple[str, int] = self.sock.getsockname()
 
     def send(self, data: bytes, addr: tuple[str, int]) -> None:

@@ -1,10 +1,11 @@
 """Building the native data path's shared library: a program's generated C with the data plane
 (dataplane.c) and the generic run-time objects, compiled with the machine's C compiler.
 
-``compile_library`` is the compiler step alone (tests use it for a hand-written stand-in of a
-program's pipeline). The per-program build at pipeline push, cached per program text, is
-``NativeBuilder``: the compiled path's cache (pipeline/compiled.py's BuildCache: directory,
-lock, ownership checks, pruning) holds its libraries too.
+``compile_command`` is the compiler step alone (tests use it for a hand-written stand-in of a
+program's pipeline). ``LibraryBuilder`` builds, caches and loads a shared library of C sources
+(softswitch's cache, build_cache: directory, lock, ownership checks, pruning); the per-program
+build at pipeline push, cached per program text, is ``NativeBuilder``, and the collectives'
+native host path (hostagent.collectives.native) is another LibraryBuilder.
 """
 from __future__ import annotations
 
@@ -41,14 +42,14 @@ def missing(cc: str | None = None) -> str | None:
     return None
 
 
-def compile_command(sources: list[Path], output: Path, cc: str | None = None) -> list[str]:
-    """The compiler's command line: ``sources`` (with abi.h's directory on the include path)
-    into the shared library ``output``."""
-    return ["nice", "-n", "10", *(cc or compiler()).split(), *C_FLAGS, "-I", str(NATIVE_DIR),
+def compile_command(sources: list[Path], output: Path, cc: str | None = None, include: Path = NATIVE_DIR) -> list[str]:
+    """The compiler's command line: ``sources`` (with ``include``, abi.h's directory by default,
+    on the include path) into the shared library ``output``."""
+    return ["nice", "-n", "10", *(cc or compiler()).split(), *C_FLAGS, "-I", str(include),
             *map(str, sources), "-o", str(output), "-lm"]
 
 
-# ---- a program's library, cached per program text ---------------------------------------------
+# ---- a library, cached per digest of its sources ----------------------------------------------
 FORMAT = 1                              # bump when the library's shape changes: older builds are not reused
 LIBRARY_PREFIX = "softswitch_native_"   # softswitch_native_<digest>.so in the build cache
 KEEP_BUILDS = 24
@@ -57,30 +58,32 @@ HEADERS = tuple(NATIVE_DIR / h for h in ("abi.h", "xsk.h", "objects.h", "pipelin
 _loaded: dict[str, ctypes.CDLL] = {}    # library name -> library, once per process
 
 
-class NativeBuilder:
-    """Builds, caches and loads a program's native library: its generated C (native/codegen.py)
-    with the run-time objects (objects.c) and, unless ``with_dataplane`` is False (tests of the
-    pipeline alone), the data plane (dataplane.c). Cached per generated text and sources in the
-    compiled path's cache (build_cache: directory, lock, ownership checks, pruning)."""
+class LibraryBuilder:
+    """Builds, caches and loads the shared library ``<prefix><digest>.so`` of ``sources`` (and a
+    generated ``c_source``, if given), compiled with ``headers``' directory ``include`` on the
+    include path. The digest covers everything the build depends on (compiler, flags, sources,
+    headers); the cache is build_cache's (directory, lock, ownership checks, pruning to
+    ``keep`` libraries of this prefix); a library is loaded once per process."""
 
-    def __init__(self, cache_dir: Path | str | None = None, cc: str | None = None, with_dataplane: bool = True):
+    def __init__(self, prefix: str, sources: tuple[Path, ...], headers: tuple[Path, ...], include: Path,
+                 cache_dir: Path | str | None = None, cc: str | None = None, keep: int = KEEP_BUILDS):
+        self.prefix, self.sources, self.headers, self.include, self.keep = prefix, sources, headers, include, keep
         self.cache_dir = Path(cache_dir) if cache_dir else build_cache.default_cache_dir()
         self.cc = cc or compiler()
-        self.sources = OBJECT_SOURCES + (DATAPLANE_SOURCES if with_dataplane else ())
         self._runner = build_cache.Runner(BuildError)
 
-    def name(self, c_source: str) -> str:
+    def name(self, c_source: str = "") -> str:
         """The library's name: a digest of everything its build depends on."""
         parts = [str(FORMAT), self.cc, " ".join(C_FLAGS), c_source,
-                 *(f"{p.name}\0{p.read_text()}" for p in (*self.sources, *HEADERS))]
-        return LIBRARY_PREFIX + hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
+                 *(f"{p.name}\0{p.read_text()}" for p in (*self.sources, *self.headers))]
+        return self.prefix + hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
-    def path(self, c_source: str) -> Path:
+    def path(self, c_source: str = "") -> Path:
         return self.cache_dir / (self.name(c_source) + ".so")
 
-    def build(self, c_source: str) -> Path:
-        """The library of this generated C in the cache, built unless it is there (another process
-        building it is waited for). BuildError says what is missing or what failed."""
+    def build(self, c_source: str = "") -> Path:
+        """The library in the cache, built unless it is there (another process building it is
+        waited for). BuildError says what is missing or what failed."""
         why = missing(self.cc)
         if why:
             raise BuildError(why)
@@ -93,18 +96,20 @@ class NativeBuilder:
                     shutil.rmtree(stale, ignore_errors=True)
                 work = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=self.cache_dir))
                 try:
-                    c, so = work / "program.c", work / path.name
-                    c.write_text(c_source)
-                    self._runner.run(compile_command([c, *self.sources], so, self.cc), self.cc)
+                    generated = [work / "program.c"] if c_source else []
+                    for c in generated:
+                        c.write_text(c_source)
+                    so = work / path.name
+                    self._runner.run(compile_command([*generated, *self.sources], so, self.cc, self.include), self.cc)
                     os.chmod(so, 0o600)
                     os.replace(so, path)
                 finally:
                     shutil.rmtree(work, ignore_errors=True)
-                build_cache.prune(self.cache_dir, (LIBRARY_PREFIX,), ".so", KEEP_BUILDS)
+                build_cache.prune(self.cache_dir, (self.prefix,), ".so", self.keep)
         return path
 
-    def load(self, c_source: str) -> ctypes.CDLL:
-        """The library of this generated C, built first unless cached; loaded once per process."""
+    def load(self, c_source: str = "") -> ctypes.CDLL:
+        """The library, built first unless cached; loaded once per process."""
         path = self.build(c_source)
         lib = _loaded.get(path.name)
         if lib is None:
@@ -121,3 +126,13 @@ class NativeBuilder:
     def cancel(self) -> None:
         """Stop a build under way (the switch is stopping): build() raises BuildError."""
         self._runner.cancel()
+
+
+class NativeBuilder(LibraryBuilder):
+    """A program's native library: its generated C (native/codegen.py) with the run-time objects
+    (objects.c) and, unless ``with_dataplane`` is False (tests of the pipeline alone), the data
+    plane (dataplane.c), cached per generated text and sources."""
+
+    def __init__(self, cache_dir: Path | str | None = None, cc: str | None = None, with_dataplane: bool = True):
+        super().__init__(LIBRARY_PREFIX, OBJECT_SOURCES + (DATAPLANE_SOURCES if with_dataplane else ()), HEADERS,
+                         NATIVE_DIR, cache_dir, cc)

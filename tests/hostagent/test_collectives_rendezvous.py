@@ -18,6 +18,8 @@ from hostagent.collectives.group import ProcessGroup
 from hostagent.collectives.rank_program import add_group_args, peer_ips
 from hostagent.collectives.rendezvous import RendezvousError, rendezvous
 
+pytestmark = pytest.mark.usefixtures("host_path")  # every test once per host path (conftest.py)
+
 STORE_PORT = 29500
 GROUP_PORT = 47000
 

@@ -2,7 +2,7 @@
 addresses: what reaches port 4791 is a BTH naming the group's flow to that peer, ECN-capable,
 with the transport's packet behind it; collectives over it (two groups of each rank sharing the host's
 port 4791) give numpy's results; a rate given for a queue pair by a rate-control message
-paces that queue pair's datagrams and no other's."""
+paces that queue pair's datagrams and no other's. Every test runs once per host path (conftest.py)."""
 from __future__ import annotations
 
 import random
@@ -15,10 +15,12 @@ from loopback_ranks import fresh_net, run_parallel
 
 from hostagent.collectives import rocev2
 from hostagent.collectives.group import ProcessGroup
-from hostagent.collectives.reliable import TransportConfig
-from hostagent.collectives.rocev2 import RoceEndpoint, frame, qp_for, unframe
+from hostagent.collectives.reliable import HEADER, MAGIC, PAYLOAD, Kind, ReliableTransport, TransportConfig
+from hostagent.collectives.rocev2 import frame, qp_for, unframe
 from hostagent.traffic.flows import ROCEV2_PORT
 from hostagent.traffic.ratecontrol import RateClient, frame_bytes
+
+pytestmark = pytest.mark.usefixtures("host_path")  # every test once per host path (conftest.py)
 
 PORT = 47400
 
@@ -36,24 +38,31 @@ def test_framing_round_trip_and_what_is_refused() -> None:
 
 
 def test_on_the_wire_a_bth_to_port_4791_ecn_capable_from_the_groups_port() -> None:
+    """Every datagram rank 0 sends rank 1 (heartbeats, then the message) is the transport's packet
+    behind the BTH of queue pair (7, 1), ECT(0), from the group's port, to rank 1's port 4791."""
     net = fresh_net()
     peers = [(net + "1", PORT), (net + "2", PORT)]
     sniff = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)      # stands where rank 1's port 4791 is
     sniff.bind((net + "2", ROCEV2_PORT))
     sniff.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
     sniff.settimeout(2.0)
-    end = RoceEndpoint(peers[0], peers, group=7)
+    t = ReliableTransport(0, peers, 7, TransportConfig(rocev2=True, rto_s=5.0))
     try:
-        end.send(b"CL-packet", peers[1])
-        data, ancillary, _, addr = sniff.recvmsg(2048, socket.CMSG_SPACE(4))
+        t.send(1, 0x33, b"CL-packet", time.monotonic() + 2.0)
+        packets = []
+        while not packets or packets[-1][2] != Kind.DATA:
+            data, ancillary, _, addr = sniff.recvmsg(2048, socket.CMSG_SPACE(4))
+            qp, packet = unframe(data)
+            assert qp == qp_for(7, 1) and data[0] == rocev2.OPCODE_SEND_ONLY and data[2:4] == b"\xff\xff", data
+            assert addr == peers[0]                                  # left from the group's own port
+            tos = [c for lvl, typ, c in ancillary if lvl == socket.IPPROTO_IP and typ == socket.IP_TOS]
+            assert tos and tos[0][0] & 3 == rocev2.ECT0              # ECT(0)
+            packets.append(packet)
     finally:
-        end.close()
+        t.close()
         sniff.close()
-    assert unframe(data) == (qp_for(7, 1), b"CL-packet")
-    assert data[0] == rocev2.OPCODE_SEND_ONLY and data[2:4] == b"\xff\xff"
-    assert addr == peers[0]                                          # left from the group's own port
-    tos = [c for lvl, typ, c in ancillary if lvl == socket.IPPROTO_IP and typ == socket.IP_TOS]
-    assert tos and tos[0][0] & 3 == rocev2.ECT0                       # ECT(0)
+    assert packets[-1] == HEADER.pack(MAGIC, Kind.DATA, 7, 0, 0, 0x33, 0, 1) + b"CL-packet"
+    assert all(p == HEADER.pack(MAGIC, Kind.HEARTBEAT, 7, 0, 0, 0, 0, 0) for p in packets[:-1])
 
 
 def test_collectives_of_two_groups_sharing_the_port_are_exact() -> None:
@@ -72,8 +81,8 @@ def test_collectives_of_two_groups_sharing_the_port_are_exact() -> None:
             assert not isinstance(res, BaseException), res
             for g in range(2):
                 np.testing.assert_array_equal(res[g], sum(xs[g]))
-        assert all(pg.transport.endpoint.stats.packets_received > 0 for grp in groups for pg in grp)
-        assert all(pg.transport.stats.stale == 0 for grp in groups for pg in grp)
+        assert all(pg.stats()["packets_received"] > 0 for grp in groups for pg in grp)
+        assert all(pg.stats()["stale"] == 0 for grp in groups for pg in grp)
         junk = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)           # not a BTH of ours: counted
         junk.sendto(b"\x81" + b"\0" * 40, (net + "10", ROCEV2_PORT))
         junk.close()
@@ -88,33 +97,36 @@ def test_collectives_of_two_groups_sharing_the_port_are_exact() -> None:
 
 
 def test_a_rate_message_paces_its_queue_pair_and_no_other() -> None:
+    """Rank 0's full packets to rank 1 at the 100 datagrams/s given for queue pair (2, 1); to rank 2,
+    for which no rate was given, at once."""
     net = fresh_net()
     rate_port = random.SystemRandom().randint(50000, 60000)
     peers = [(net + "1", PORT), (net + "2", PORT), (net + "3", PORT)]
     sinks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in peers[1:]]
     for s, p in zip(sinks, peers[1:]):
         s.bind((p[0], ROCEV2_PORT))
-    end = RoceEndpoint(peers[0], peers, group=2, rate_control_port=rate_port)
+    t = ReliableTransport(0, peers, 2, TransportConfig(rocev2=True, rate_control_port=rate_port, rto_s=5.0))
     client = RateClient(rate_port)
     try:
-        payload, count = b"x" * 488, 21
-        bits = frame_bytes(rocev2.BTH_BYTES + len(payload), ipv6=False) * 8
-        rate = bits * 100.0                                   # 100 datagrams/s for queue pair (2, 1)
+        count = 21
+        message = bytes(count * PAYLOAD)                      # 21 full packets
+        bits = frame_bytes(rocev2.BTH_BYTES + HEADER.size + PAYLOAD, ipv6=False) * 8
+        rate = bits * 100.0
         client.set_rate(qp_for(2, 1), rate)
-        time.sleep(2 * rocev2.RATE_POLL_S)
+        time.sleep(0.05)
         t0 = time.monotonic()
-        for _ in range(count):
-            end.send(payload, peers[1])
+        t.send(1, 1, message, time.monotonic() + 5.0)
         paced = time.monotonic() - t0
-        assert end.rate_messages == 1
+        stats = t.host_path_stats()
+        assert stats["rocev2_rate_messages"] == 1
         assert paced >= (count - 1) * bits / rate * 0.99, paced   # no faster than the rate given
-        before = end.paced_s
-        for _ in range(count):
-            end.send(payload, peers[2])                       # another queue pair: no rate, no wait
-        assert end.paced_s == before
+        assert stats["rocev2_paced_s"] > 0, stats
+        t0 = time.monotonic()
+        t.send(2, 1, message, time.monotonic() + 5.0)           # another queue pair: no rate, no wait
+        assert time.monotonic() - t0 < paced / 4
     finally:
         client.close()
-        end.close()
+        t.close()
         for s in sinks:
             s.close()
 

@@ -11,6 +11,8 @@ from loopback_ranks import fresh_net, run_parallel
 from hostagent.collectives.group import ProcessGroup
 from hostagent.collectives.headers import Mismatch
 
+pytestmark = pytest.mark.usefixtures("host_path")  # every test once per host path (conftest.py)
+
 PORT = 47300
 N = 5
 

@@ -1,0 +1,1288 @@
+/* The collectives' reliable transport, natively (hostpath.h says what and why). reliable.py is the
+ * reference: every rule here is one of its rules, on the same bytes. */
+#define _GNU_SOURCE
+#include "hostpath.h"
+#include "rocev2.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103                 /* linux/udp.h: a send cut into datagrams by the kernel (GSO) */
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104                     /* linux/udp.h: datagrams handed up joined, with their size (GRO) */
+#endif
+#define BUCKETS 4096                    /* the message table's chains */
+#define RX_BYTES 65536                  /* a receive buffer: one datagram, or one GRO train of them */
+#define GSO_MAX 64                      /* datagrams in one GSO send at most (the kernel's UDP_MAX_SEGMENTS) */
+#define INBOX_DATAGRAMS 4096            /* rocev2: what the shared port may queue for a group */
+#define PACE_SLACK_S 50e-6              /* rocev2: a paced packet may leave this early (the loop's wake is no finer) */
+#define LONGEST_WAIT_S 0.25             /* the loop looks at its timers at least this often */
+#define RECV_RECHECK_S 0.1              /* a waiting recv looks for aborts and silence this often (reliable.py's) */
+
+/* ======================================================================== the wire */
+
+struct header {
+    uint8_t kind;
+    uint32_t group;
+    uint16_t src;
+    uint32_t seq;
+    uint64_t tag;
+    uint32_t frag, count;
+};
+
+static void put16(uint8_t *p, uint16_t v) { v = htobe16(v); memcpy(p, &v, 2); }
+static void put32(uint8_t *p, uint32_t v) { v = htobe32(v); memcpy(p, &v, 4); }
+static void put64(uint8_t *p, uint64_t v) { v = htobe64(v); memcpy(p, &v, 8); }
+static uint16_t get16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return be16toh(v); }
+static uint32_t get32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return be32toh(v); }
+static uint64_t get64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return be64toh(v); }
+
+static void wire_pack(uint8_t *p, const struct header *h)
+{
+    p[0] = 'C';
+    p[1] = 'L';
+    p[2] = h->kind;
+    put32(p + 3, h->group);
+    put16(p + 7, h->src);
+    put32(p + 9, h->seq);
+    put64(p + 13, h->tag);
+    put32(p + 21, h->frag);
+    put32(p + 25, h->count);
+}
+
+/* 0, or -1 for a datagram that is not one of ours (too short, another magic) */
+static int wire_unpack(const uint8_t *p, size_t len, struct header *h)
+{
+    if (len < HP_HEADER_BYTES || p[0] != 'C' || p[1] != 'L')
+        return -1;
+    h->kind = p[2];
+    h->group = get32(p + 3);
+    h->src = get16(p + 7);
+    h->seq = get32(p + 9);
+    h->tag = get64(p + 13);
+    h->frag = get32(p + 21);
+    h->count = get32(p + 25);
+    return 0;
+}
+
+/* A DATA fragment as our senders cut them: fragment < fragments, every one but the last full. */
+static int fragment_fits(uint32_t frag, uint32_t count, size_t len)
+{
+    return count >= 1 && frag < count && len <= HP_PAYLOAD && (frag == count - 1 || len == HP_PAYLOAD);
+}
+
+/* ======================================================================== peers and windows */
+
+struct slot {                   /* a packet in flight, kept for its resend */
+    uint8_t live;
+    uint16_t len;
+    uint32_t seq, retries;
+    double sent_at;
+    uint8_t packet[HP_HEADER_BYTES + HP_PAYLOAD];
+};
+
+struct job {                    /* a caller's message whose packets are not all in flight yet */
+    struct job *next;
+    const uint8_t *data;        /* the caller's buffer: read under the lock only, while it waits */
+    uint64_t len, tag;
+    uint32_t count, next_frag;
+    int done;
+};
+
+struct rto {                    /* RFC 6298 (transport.RtoEstimator) */
+    double floor, cap, srtt, rttvar, rto;
+    int sampled;
+};
+
+struct peer {
+    struct sockaddr_in addr;
+    /* as a destination */
+    struct slot *slots;         /* by seq & mask; made at the first message to this peer */
+    uint32_t mask, next_seq, low, pending;   /* every live slot's seq is in [low, next_seq) */
+    struct job *jobs, **jobs_tail;
+    struct rto rto;
+    /* as a source */
+    uint32_t floor, top, above; /* every seq below floor taken; `above` more, all below top */
+    uint64_t *seen;             /* seqs taken above floor: bit seq % HP_REORDER */
+    uint32_t owed;              /* packets taken since our last acknowledgement */
+    double owed_since;
+    double heard;               /* when last heard from; < 0: never */
+    int loopback;               /* on 127/8: GSO trains never meet a packet socket there */
+    /* rocev2 */
+    uint8_t bth[RV_BTH_BYTES];  /* before every datagram to this peer: its queue pair */
+    uint32_t qp;
+    double next_free;           /* its queue pair's rate lets the next datagram go then */
+    double held_since;          /* < 0: not held back by the rate now */
+};
+
+static void rto_sample(struct rto *r, double rtt)
+{
+    if (!r->sampled) {
+        r->srtt = rtt;
+        r->rttvar = rtt / 2;
+        r->sampled = 1;
+    } else {
+        r->rttvar = 0.75 * r->rttvar + 0.25 * fabs(r->srtt - rtt);
+        r->srtt = 0.875 * r->srtt + 0.125 * rtt;
+    }
+    r->rto = fmin(fmax(r->floor, r->srtt + 4 * r->rttvar), r->cap);
+}
+
+/* the wait before resending a packet resent `retries` times already (doubling, capped) */
+static double rto_timeout(const struct rto *r, uint32_t retries)
+{
+    return fmin(ldexp(r->rto, retries > 30 ? 30 : (int)retries), r->cap);
+}
+
+static int seen(const struct peer *p, uint32_t seq)
+{
+    uint32_t i = seq & (HP_REORDER - 1);
+    return (p->seen[i >> 6] >> (i & 63)) & 1;
+}
+
+static void mark_seen(struct peer *p, uint32_t seq, int on)
+{
+    uint32_t i = seq & (HP_REORDER - 1);
+    if (on)
+        p->seen[i >> 6] |= 1ull << (i & 63);
+    else
+        p->seen[i >> 6] &= ~(1ull << (i & 63));
+}
+
+/* a fresh seq from this source: taken, and the floor moved past every seq now contiguous */
+static void take_seq(struct peer *p, uint32_t seq)
+{
+    mark_seen(p, seq, 1);
+    p->above++;
+    if (seq + 1 > p->top)
+        p->top = seq + 1;
+    while (p->above && seen(p, p->floor)) {
+        mark_seen(p, p->floor, 0);
+        p->floor++;
+        p->above--;
+    }
+    if (!p->above)
+        p->top = p->floor;
+}
+
+/* the next seq taken above the floor from `seq` on (below top), or top */
+static uint32_t next_seen(const struct peer *p, uint32_t seq)
+{
+    while (seq < p->top) {
+        uint32_t i = seq & (HP_REORDER - 1);
+        uint64_t word = p->seen[i >> 6] >> (i & 63);
+        if (word)
+            return seq + (uint32_t)__builtin_ctzll(word) < p->top ? seq + (uint32_t)__builtin_ctzll(word) : p->top;
+        seq += 64 - (i & 63);
+    }
+    return p->top;
+}
+
+/* ======================================================================== messages by (source, tag) */
+
+struct msg {
+    struct hp_message pub;      /* first: what hp_recv hands out */
+    struct msg *next;
+    int32_t src;
+    uint64_t tag;
+    uint32_t count, got, room;  /* fragments: in the message, taken, the buffer's room */
+    uint32_t last_len;
+    uint64_t *have;             /* fragments taken, one bit each (room of them) */
+    int complete;
+};
+
+static uint32_t bucket(int32_t src, uint64_t tag)
+{
+    return (uint32_t)(((tag * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)src * 0xC2B2AE3D27D4EB4Full)) >> 52) & (BUCKETS - 1);
+}
+
+static void msg_free(struct msg *m)
+{
+    free(m->pub.data);
+    free(m->have);
+    free(m);
+}
+
+/* room for fragment `frag` (the buffer and its bits grown as needed): 0, or -1 out of memory */
+static int msg_grow(struct msg *m, uint32_t frag)
+{
+    if (frag < m->room)
+        return 0;
+    uint64_t want = (uint64_t)m->room * 2;
+    if (want < (uint64_t)frag + 1)
+        want = (uint64_t)frag + 1;
+    if (want > m->count)
+        want = m->count;
+    uint8_t *data = realloc(m->pub.data, want * HP_PAYLOAD);
+    if (!data)
+        return -1;
+    m->pub.data = data;
+    uint64_t words = (want + 63) / 64, had = ((uint64_t)m->room + 63) / 64;
+    uint64_t *have = realloc(m->have, words * 8);
+    if (!have)
+        return -1;
+    memset(have + had, 0, (words - had) * 8);
+    m->have = have;
+    m->room = (uint32_t)want;
+    return 0;
+}
+
+/* the partial message (src, tag), made at its first fragment; NULL: another fragment count was
+ * given for it before (malformed), or no memory */
+static struct msg *msg_for(struct msg **table, int32_t src, uint64_t tag, uint32_t frag, uint32_t count)
+{
+    struct msg **chain = &table[bucket(src, tag)], *m;
+    for (m = *chain; m; m = m->next)
+        if (!m->complete && m->src == src && m->tag == tag)
+            break;
+    if (m && m->count != count)
+        return NULL;
+    if (!m) {
+        m = calloc(1, sizeof *m);
+        if (!m)
+            return NULL;
+        m->src = src;
+        m->tag = tag;
+        m->count = count;
+        if (msg_grow(m, count <= HP_EAGER_FRAGMENTS ? count - 1 : frag) < 0) {
+            msg_free(m);
+            return NULL;
+        }
+        m->next = *chain;
+        *chain = m;
+    }
+    return msg_grow(m, frag) < 0 ? NULL : m;
+}
+
+/* store a fragment; 1 when it completed the message */
+static int msg_put(struct msg *m, uint32_t frag, const uint8_t *body, size_t len)
+{
+    if ((m->have[frag >> 6] >> (frag & 63)) & 1)
+        return 0;               /* the same fragment under another seq: kept once */
+    m->have[frag >> 6] |= 1ull << (frag & 63);
+    memcpy(m->pub.data + (uint64_t)frag * HP_PAYLOAD, body, len);
+    if (frag == m->count - 1)
+        m->last_len = (uint32_t)len;
+    if (++m->got < m->count)
+        return 0;
+    m->complete = 1;
+    m->pub.len = (uint64_t)(m->count - 1) * HP_PAYLOAD + m->last_len;
+    return 1;
+}
+
+/* the whole message (src, tag), out of the table, or NULL */
+static struct msg *msg_take(struct msg **table, int32_t src, uint64_t tag)
+{
+    for (struct msg **at = &table[bucket(src, tag)]; *at; at = &(*at)->next) {
+        struct msg *m = *at;
+        if (m->complete && m->src == src && m->tag == tag) {
+            *at = m->next;
+            return m;
+        }
+    }
+    return NULL;
+}
+
+/* ======================================================================== the engine */
+
+struct abort_note {
+    uint64_t call;
+    int32_t by;
+    uint32_t len;
+    char reason[HP_PAYLOAD];
+};
+
+struct out {                    /* datagrams built under the lock, sent after it in one sendmmsg */
+    uint32_t n, cap, scratch_used, scratch_cap;
+    struct iovec *iov;          /* two a datagram: its BTH (rocev2; else empty), the transport's packet */
+    int32_t *dst;
+    struct mmsghdr *mm;         /* one a send: a datagram, or a GSO train of them to one loopback peer */
+    uint32_t *first;            /* a send's first datagram */
+    char (*ctl)[CMSG_SPACE(sizeof(uint16_t))];
+    uint8_t *scratch;           /* scratch_cap buffers of HP_MAX_DATAGRAM: acknowledgements, heartbeats */
+};
+
+struct hp_engine {
+    struct hp_config cfg;
+    int fd, wake_fd;
+    pthread_t thread;
+    int started;
+    pthread_mutex_t mu;         /* everything below; a caller's job buffer too */
+    pthread_cond_t cv;          /* callers wait here */
+    int closing, asleep, wake_callers, pump_again;
+    uint32_t callers, waiters;
+    struct peer *peers;
+    struct msg **table;
+    struct abort_note *aborts;
+    uint32_t naborts, aborts_cap;
+    struct hp_stats stats;
+    uint64_t rng;
+    double ack_delay_s, next_resend, last_beat;
+    struct out out;
+    int gso;                    /* GSO sends to loopback peers: on until the kernel refuses one */
+    double now;                 /* the loop's iteration's time */
+    struct rv_inbox *inbox;     /* rocev2: what the shared port read for this group */
+    struct rv_port *port;
+    struct rv_rates *rates;     /* rocev2 with a rate port: the queue pairs' rates */
+    struct mmsghdr rx_mm[HP_RX_BATCH];
+    struct iovec rx_iov[HP_RX_BATCH];
+    char rx_ctl[HP_RX_BATCH][CMSG_SPACE(sizeof(int))];
+    uint8_t *rx;                /* HP_RX_BATCH buffers of RX_BYTES */
+};
+
+double hp_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int hp_version(void) { return HP_VERSION; }
+
+static struct timespec abs_time(double t)
+{
+    struct timespec ts;
+    if (t < 0)
+        t = 0;
+    ts.tv_sec = (time_t)t;
+    ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}
+
+static double uniform(uint64_t *s)     /* splitmix64: [0, 1) */
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (double)(z >> 11) * 0x1.0p-53;
+}
+
+static int out_init(struct out *o, uint32_t cap, uint32_t scratch_cap)
+{
+    o->cap = cap;
+    o->scratch_cap = scratch_cap;
+    o->iov = calloc(2 * (size_t)cap, sizeof *o->iov);
+    o->dst = calloc(cap, sizeof *o->dst);
+    o->mm = calloc(cap, sizeof *o->mm);
+    o->first = calloc(cap, sizeof *o->first);
+    o->ctl = calloc(cap, sizeof *o->ctl);
+    o->scratch = scratch_cap ? malloc((size_t)scratch_cap * HP_MAX_DATAGRAM) : NULL;
+    return o->iov && o->dst && o->mm && o->first && o->ctl && (o->scratch || !scratch_cap) ? 0 : -1;
+}
+
+static void out_release(struct out *o)
+{
+    free(o->iov);
+    free(o->dst);
+    free(o->mm);
+    free(o->first);
+    free(o->ctl);
+    free(o->scratch);
+}
+
+static uint8_t *out_scratch(struct out *o)
+{
+    return o->scratch_used < o->scratch_cap ? o->scratch + (size_t)o->scratch_used++ * HP_MAX_DATAGRAM : NULL;
+}
+
+static int out_full(const struct out *o) { return o->n == o->cap; }
+
+/* rocev2: how long the rate of dst's queue pair still holds a datagram back (0: it may go) */
+static double pace_wait(struct hp_engine *e, struct peer *p, double now)
+{
+    if (!e->rates || rv_rate(e->rates, p->qp, now) <= 0 || p->next_free <= now + PACE_SLACK_S) {
+        if (p->held_since >= 0) {
+            e->stats.rocev2_paced_s += now - p->held_since;
+            p->held_since = -1;
+        }
+        return 0;
+    }
+    if (p->held_since < 0)
+        p->held_since = now;
+    return p->next_free - PACE_SLACK_S - now;
+}
+
+/* rocev2: a datagram of `len` bytes after the BTH takes its queue pair's rate for its frame's time */
+static void pace_charge(struct hp_engine *e, struct peer *p, uint32_t len)
+{
+    double now = hp_now(), bps = rv_rate(e->rates, p->qp, now);
+    if (bps > 0)
+        p->next_free = fmax(now, p->next_free) + (double)(RV_BTH_BYTES + len + RV_FRAME_OVERHEAD) * 8 / bps;
+}
+
+/* one datagram to rank dst, counted as sent; the seeded knob may drop it here */
+static void out_add(struct hp_engine *e, struct out *o, int32_t dst, const uint8_t *data, uint32_t len)
+{
+    e->stats.packets_sent++;
+    e->stats.bytes_sent += len;
+    if (e->rates)
+        pace_charge(e, &e->peers[dst], len);
+    if (e->cfg.drop_outgoing > 0 && uniform(&e->rng) < e->cfg.drop_outgoing) {
+        e->stats.dropped_on_purpose++;
+        return;
+    }
+    if (out_full(o)) {          /* never: the capacity covers a whole iteration */
+        e->stats.send_errors++;
+        return;
+    }
+    o->iov[2 * o->n] = (struct iovec){.iov_base = e->peers[dst].bth, .iov_len = e->cfg.rocev2 ? RV_BTH_BYTES : 0};
+    o->iov[2 * o->n + 1] = (struct iovec){.iov_base = (void *)data, .iov_len = len};
+    o->dst[o->n++] = dst;
+}
+
+static size_t datagram_len(const struct out *o, uint32_t i)
+{
+    return o->iov[2 * i].iov_len + o->iov[2 * i + 1].iov_len;
+}
+
+/* the datagrams from `i` on that can leave in one GSO send: to the same loopback peer, every
+ * one but the last as long as the first (the kernel cuts the train at that length) */
+static uint32_t gso_train(const struct hp_engine *e, const struct out *o, uint32_t i)
+{
+    if (!e->gso || !e->peers[o->dst[i]].loopback)
+        return 1;
+    size_t seg = datagram_len(o, i), total = seg;
+    uint32_t k = 1;
+    while (i + k < o->n && k < GSO_MAX && o->dst[i + k] == o->dst[i] && datagram_len(o, i + k) <= seg &&
+           total + datagram_len(o, i + k) <= 65507 - 8) {
+        total += datagram_len(o, i + k);
+        if (datagram_len(o, i + k++) < seg)
+            break;              /* a shorter one ends a train */
+    }
+    return k;
+}
+
+/* the sends of what was built: one a datagram, or a GSO train */
+static uint32_t out_plan(const struct hp_engine *e, struct out *o)
+{
+    uint32_t sends = 0;
+    for (uint32_t i = 0; i < o->n; sends++) {
+        uint32_t k = gso_train(e, o, i);
+        struct msghdr *h = &o->mm[sends].msg_hdr;
+        *h = (struct msghdr){.msg_name = (void *)&e->peers[o->dst[i]].addr, .msg_namelen = sizeof(struct sockaddr_in),
+                             .msg_iov = &o->iov[2 * i], .msg_iovlen = 2 * k};
+        if (k > 1) {
+            h->msg_control = o->ctl[sends];
+            h->msg_controllen = sizeof o->ctl[sends];
+            struct cmsghdr *c = CMSG_FIRSTHDR(h);
+            c->cmsg_level = SOL_UDP;
+            c->cmsg_type = UDP_SEGMENT;
+            c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+            uint16_t seg = (uint16_t)datagram_len(o, i);
+            memcpy(CMSG_DATA(c), &seg, sizeof seg);
+        }
+        o->first[sends] = i;
+        i += k;
+    }
+    return sends;
+}
+
+/* send what was built (without the lock); a datagram the socket refuses counts as a send error,
+ * a GSO train the kernel refuses goes again datagram by datagram, and GSO stays off */
+static void out_send(struct hp_engine *e, struct out *o)
+{
+    uint32_t sends = out_plan(e, o), done = 0;
+    while (done < sends) {
+        int r = sendmmsg(e->fd, o->mm + done, sends - done, 0);
+        if (r >= 0) {
+            done += (uint32_t)r;
+            continue;
+        }
+        if (errno == EINTR)
+            continue;
+        struct msghdr *h = &o->mm[done].msg_hdr;
+        if (h->msg_iovlen > 2 && errno != ECONNREFUSED && errno != EHOSTUNREACH && errno != ENETUNREACH) {
+            e->gso = 0;         /* no GSO here: one by one, and never again */
+            for (size_t j = 0; j < h->msg_iovlen; j += 2) {
+                struct msghdr one = {.msg_name = h->msg_name, .msg_namelen = h->msg_namelen,
+                                     .msg_iov = &h->msg_iov[j], .msg_iovlen = 2};
+                if (sendmsg(e->fd, &one, 0) < 0)
+                    __atomic_add_fetch(&e->stats.send_errors, 1, __ATOMIC_RELAXED);
+            }
+        } else {                /* unreachable right now: the resend timer tries again */
+            __atomic_add_fetch(&e->stats.send_errors, h->msg_iovlen / 2, __ATOMIC_RELAXED);
+        }
+        done++;
+    }
+    o->n = 0;
+    o->scratch_used = 0;
+}
+
+static void note_abort(struct hp_engine *e, uint64_t call, int32_t by, const char *reason, uint32_t len)
+{
+    for (uint32_t i = 0; i < e->naborts; i++)
+        if (e->aborts[i].call == call)
+            return;             /* the first word on a call stands */
+    if (e->naborts == e->aborts_cap) {
+        uint32_t cap = e->aborts_cap ? 2 * e->aborts_cap : 4;
+        struct abort_note *grown = realloc(e->aborts, cap * sizeof *grown);
+        if (!grown)
+            return;
+        e->aborts = grown;
+        e->aborts_cap = cap;
+    }
+    struct abort_note *a = &e->aborts[e->naborts++];
+    a->call = call;
+    a->by = by;
+    a->len = len > HP_PAYLOAD ? HP_PAYLOAD : len;
+    memcpy(a->reason, reason, a->len);
+    e->wake_callers = 1;
+}
+
+/* ---- acknowledgements, received packets ---- */
+
+static void send_ack(struct hp_engine *e, int32_t src)
+{
+    struct peer *p = &e->peers[src];
+    uint8_t *pkt = out_scratch(&e->out);
+    if (!pkt)
+        return;                 /* still owed: the delay timer sends it */
+    p->owed = 0;
+    struct header h = {.kind = HP_ACK, .group = e->cfg.group, .src = (uint16_t)e->cfg.rank, .seq = p->floor};
+    wire_pack(pkt, &h);
+    uint32_t n = 0;
+    for (uint32_t s = next_seen(p, p->floor + 1); s < p->top && n < HP_MAX_SACKS; s = next_seen(p, s + 1))
+        put32(pkt + HP_HEADER_BYTES + HP_SACK_BYTES * n++, s);
+    out_add(e, &e->out, src, pkt, HP_HEADER_BYTES + HP_SACK_BYTES * n);
+}
+
+static void release(struct peer *p, uint32_t seq, double *newest_once)
+{
+    struct slot *s = &p->slots[seq & p->mask];
+    if (!s->live || s->seq != seq)
+        return;
+    s->live = 0;
+    p->pending--;
+    if (s->retries == 0 && s->sent_at > *newest_once)
+        *newest_once = s->sent_at;      /* Karn: a resent packet's answer times nothing */
+}
+
+static void take_ack(struct hp_engine *e, struct peer *p, uint32_t floor, const uint8_t *body, size_t len, double now)
+{
+    if (!p->slots)
+        return;
+    double newest_once = -1;
+    uint32_t end = floor < p->next_seq ? floor : p->next_seq;
+    for (uint32_t s = p->low; s < end; s++)
+        release(p, s, &newest_once);
+    for (size_t off = 0; off + HP_SACK_BYTES <= len; off += HP_SACK_BYTES) {
+        uint32_t s = get32(body + off);
+        if (s >= p->low && s < p->next_seq)
+            release(p, s, &newest_once);
+    }
+    while (p->low != p->next_seq && !p->slots[p->low & p->mask].live)
+        p->low++;
+    if (newest_once >= 0) {
+        double before = p->rto.rto;
+        rto_sample(&p->rto, now - newest_once);
+        if (p->rto.rto < before)
+            e->next_resend = now;       /* some packet may be due sooner than planned */
+    }
+    if (!p->pending)
+        e->wake_callers = 1;            /* a flush may be waiting for this */
+}
+
+static void take_data(struct hp_engine *e, const struct header *h, const uint8_t *body, size_t len, double now)
+{
+    struct peer *p = &e->peers[h->src];
+    if (!fragment_fits(h->frag, h->count, len)) {
+        e->stats.stale++;
+        return;
+    }
+    if (h->seq >= p->floor && h->seq - p->floor >= HP_REORDER) {
+        e->stats.out_of_reach++;        /* not taken, not owed: its resend will be */
+        return;
+    }
+    int fresh = !(h->seq < p->floor || seen(p, h->seq));
+    if (!fresh) {
+        e->stats.duplicates++;          /* a copy: the sender is resending, so acknowledge at once */
+    } else {
+        struct msg *m = msg_for(e->table, h->src, h->tag, h->frag, h->count);
+        if (!m) {
+            e->stats.stale++;
+            return;
+        }
+        take_seq(p, h->seq);
+        if (msg_put(m, h->frag, body, len))
+            e->wake_callers = 1;
+    }
+    if (!p->owed)
+        p->owed_since = now;
+    p->owed++;
+    if (!fresh || p->owed >= HP_ACK_EVERY)
+        send_ack(e, h->src);
+}
+
+static void take(struct hp_engine *e, const uint8_t *data, size_t len, double now)
+{
+    struct header h;
+    e->stats.packets_received++;
+    e->stats.bytes_received += len;
+    if (wire_unpack(data, len, &h) < 0 || h.group != e->cfg.group || h.src >= e->cfg.world || h.src == e->cfg.rank) {
+        e->stats.stale++;
+        return;
+    }
+    struct peer *p = &e->peers[h.src];
+    p->heard = now;
+    const uint8_t *body = data + HP_HEADER_BYTES;
+    size_t blen = len - HP_HEADER_BYTES;
+    switch (h.kind) {
+    case HP_ACK:
+        take_ack(e, p, h.seq, body, blen, now);
+        break;
+    case HP_ABORT:
+        note_abort(e, h.tag, h.src, (const char *)body, (uint32_t)blen);
+        break;
+    case HP_HEARTBEAT:
+        break;                  /* being heard is all it is for */
+    case HP_DATA:
+        take_data(e, &h, body, blen, now);
+        break;
+    default:
+        e->stats.stale++;
+    }
+}
+
+/* ---- the callers' messages into their windows ---- */
+
+static int window_open(const struct hp_engine *e, const struct peer *p)
+{
+    return p->pending < (uint32_t)e->cfg.window && p->next_seq - p->low <= p->mask;
+}
+
+static void pump(struct hp_engine *e, double now)
+{
+    e->pump_again = 0;
+    for (int32_t dst = 0; dst < e->cfg.world; dst++) {
+        struct peer *p = &e->peers[dst];
+        while (p->jobs && window_open(e, p) && !(e->rates && pace_wait(e, p, now) > 0)) {
+            if (out_full(&e->out)) {
+                e->pump_again = 1;
+                return;
+            }
+            struct job *j = p->jobs;
+            uint32_t frag = j->next_frag++;
+            uint64_t off = (uint64_t)frag * HP_PAYLOAD;
+            uint32_t blen = (uint32_t)(j->len - off < HP_PAYLOAD ? j->len - off : HP_PAYLOAD);
+            struct slot *s = &p->slots[p->next_seq & p->mask];
+            struct header h = {.kind = HP_DATA, .group = e->cfg.group, .src = (uint16_t)e->cfg.rank,
+                               .seq = p->next_seq++, .tag = j->tag, .frag = frag, .count = j->count};
+            wire_pack(s->packet, &h);
+            memcpy(s->packet + HP_HEADER_BYTES, j->data + off, blen);
+            s->live = 1;
+            s->seq = h.seq;
+            s->len = (uint16_t)(HP_HEADER_BYTES + blen);
+            s->retries = 0;
+            s->sent_at = now;
+            p->pending++;
+            if (now + rto_timeout(&p->rto, 0) < e->next_resend)
+                e->next_resend = now + rto_timeout(&p->rto, 0);
+            out_add(e, &e->out, dst, s->packet, s->len);
+            if (j->next_frag == j->count) {     /* all of it in flight: its caller may go */
+                p->jobs = j->next;
+                if (!p->jobs)
+                    p->jobs_tail = &p->jobs;
+                j->done = 1;
+                e->wake_callers = 1;
+            }
+        }
+    }
+}
+
+/* ======================================================================== timers */
+
+static void resend_late(struct hp_engine *e, double now)
+{
+    double next = INFINITY;
+    for (int32_t dst = 0; dst < e->cfg.world; dst++) {
+        struct peer *p = &e->peers[dst];
+        for (uint32_t seq = p->low; p->pending && seq != p->next_seq; seq++) {
+            struct slot *s = &p->slots[seq & p->mask];
+            if (!s->live)
+                continue;
+            if (now - s->sent_at > rto_timeout(&p->rto, s->retries)) {
+                double held = e->rates ? pace_wait(e, p, now) : 0;
+                if (held > 0) {         /* its queue pair's rate first */
+                    next = fmin(next, now + held);
+                    continue;
+                }
+                if (out_full(&e->out)) {
+                    next = now;         /* the rest in the next iteration */
+                    break;
+                }
+                s->retries++;
+                s->sent_at = now;
+                e->stats.retransmissions++;
+                out_add(e, &e->out, dst, s->packet, s->len);
+            }
+            if (s->sent_at + rto_timeout(&p->rto, s->retries) < next)
+                next = s->sent_at + rto_timeout(&p->rto, s->retries);
+        }
+    }
+    e->next_resend = next;
+}
+
+static void timers(struct hp_engine *e, double now)
+{
+    for (int32_t src = 0; src < e->cfg.world; src++) {
+        struct peer *p = &e->peers[src];
+        if (p->owed && now - p->owed_since >= e->ack_delay_s)
+            send_ack(e, src);
+    }
+    if (now >= e->next_resend)
+        resend_late(e, now);
+    if (now - e->last_beat > HP_HEARTBEAT_S) {
+        uint8_t *pkt = out_scratch(&e->out);
+        if (pkt) {
+            e->last_beat = now;
+            struct header h = {.kind = HP_HEARTBEAT, .group = e->cfg.group, .src = (uint16_t)e->cfg.rank};
+            wire_pack(pkt, &h);
+            for (int32_t r = 0; r < e->cfg.world; r++)
+                if (r != e->cfg.rank)
+                    out_add(e, &e->out, r, pkt, HP_HEADER_BYTES);
+        }
+    }
+}
+
+/* seconds until the loop has something to do without a packet (0: now) */
+static double next_event(const struct hp_engine *e, double now)
+{
+    if (e->pump_again || e->out.n)
+        return 0;
+    double at = fmin(e->last_beat + HP_HEARTBEAT_S, e->next_resend);
+    for (int32_t r = 0; r < e->cfg.world; r++) {
+        const struct peer *p = &e->peers[r];
+        if (p->jobs && window_open(e, p)) {
+            if (!e->rates || p->next_free <= now + PACE_SLACK_S)
+                return 0;       /* a caller's message came while the loop was sending */
+            at = fmin(at, p->next_free - PACE_SLACK_S);     /* its queue pair's rate lets it go then */
+        }
+        if (p->owed)
+            at = fmin(at, p->owed_since + e->ack_delay_s);
+    }
+    return fmax(0, fmin(at - now, LONGEST_WAIT_S));
+}
+
+/* ======================================================================== the loop */
+
+/* one received buffer: a datagram, or a GRO train of datagrams of the size its cmsg gives; each
+ * datagram to one(ctx, ...) */
+static void split_train(struct mmsghdr *m, void (*one)(void *ctx, const uint8_t *data, size_t len), void *ctx)
+{
+    const uint8_t *data = m->msg_hdr.msg_iov->iov_base;
+    size_t len = m->msg_len, seg = 0;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&m->msg_hdr); c; c = CMSG_NXTHDR(&m->msg_hdr, c))
+        if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+            int size;
+            memcpy(&size, CMSG_DATA(c), sizeof size);
+            seg = size > 0 ? (size_t)size : 0;
+        }
+    if (!seg) {                 /* one datagram: read as far as reliable.py's MAX_DATAGRAM */
+        one(ctx, data, len < HP_MAX_DATAGRAM ? len : HP_MAX_DATAGRAM);
+        return;
+    }
+    for (size_t off = 0; off < len; off += seg)
+        one(ctx, data + off, len - off < seg ? len - off : seg);
+}
+
+static void take_now(void *engine, const uint8_t *data, size_t len)
+{
+    struct hp_engine *e = engine;
+    take(e, data, len, e->now);
+}
+
+/* rocev2: a datagram from the shared port: ours taken, another group's queued for it */
+static void take_framed(void *engine, const uint8_t *data, size_t len)
+{
+    struct hp_engine *e = engine;
+    rv_port_dispatch(e->port, e->cfg.group, data, len, take_now, e);
+}
+
+/* a batch from `fd` into the receive buffers (the lock let go meanwhile): how many */
+static int receive(struct hp_engine *e, int fd)
+{
+    for (int i = 0; i < HP_RX_BATCH; i++)
+        e->rx_mm[i].msg_hdr.msg_controllen = sizeof e->rx_ctl[i];
+    pthread_mutex_unlock(&e->mu);
+    int n = recvmmsg(fd, e->rx_mm, HP_RX_BATCH, MSG_DONTWAIT, NULL);
+    pthread_mutex_lock(&e->mu);
+    e->now = hp_now();
+    return n;
+}
+
+static void *loop(void *arg)
+{
+    struct hp_engine *e = arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);     /* signals are the Python main thread's */
+    int more = 0;               /* the last read filled its batch: read again before sleeping */
+    pthread_mutex_lock(&e->mu);
+    while (!e->closing) {
+        double wait = more ? 0 : next_event(e, hp_now());
+        if (wait > 0 && e->inbox && !rv_inbox_sleep(e->inbox))
+            wait = 0;           /* the shared port queued something meanwhile */
+        if (wait > 0) {
+            e->asleep = 1;
+            pthread_mutex_unlock(&e->mu);
+            struct pollfd fds[3] = {{.fd = e->port ? -1 : e->fd, .events = POLLIN}, {.fd = e->wake_fd, .events = POLLIN},
+                                    {.fd = e->port ? rv_port_fd(e->port) : -1, .events = POLLIN}};
+            struct timespec ts = abs_time(wait);
+            ppoll(fds, 3, &ts, NULL);
+            if (fds[1].revents & POLLIN) {
+                uint64_t v;
+                if (read(e->wake_fd, &v, sizeof v) < 0) { /* nothing to drain */ }
+            }
+            pthread_mutex_lock(&e->mu);
+            e->asleep = 0;
+            if (e->inbox)
+                rv_inbox_awake(e->inbox);
+            if (e->closing)
+                break;
+        }
+        int n = e->port ? 0 : receive(e, e->fd);      /* rocev2: nothing comes to the group's own port */
+        more = n == HP_RX_BATCH;
+        for (int i = 0; i < n; i++)
+            split_train(&e->rx_mm[i], take_now, e);
+        if (e->port) {          /* rocev2: the shared port 4791, read by whichever of its engines wakes */
+            n = receive(e, rv_port_fd(e->port));
+            more |= n == HP_RX_BATCH;
+            rv_port_lock(e->port);
+            for (int i = 0; i < n; i++)
+                split_train(&e->rx_mm[i], take_framed, e);
+            rv_port_unlock(e->port);
+            rv_inbox_drain(e->inbox, take_now, e);
+        }
+        double now = e->now;
+        pump(e, now);
+        timers(e, now);
+        if (e->wake_callers && e->waiters) {
+            e->stats.wakeups++;
+            pthread_cond_broadcast(&e->cv);
+        }
+        e->wake_callers = 0;
+        e->stats.loops++;
+        if (e->out.n) {
+            pthread_mutex_unlock(&e->mu);       /* slots are this thread's alone: safe to read unlocked */
+            out_send(e, &e->out);
+            pthread_mutex_lock(&e->mu);
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+    return NULL;
+}
+
+struct hp_engine *hp_open(const struct hp_config *config, int fd, const uint32_t *peer_ip, const uint16_t *peer_port,
+                          char *error, uint32_t error_len)
+{
+    if (config->world < 1 || config->rank < 0 || config->rank >= config->world || config->world > 65536 ||
+        config->window < 1 || !(config->rto_s > 0)) {
+        snprintf(error, error_len, "bad configuration: rank %d of %d, window %d, rto %g s", config->rank,
+                 config->world, config->window, config->rto_s);
+        return NULL;
+    }
+    struct hp_engine *e = calloc(1, sizeof *e);
+    if (!e) {
+        snprintf(error, error_len, "no memory for the engine");
+        return NULL;
+    }
+    e->cfg = *config;
+    e->fd = fd;
+    e->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    e->peers = calloc((size_t)config->world, sizeof *e->peers);
+    e->table = calloc(BUCKETS, sizeof *e->table);
+    e->rx = malloc((size_t)HP_RX_BATCH * RX_BYTES);     /* touched only as far as datagrams fill it */
+    uint32_t world = (uint32_t)config->world, window = (uint32_t)config->window;
+    int bad = e->wake_fd < 0 || !e->peers || !e->table || !e->rx ||
+              out_init(&e->out, 2 * world * window + HP_RX_BATCH + 2 * world + 8, HP_RX_BATCH + world + 8) < 0;
+    uint32_t cap = 16;
+    while (cap < 2 * window)
+        cap <<= 1;
+    for (int32_t r = 0; !bad && r < config->world; r++) {
+        struct peer *p = &e->peers[r];
+        p->addr = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = peer_port[r], .sin_addr.s_addr = peer_ip[r]};
+        p->loopback = (ntohl(peer_ip[r]) >> 24) == 127;
+        p->mask = cap - 1;
+        p->jobs_tail = &p->jobs;
+        p->rto = (struct rto){.floor = config->rto_s, .cap = HP_MAX_RTO_S, .rto = config->rto_s};
+        p->heard = -1;
+        p->seen = calloc(HP_REORDER / 64, sizeof *p->seen);
+        p->qp = rv_qp(config->group, (uint32_t)r);
+        rv_bth(p->bth, p->qp);
+        p->held_since = -1;
+        bad = !p->seen;
+    }
+    for (int i = 0; !bad && i < HP_RX_BATCH; i++) {
+        e->rx_iov[i] = (struct iovec){.iov_base = e->rx + (size_t)i * RX_BYTES, .iov_len = RX_BYTES};
+        e->rx_mm[i].msg_hdr = (struct msghdr){.msg_iov = &e->rx_iov[i], .msg_iovlen = 1, .msg_control = e->rx_ctl[i]};
+    }
+    int on = 1;
+    setsockopt(fd, IPPROTO_UDP, UDP_GRO, &on, sizeof on);   /* where the kernel has it: trains of datagrams */
+    e->gso = 1;
+    e->rng = config->drop_seed;
+    e->ack_delay_s = config->rto_s / 3;          /* well inside the sender's timeout */
+    e->next_resend = INFINITY;
+    e->last_beat = -1e9;                          /* the first heartbeat at once */
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&e->cv, &attr);
+    pthread_condattr_destroy(&attr);
+    pthread_mutex_init(&e->mu, NULL);
+    if (bad) {
+        snprintf(error, error_len, "no memory or no eventfd for the engine: %s", strerror(errno));
+        e->fd = -1;                               /* the caller still owns it */
+        hp_free(e);
+        return NULL;
+    }
+    if (config->rocev2 && (!(e->inbox = rv_inbox_new(INBOX_DATAGRAMS, e->wake_fd)) ||
+                           !(e->port = rv_port_join(config->bind_ip, config->group, e->inbox, error, error_len)) ||
+                           (config->rate_port && !(e->rates = rv_rates_join((uint16_t)config->rate_port, error,
+                                                                             error_len))))) {
+        if (!e->inbox)
+            snprintf(error, error_len, "no memory for the engine's RoCEv2 inbox");
+        e->fd = -1;
+        hp_free(e);
+        return NULL;
+    }
+    int err = pthread_create(&e->thread, NULL, loop, e);
+    if (err) {
+        snprintf(error, error_len, "cannot start the engine's thread: %s", strerror(err));
+        e->fd = -1;
+        hp_free(e);
+        return NULL;
+    }
+    e->started = 1;
+    return e;
+}
+
+/* ======================================================================== the callers' side */
+
+static int enter(struct hp_engine *e)
+{
+    pthread_mutex_lock(&e->mu);
+    if (e->closing) {
+        pthread_mutex_unlock(&e->mu);
+        return HP_CLOSED;
+    }
+    e->callers++;
+    return HP_OK;
+}
+
+static int leave(struct hp_engine *e, int status)
+{
+    if (--e->callers == 0 && e->closing)
+        pthread_cond_broadcast(&e->cv);           /* hp_close waits for the last caller out */
+    pthread_mutex_unlock(&e->mu);
+    return status;
+}
+
+static void wait_until(struct hp_engine *e, double until)
+{
+    struct timespec ts = abs_time(until);
+    e->waiters++;
+    pthread_cond_timedwait(&e->cv, &e->mu, &ts);
+    e->waiters--;
+}
+
+/* reliable.py's _check: another rank aborted this call (or an earlier one of its (sub)group), or
+ * a watched rank went silent */
+static int check(struct hp_engine *e, uint64_t tag, int32_t peer, const int32_t *watch, int32_t nwatch,
+                 struct hp_failure *f, double now)
+{
+    uint64_t call = tag >> 32;
+    for (uint32_t i = 0; i < e->naborts; i++) {
+        const struct abort_note *a = &e->aborts[i];
+        if (a->call >> HP_CALL_NUMBER_BITS == call >> HP_CALL_NUMBER_BITS && a->call <= call && a->by != e->cfg.rank) {
+            f->peer = a->by;
+            f->reason_len = a->len;
+            memcpy(f->reason, a->reason, a->len);
+            return HP_ABORTED;
+        }
+    }
+    for (int32_t i = -1; i < nwatch; i++) {
+        int32_t r = i < 0 ? peer : watch[i];
+        if (r < 0 || r >= e->cfg.world || r == e->cfg.rank)
+            continue;
+        double heard = e->peers[r].heard;
+        if (heard >= 0 && now - heard > e->cfg.silent_after_s) {
+            f->peer = r;
+            f->waited_s = now - heard;
+            return HP_SILENT;
+        }
+    }
+    return HP_OK;
+}
+
+/* reliable.py's _late: the deadline passed waiting on `peer`, silent or alive */
+static int late(struct hp_engine *e, int32_t peer, struct hp_failure *f, double now)
+{
+    double heard = e->peers[peer].heard;
+    f->peer = peer;
+    f->never_heard = heard < 0;
+    f->waited_s = heard < 0 ? INFINITY : now - heard;
+    return heard < 0 || now - heard > e->cfg.silent_after_s ? HP_LATE_SILENT : HP_LATE_ALIVE;
+}
+
+static void unlink_job(struct peer *p, struct job *j)
+{
+    for (struct job **at = &p->jobs; *at; at = &(*at)->next)
+        if (*at == j) {
+            *at = j->next;
+            break;
+        }
+    p->jobs_tail = &p->jobs;
+    while (*p->jobs_tail)
+        p->jobs_tail = &(*p->jobs_tail)->next;
+}
+
+/* What a caller waits for: done, or else the rank it waits on; `checked`: aborts of the call of
+ * `tag` and silence of `watch` looked for (reliable.py's _check) at every wake, `recheck_s` apart
+ * at most. */
+struct waiting {
+    int (*done)(struct hp_engine *e, struct waiting *w, int32_t *peer);
+    int checked;
+    uint64_t tag;
+    const int32_t *watch;
+    int32_t nwatch;
+    double deadline, recheck_s;
+    struct job *job;                    /* hp_send's */
+    int32_t src;                        /* hp_recv's */
+    struct msg *message;
+};
+
+static int wait_for(struct hp_engine *e, struct waiting *w, struct hp_failure *f)
+{
+    for (;;) {
+        int32_t peer = -1;
+        if (w->done(e, w, &peer))
+            return HP_OK;
+        double now = hp_now();
+        if (e->closing)
+            return HP_CLOSED;
+        int status = w->checked ? check(e, w->tag, peer, w->watch, w->nwatch, f, now) : HP_OK;
+        if (status != HP_OK)
+            return status;
+        if (w->deadline - now <= 0)
+            return late(e, peer, f, now);
+        wait_until(e, fmin(w->deadline, now + w->recheck_s));
+    }
+}
+
+static int sent(struct hp_engine *e, struct waiting *w, int32_t *peer)
+{
+    (void)e;
+    *peer = w->src;
+    return w->job->done;
+}
+
+int hp_send(struct hp_engine *e, int32_t dst, uint64_t tag, const uint8_t *data, uint64_t len, double deadline,
+            const int32_t *watch, int32_t nwatch, struct hp_failure *failure)
+{
+    if (enter(e) != HP_OK)
+        return HP_CLOSED;
+    struct peer *p = &e->peers[dst];
+    if (!p->slots && !(p->slots = calloc((size_t)p->mask + 1, sizeof *p->slots)))
+        return leave(e, HP_CLOSED);
+    uint64_t count = len ? (len + HP_PAYLOAD - 1) / HP_PAYLOAD : 1;
+    struct job j = {.data = data, .len = len, .tag = tag, .count = (uint32_t)count};
+    *p->jobs_tail = &j;
+    p->jobs_tail = &j.next;
+    if (e->asleep) {
+        uint64_t one = 1;
+        if (write(e->wake_fd, &one, sizeof one) < 0) { /* already readable */ }
+    }
+    struct waiting w = {.done = sent, .checked = 1, .tag = tag, .watch = watch, .nwatch = nwatch,
+                        .deadline = deadline, .recheck_s = e->cfg.rto_s, .job = &j, .src = dst};
+    int status = wait_for(e, &w, failure);
+    if (status != HP_OK)
+        unlink_job(p, &j);              /* its packets already in flight stay there */
+    return leave(e, status);
+}
+
+static int received(struct hp_engine *e, struct waiting *w, int32_t *peer)
+{
+    *peer = w->src;
+    return (w->message = msg_take(e->table, w->src, w->tag)) != NULL;
+}
+
+int hp_recv(struct hp_engine *e, int32_t src, uint64_t tag, double deadline, const int32_t *watch, int32_t nwatch,
+            struct hp_failure *failure, struct hp_message **message)
+{
+    if (enter(e) != HP_OK)
+        return HP_CLOSED;
+    struct waiting w = {.done = received, .checked = 1, .tag = tag, .watch = watch, .nwatch = nwatch,
+                        .deadline = deadline, .recheck_s = RECV_RECHECK_S, .src = src};
+    int status = wait_for(e, &w, failure);
+    if (status == HP_OK)
+        *message = &w.message->pub;
+    return leave(e, status);
+}
+
+void hp_message_free(struct hp_message *message)
+{
+    if (message)
+        msg_free((struct msg *)message);
+}
+
+static int acknowledged(struct hp_engine *e, struct waiting *w, int32_t *peer)
+{
+    (void)w;
+    for (int32_t r = 0; r < e->cfg.world; r++)
+        if (e->peers[r].pending || e->peers[r].jobs) {
+            *peer = r;
+            return 0;
+        }
+    return 1;
+}
+
+int hp_flush(struct hp_engine *e, double deadline, struct hp_failure *failure)
+{
+    if (enter(e) != HP_OK)
+        return HP_CLOSED;
+    struct waiting w = {.done = acknowledged, .deadline = deadline, .recheck_s = e->cfg.rto_s};
+    return leave(e, wait_for(e, &w, failure));
+}
+
+void hp_abort(struct hp_engine *e, uint64_t call, const char *reason, uint32_t reason_len)
+{
+    if (enter(e) != HP_OK)
+        return;
+    if (reason_len > HP_PAYLOAD)
+        reason_len = HP_PAYLOAD;
+    struct out o = {0};
+    uint8_t *pkt = malloc(HP_HEADER_BYTES + HP_PAYLOAD);
+    if (!pkt || out_init(&o, HP_ABORT_COPIES * (uint32_t)e->cfg.world, 0) < 0) {
+        free(pkt);
+        out_release(&o);
+        leave(e, HP_OK);
+        return;
+    }
+    note_abort(e, call, e->cfg.rank, reason, reason_len);
+    struct header h = {.kind = HP_ABORT, .group = e->cfg.group, .src = (uint16_t)e->cfg.rank, .tag = call, .count = 1};
+    wire_pack(pkt, &h);
+    memcpy(pkt + HP_HEADER_BYTES, reason, reason_len);
+    for (int copy = 0; copy < HP_ABORT_COPIES; copy++)
+        for (int32_t r = 0; r < e->cfg.world; r++)
+            if (r != e->cfg.rank)
+                out_add(e, &o, r, pkt, HP_HEADER_BYTES + reason_len);
+    pthread_mutex_unlock(&e->mu);                 /* still counted as a caller: hp_close waits for us */
+    out_send(e, &o);
+    pthread_mutex_lock(&e->mu);
+    free(pkt);
+    out_release(&o);
+    leave(e, HP_OK);
+}
+
+int hp_abort_at(struct hp_engine *e, uint32_t i, uint64_t *call, int32_t *by, char *reason, uint32_t *reason_len)
+{
+    pthread_mutex_lock(&e->mu);
+    int there = i < e->naborts;
+    if (there) {
+        *call = e->aborts[i].call;
+        *by = e->aborts[i].by;
+        *reason_len = e->aborts[i].len;
+        memcpy(reason, e->aborts[i].reason, e->aborts[i].len);
+    }
+    pthread_mutex_unlock(&e->mu);
+    return there;
+}
+
+static void hp_stats_locked(struct hp_engine *e, struct hp_stats *out)
+{
+    *out = e->stats;
+    out->send_errors = __atomic_load_n(&e->stats.send_errors, __ATOMIC_RELAXED);
+    if (e->port)
+        rv_port_counts(e->port, &out->rocev2_malformed, &out->rocev2_unknown_group);
+    if (e->rates)
+        out->rocev2_rate_messages = rv_rate_messages(e->rates);
+    if (e->inbox)
+        out->rocev2_inbox_dropped = rv_inbox_dropped(e->inbox);
+}
+
+void hp_stats(struct hp_engine *e, struct hp_stats *out)
+{
+    pthread_mutex_lock(&e->mu);
+    hp_stats_locked(e, out);
+    pthread_mutex_unlock(&e->mu);
+}
+
+void hp_close(struct hp_engine *e)
+{
+    pthread_mutex_lock(&e->mu);
+    if (e->closing) {
+        pthread_mutex_unlock(&e->mu);
+        return;
+    }
+    e->closing = 1;
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    uint64_t one = 1;
+    if (write(e->wake_fd, &one, sizeof one) < 0) { /* the loop sees closing at its next wake anyway */ }
+    if (e->started)
+        pthread_join(e->thread, NULL);
+    e->started = 0;
+    pthread_mutex_lock(&e->mu);
+    while (e->callers)
+        pthread_cond_wait(&e->cv, &e->mu);
+    pthread_mutex_unlock(&e->mu);
+    pthread_mutex_lock(&e->mu);
+    hp_stats_locked(e, &e->stats);              /* the shared counters as they were when we left */
+    pthread_mutex_unlock(&e->mu);
+    if (e->port)
+        rv_port_leave(e->port, e->cfg.group);    /* its reader hands us nothing more */
+    e->port = NULL;
+    if (e->rates)
+        rv_rates_leave(e->rates);
+    e->rates = NULL;
+    if (e->fd >= 0)
+        close(e->fd);
+    e->fd = -1;
+}
+
+void hp_free(struct hp_engine *e)
+{
+    if (!e)
+        return;
+    hp_close(e);
+    if (e->wake_fd >= 0)
+        close(e->wake_fd);
+    for (int32_t r = 0; e->peers && r < e->cfg.world; r++) {
+        free(e->peers[r].slots);
+        free(e->peers[r].seen);
+    }
+    free(e->peers);
+    for (uint32_t b = 0; e->table && b < BUCKETS; b++)
+        for (struct msg *m = e->table[b], *next; m; m = next) {
+            next = m->next;
+            msg_free(m);
+        }
+    free(e->table);
+    free(e->aborts);
+    out_release(&e->out);
+    free(e->rx);
+    rv_inbox_free(e->inbox);
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->cv);
+    free(e);
+}
