@@ -52,7 +52,7 @@ class Action:
     INT_WATCHLIST_MARK_SOURCE = 'FabricIngress.int_watchlist.mark_source'
     AGGREGATION_AGGREGATE_ROOT = 'FabricIngress.aggregation.aggregate_root'
     AGGREGATION_AGGREGATE_CHILD = 'FabricIngress.aggregation.aggregate_child'
-    AGGREGATION_COMBINE_VALUES = 'FabricIngress.aggregation.combine_values'
+    AGGREGATION_COMBINE_BLOCK = 'FabricIngress.aggregation.combine_block'
     AGGREGATION_REFUSE = 'FabricIngress.aggregation.refuse'
     AGGREGATION_SEND_UP = 'FabricIngress.aggregation.send_up'
     LOAD_BALANCE_ECMP = 'FabricIngress.load_balance.ecmp'
@@ -167,9 +167,9 @@ ACTION_PARAMS: dict[str, tuple[str, ...]] = {
     Action.ACL_COPY_TO_CPU: (),
     Action.ACL_DROP: (),
     Action.INT_WATCHLIST_MARK_SOURCE: ('max_hop',),
-    Action.AGGREGATION_AGGREGATE_ROOT: ('epoch', 'slot_base', 'slot_count', 'fan_in', 'group'),
-    Action.AGGREGATION_AGGREGATE_CHILD: ('epoch', 'slot_base', 'slot_count', 'fan_in', 'group', 'parent_port', 'index_at_parent', 'own_mac', 'parent_mac'),
-    Action.AGGREGATION_COMBINE_VALUES: (),
+    Action.AGGREGATION_AGGREGATE_ROOT: ('epoch', 'slot_base', 'slot_count', 'frame_values', 'fan_in', 'group'),
+    Action.AGGREGATION_AGGREGATE_CHILD: ('epoch', 'slot_base', 'slot_count', 'frame_values', 'fan_in', 'group', 'parent_port', 'index_at_parent', 'own_mac', 'parent_mac'),
+    Action.AGGREGATION_COMBINE_BLOCK: (),
     Action.AGGREGATION_REFUSE: (),
     Action.AGGREGATION_SEND_UP: (),
     Action.LOAD_BALANCE_ECMP: (),
@@ -259,11 +259,15 @@ IPV4_FLAGS_DF = 2  # Don't Fragment (reports carry IPv4 id 0)
 REPORT_OUTER_BYTES = 62  # Ethernet 14 + IPv4 20 + UDP 8 + group 8 + individual 4 + main 8
 REPORT_PAYLOAD_WORDS = 16  # at most this many words of the inner payload (after the INT stack)
 AGG_UDP_PORT = 0xBEE0
-AGG_VALUES = 64  # values per packet (agg_data_h has exactly this many fields)
-AGG_VALUES_SHIFT = 6  # log2(AGG_VALUES): value index = set index << 6 | i
-AGG_POOL_SLOTS = 1024  # slots of all jobs together; a job owns [base, base + count)
+AGG_BLOCK_VALUES = 64  # values per block (agg_block_h has exactly this many fields)
+AGG_MAX_BLOCKS = 5  # the largest frame: 320 values, 1324 bytes of IPv4 (MTU 1500)
+AGG_BLOCK_SHIFT = 6  # log2(AGG_BLOCK_VALUES): blocks = frame_values >> 6; cell = set << 6 | i
+AGG_UDP_BYTES = 24  # UDP header 8 + agg_h 16: a frame of B blocks has udp.len 24 + B * 256
+AGG_BLOCK_BYTES = 256  # AGG_BLOCK_VALUES * 4
+AGG_POOL_SLOTS = 1024  # slots of all jobs together, one block each; a job owns [base, base + count)
 AGG_SETS = 2048  # AGG_POOL_SLOTS * 2 (SwitchML's two shadow sets per slot)
-AGG_CELLS = 131072  # AGG_SETS * AGG_VALUES accumulators
+AGG_CELLS = 131072  # AGG_SETS * AGG_BLOCK_VALUES accumulators
+AGG_NEXT_BLOCK_CELLS = 128  # 2 * AGG_BLOCK_VALUES: from a block's cells to the next pool slot's, same set
 AGG_MAX_CHILDREN = 32  # width of the contributor bitmap
 AGG_TYPE_CONTRIB = 0  # a worker's values, or a switch's partial sum for its parent
 AGG_TYPE_RESULT = 1  # the sums, on their way down to the workers
@@ -282,7 +286,7 @@ AGG_OUTCOME_RESULT_DOWN = 3  # non-root: result from the parent stored and passe
 AGG_OUTCOME_DUP_ANSWERED = 4  # retransmission answered from the stored result
 AGG_OUTCOME_DUP_RESENT_UP = 5  # retransmission: the partial sent up again
 AGG_OUTCOME_DUP_DROPPED = 6  # retransmission of a contribution still being added
-AGG_OUTCOME_REFUSED = 7  # bad slot, set or child index, a stale result, a result at a root
+AGG_OUTCOME_REFUSED = 7  # not the job's frame size, bad slot, set or child, stale result, result at a root
 AGG_OUTCOMES = 8
 AGG_JOBS_TABLE_SIZE = 256
 AGG_RESULT_DST_TABLE_SIZE = 512  # one entry per worker-facing port

@@ -12,7 +12,8 @@ from its own worker thread). Life cycle::
     conn.packet_out(msg); conn.packet_in(timeout=1)
     conn.close()
 
-Every unary RPC and every Read carries a deadline (``rpc_timeout``). When the stream breaks (the
+Every unary RPC and every Read carries a deadline (``rpc_timeout``; a pipeline push
+``pipeline_timeout``, at least as long). When the stream breaks (the
 target stopped or restarted) ``broken`` says why and ``on_stream_broken`` is called; the
 connection is then unusable and the owner makes a new one (see `controller.fabric_controller`).
 """
@@ -46,6 +47,10 @@ from controller.p4info import P4Info
 log = logging.getLogger(__name__)
 
 DEFAULT_RPC_TIMEOUT = 10.0
+# A pipeline push may wait for the target to build the program: softswitch builds the native
+# data path of p4src/fabric.p4 (5 copies of a 64-value block's aggregation) in 10-11 s of one
+# core, once per program text, before it answers.
+DEFAULT_PIPELINE_TIMEOUT = 60.0
 DEFAULT_BATCH_SIZE = 500
 _CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", 64 * 1024 * 1024),
@@ -78,6 +83,7 @@ class SwitchConnection:
         *,
         election_id: int | tuple[int, int] = (0, 1),
         rpc_timeout: float = DEFAULT_RPC_TIMEOUT,
+        pipeline_timeout: float = DEFAULT_PIPELINE_TIMEOUT,
         p4info: P4Info | None = None,
         on_stream_broken: Callable[["SwitchConnection", str], None] | None = None,
         packet_handlers: list[PacketHandler] | None = None,
@@ -87,6 +93,7 @@ class SwitchConnection:
         self.device_id = device_id
         self.election_id = election_id_tuple(election_id)
         self.rpc_timeout = rpc_timeout
+        self.pipeline_timeout = max(pipeline_timeout, rpc_timeout)
         self.p4info = p4info
         self.on_stream_broken = on_stream_broken
         # Called on the stream's reader thread for every packet-in, in order; the first that
@@ -303,7 +310,7 @@ class SwitchConnection:
         request.config.p4_device_config = device_config
         request.config.cookie.cookie = cookie
         try:
-            stub.SetForwardingPipelineConfig(request, timeout=self.rpc_timeout)
+            stub.SetForwardingPipelineConfig(request, timeout=self.pipeline_timeout)
         except ValueError as err:
             raise self._closed(err) from None
         except grpc.RpcError as err:

@@ -59,7 +59,7 @@ class AggregationJob:
         """The options hostagent's rank programs take for their in-network job."""
         c = self.config(host)
         return ["--aggregator", str(c["aggregator"]), "--job", str(c["job_id"]), "--worker-id", str(c["worker_id"]),
-                "--slots", str(self.slots)]
+                "--slots", str(self.slots), "--frame-values", str(c["frame_values"])]
 
 
 def read_agg_ops(lab: Lab) -> dict[str, int]:
@@ -75,7 +75,8 @@ def read_agg_ops(lab: Lab) -> dict[str, int]:
 
 @contextmanager
 def in_network_jobs(lab: Lab, groups: Sequence[Sequence[str]], *, manager: JobManager, server: str,
-                    slots: int = DEFAULT_SLOTS, in_network: bool = True) -> Iterator[AggregationJob]:
+                    slots: int = DEFAULT_SLOTS, in_network: bool = True,
+                    frame_values: int = 64) -> Iterator[AggregationJob]:
     """A job per group of hosts (a host in one group only: its worker binds the aggregation
     port), ``server`` the fallback aggregator of all; ``in_network=False`` routes every job to
     the parameter server alone."""
@@ -83,8 +84,9 @@ def in_network_jobs(lab: Lab, groups: Sequence[Sequence[str]], *, manager: JobMa
     ps_proc = None
     try:
         for hosts in groups:
-            agg.jobs.append(manager.start(list(hosts), server, slots=slots, in_network=in_network))
-        specs = [a for j in agg.jobs for a in ("--job", f"{j.job_id}:{len(j.workers)}:{slots}")]
+            agg.jobs.append(manager.start(list(hosts), server, slots=slots, in_network=in_network,
+                                          frame_values=frame_values))
+        specs = [a for j in agg.jobs for a in ("--job", f"{j.job_id}:{len(j.workers)}:{slots}:{j.frame_values}")]
         ps_proc = lab.host(server).popen([sys.executable, "-m", "hostagent.collectives", "ps", *specs])
         wait_listening(lab.host(server), ps_proc)
         before = read_agg_ops(lab)
@@ -104,9 +106,11 @@ def in_network_jobs(lab: Lab, groups: Sequence[Sequence[str]], *, manager: JobMa
 
 @contextmanager
 def in_network_job(lab: Lab, hosts: Sequence[str], *, manager: JobManager, server: str,
-                   slots: int = DEFAULT_SLOTS, in_network: bool = True) -> Iterator[AggregationJob]:
+                   slots: int = DEFAULT_SLOTS, in_network: bool = True,
+                   frame_values: int = 64) -> Iterator[AggregationJob]:
     """`in_network_jobs` with one group."""
-    with in_network_jobs(lab, [hosts], manager=manager, server=server, slots=slots, in_network=in_network) as agg:
+    with in_network_jobs(lab, [hosts], manager=manager, server=server, slots=slots, in_network=in_network,
+                         frame_values=frame_values) as agg:
         yield agg
 
 

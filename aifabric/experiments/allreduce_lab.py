@@ -124,7 +124,7 @@ def _python_cmd(*args: object) -> list[str]:
 
 def run_allreduce(lab: Lab, manager: JobManager, algorithm: str, workers: Sequence[str], server: str, *,
                   elements: int, dtype: str = "float32", seed: int = 1, slots: int = 32, timeout: float = 1.0,
-                  retries: int = 100, ring_window: int = 32) -> RunResult:
+                  retries: int = 100, ring_window: int = 32, frame_values: int = 64) -> RunResult:
     """One AllReduce with ``algorithm`` (innetwork, ring or ps) among ``workers``; ``server`` runs
     the parameter server (the fallback aggregator of innetwork and ps jobs)."""
     if algorithm not in ALGORITHMS:
@@ -143,14 +143,14 @@ def run_allreduce(lab: Lab, manager: JobManager, algorithm: str, workers: Sequen
         result.agg_ops = {k: after[k] - before[k] for k in after}     # a ring's: none of them the switches'
         return result
     with in_network_job(lab, workers, manager=manager, server=server, slots=slots,
-                        in_network=algorithm == "innetwork") as job:
+                        in_network=algorithm == "innetwork", frame_values=frame_values) as job:
         result.in_network, result.tree = job.in_network, job.tree
         cmds = {}
         for w in workers:
             cfg = job.config(w)
             cmds[w] = _python_cmd("worker", "--ps", cfg["aggregator"], "--job", cfg["job_id"],
                                   "--workers", n, "--worker-id", cfg["worker_id"], "--rank", cfg["rank"],
-                                  "--slots", slots, *tensor)
+                                  "--slots", slots, "--frame-values", cfg["frame_values"], *tensor)
         _run_workers(lab, result, cmds)
     result.agg_ops, result.server = job.agg_ops, job.server_stats
     return result

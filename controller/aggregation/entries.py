@@ -2,7 +2,8 @@
 aggregation"; the P4Info names from `controller.p4names`):
 
 * ``agg_jobs``: job id -> ``aggregate_root`` / ``aggregate_child`` with the job's epoch, slot
-  range, the switch's fan-in, its multicast group and, below the root, the way up;
+  range (its first pool slot, its window in frames), frame size in values, the switch's fan-in,
+  its multicast group and, below the root, the way up;
 * a multicast group per job (``AGG_GROUP_BASE + job id``): one replica per child port;
 * ``agg_result_dst``: every worker-facing port of the switch -> ``to_worker(switch MAC, host MAC,
   host IPv4)``, so results leave addressed to the worker.
@@ -35,9 +36,9 @@ def group_id(job_id: int) -> int:
 
 
 def job_entry(p4info: P4Info, fabric: Fabric, node: TreeNode, *, job_id: int, epoch: int,
-              slot_base: int, slot_count: int) -> p4runtime_pb2.Entity:
+              slot_base: int, slot_count: int, frame_values: int) -> p4runtime_pb2.Entity:
     params: dict[str, object] = {"epoch": epoch, "slot_base": slot_base, "slot_count": slot_count,
-                                 "fan_in": node.fan_in, "group": group_id(job_id)}
+                                 "frame_values": frame_values, "fan_in": node.fan_in, "group": group_id(job_id)}
     if node.is_root:
         action = AGGREGATE_ROOT
     else:

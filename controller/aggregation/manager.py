@@ -5,6 +5,12 @@ entries become part of every tree switch's desired state, so they are reconciled
 (also after a switch restarts). `start()` installs them before it returns the `Job`, whose
 `worker_config()` is what each worker's `hostagent.collectives.aggregation` client needs.
 
+A job chooses its frame_values, the values every one of its packets carries: whole blocks of
+AGG_BLOCK_VALUES (64, SwitchML's packet, the default) up to AGG_MAX_BLOCKS (5: 320 values, the
+most a 1500-byte MTU holds). A frame of B blocks takes B slots of the pool (each 64 values): a
+window of `slots` frames takes slots x B, consecutive, and the switches refuse a packet of
+another size than the job's.
+
 A job whose slot request cannot be met (the pool is full) still runs: it gets no switch entries
 and its packets are routed to its fallback aggregator, the parameter-server process on
 ``aggregator``; `Job.in_network` says which.
@@ -21,12 +27,15 @@ from p4.v1 import p4runtime_pb2
 from controller.aggregation import entries as AE
 from controller.aggregation.pool import SlotPool
 from controller.aggregation.tree import MAX_CHILDREN, AggregationTree, choose_tree
+from controller.p4names import AGG_BLOCK_VALUES, AGG_MAX_BLOCKS
 
 log = logging.getLogger(__name__)
 
 MAX_JOBS = 256           # p4src: AGG_JOBS_TABLE_SIZE; job ids 0..255
 DEFAULT_SLOTS = 32       # a job's window: chunks in flight per worker
 EPOCH_BITS = 16
+FRAME_VALUES = tuple(AGG_BLOCK_VALUES * b for b in range(1, AGG_MAX_BLOCKS + 1))   # 64, 128, ..., 320
+DEFAULT_FRAME_VALUES = AGG_BLOCK_VALUES                                            # SwitchML's 64
 
 
 class JobError(ValueError):
@@ -40,20 +49,31 @@ class Job:
     workers: tuple[str, ...]          # host names, rank order
     aggregator: str                   # host of the fallback aggregator (parameter server)
     aggregator_ip: str
-    slots: int                        # the workers' window (slots per worker)
-    slot_base: int | None             # None: not aggregated in the network
+    slots: int                        # the workers' window (frames in flight per worker)
+    slot_base: int | None             # the first pool slot; None: not aggregated in the network
     tree: AggregationTree | None
     wire_ids: dict[str, int] = field(default_factory=dict)   # host -> worker_id on the wire
+    frame_values: int = DEFAULT_FRAME_VALUES                  # values per packet
 
     @property
     def in_network(self) -> bool:
         return self.tree is not None
 
+    @property
+    def pool_slots(self) -> int:
+        """The pool slots (64 values each) the job's window takes: slots x blocks per frame."""
+        return pool_slots(self.slots, self.frame_values)
+
     def worker_config(self, host: str) -> dict[str, object]:
         """The parameters of ``host``'s allreduce client."""
-        return {"job_id": self.job_id, "slots": self.slots, "worker_id": self.wire_ids[host],
-                "num_workers": len(self.workers), "rank": self.workers.index(host),
-                "aggregator": self.aggregator_ip}
+        return {"job_id": self.job_id, "slots": self.slots, "frame_values": self.frame_values,
+                "worker_id": self.wire_ids[host], "num_workers": len(self.workers),
+                "rank": self.workers.index(host), "aggregator": self.aggregator_ip}
+
+
+def pool_slots(slots: int, frame_values: int) -> int:
+    """Pool slots of a window of ``slots`` frames of ``frame_values`` values."""
+    return slots * (frame_values // AGG_BLOCK_VALUES)
 
 
 class JobManager:
@@ -87,33 +107,37 @@ class JobManager:
                 continue
             groups.append(AE.job_group(node, job.job_id))
             tables.append(AE.job_entry(p4info, fabric, node, job_id=job.job_id, epoch=job.epoch,
-                                       slot_base=job.slot_base, slot_count=job.slots))
+                                       slot_base=job.slot_base, slot_count=job.slots,
+                                       frame_values=job.frame_values))
         if tables:
             tables += AE.result_destinations(p4info, fabric, switch)
         return [*groups, *tables]
 
     # --- jobs ----------------------------------------------------------------------------
     def start(self, workers: Sequence[str], aggregator: str, *, slots: int = DEFAULT_SLOTS,
-              in_network: bool = True, job_id: int | None = None) -> Job:
-        """Put a job on the fabric; returns once every tree switch has its entries."""
+              frame_values: int = DEFAULT_FRAME_VALUES, in_network: bool = True,
+              job_id: int | None = None) -> Job:
+        """Put a job on the fabric; returns once every tree switch has its entries. ``slots``:
+        the workers' window in frames; ``frame_values``: the values a frame carries (FRAME_VALUES)."""
         fabric = self.controller.fabric
-        hosts = self._check(workers, aggregator, slots)
+        hosts = self._check(workers, aggregator, slots, frame_values)
+        needed = pool_slots(slots, frame_values)
         with self._lock:
             job_id = self._job_id(job_id)
             self._epoch = self._epoch % ((1 << EPOCH_BITS) - 1) + 1     # 1 .. 65535, never 0
-            base = self.pool.allocate(slots) if in_network else None
+            base = self.pool.allocate(needed) if in_network else None
             if in_network and base is None:
-                log.warning("job %d: the slot pool is full (%d free); it runs on the aggregator %s",
-                            job_id, self.pool.free_slots, aggregator)
+                log.warning("job %d: the slot pool is full (%d free, %d wanted); it runs on the aggregator %s",
+                            job_id, self.pool.free_slots, needed, aggregator)
             tree = choose_tree(self.controller.model, hosts, salt=job_id) if base is not None else None
             wire_ids = dict(tree.worker_ids) if tree else {h: i for i, h in enumerate(workers)}
             job = Job(job_id, self._epoch, tuple(workers), aggregator, str(fabric.host(aggregator).ip4.ip),
-                      slots, base, tree, wire_ids)
+                      slots, base, tree, wire_ids, frame_values)
             self.jobs[job_id] = job
             self._used_ids.add(job_id)
         if tree is not None:
-            log.info("job %d: %d workers, slots %d..%d, tree %s", job_id, len(workers), base,
-                     base + slots - 1, tree.describe())
+            log.info("job %d: %d workers, %d-value frames, pool slots %d..%d, tree %s", job_id, len(workers),
+                     frame_values, base, base + needed - 1, tree.describe())
             self.controller.apply_now(tree.nodes)
         return job
 
@@ -144,7 +168,7 @@ class JobManager:
             raise JobError(f"{MAX_JOBS} jobs are running already; end one first")
         return free[0]
 
-    def _check(self, workers: Sequence[str], aggregator: str, slots: int):
+    def _check(self, workers: Sequence[str], aggregator: str, slots: int, frame_values: int):
         fabric = self.controller.fabric
         known = {h.name for h in fabric.hosts}
         unknown = [w for w in [*workers, aggregator] if w not in known]
@@ -160,6 +184,11 @@ class JobManager:
                            f"(the width of the aggregators' contributor bitmap)")
         if aggregator in workers:
             raise JobError(f"the fallback aggregator {aggregator} cannot also be a worker")
-        if not 1 <= slots <= self.pool.size:
-            raise JobError(f"slots={slots}: must be in 1..{self.pool.size}")
+        if isinstance(frame_values, bool) or not isinstance(frame_values, int) or frame_values not in FRAME_VALUES:
+            raise JobError(f"frame_values={frame_values!r}: must be a multiple of {AGG_BLOCK_VALUES} in "
+                           f"{FRAME_VALUES[0]}..{FRAME_VALUES[-1]} ({', '.join(map(str, FRAME_VALUES))})")
+        most = self.pool.size // (frame_values // AGG_BLOCK_VALUES)
+        if not 1 <= slots <= most:
+            raise JobError(f"slots={slots}: must be in 1..{most} ({self.pool.size} pool slots, "
+                           f"{frame_values // AGG_BLOCK_VALUES} a {frame_values}-value frame)")
         return [fabric.host(w) for w in workers]

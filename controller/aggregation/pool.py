@@ -1,6 +1,7 @@
 """The slot pool every aggregating switch holds (p4src: AGG_POOL_SLOTS), handed out to jobs in
 disjoint ranges. One pool serves the whole fabric: a job gets the same range on every switch of
-its tree, so one allocation is enough and ranges of different jobs never overlap anywhere."""
+its tree, so one allocation is enough and ranges of different jobs never overlap anywhere. A pool
+slot holds one 64-value block (two sets of it): a job of B-block frames takes B a frame."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

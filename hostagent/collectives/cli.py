@@ -20,7 +20,14 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT, AGG_VALUES, DEFAULT_SLOTS, RING_UDP_PORT
+from hostagent.collectives.aggregation.protocol import (
+    AGG_UDP_PORT,
+    AGG_VALUES,
+    DEFAULT_FRAME_VALUES,
+    DEFAULT_SLOTS,
+    FRAME_VALUES,
+    RING_UDP_PORT,
+)
 from hostagent.collectives.baseline_ring import RingClient, RingConfig, RingError, ring_peers
 from hostagent.collectives.ps import JobSpec, ParameterServer
 from hostagent.collectives.report_files import write_report
@@ -66,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--workers", type=int, required=True, help="workers in the job")
     w.add_argument("--worker-id", type=int, help="worker_id on the wire (default: the rank)")
     w.add_argument("--slots", type=int, default=DEFAULT_SLOTS)
+    w.add_argument("--frame-values", type=int, choices=FRAME_VALUES, default=DEFAULT_FRAME_VALUES,
+                   help="values per packet: the job's (JobManager.start's frame_values)")
     w.add_argument("--bind", type=_address(AGG_UDP_PORT), default=("0.0.0.0", AGG_UDP_PORT), help="local IP[:PORT]")
     _tensor_args(w)
 
@@ -79,7 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("ps", help="parameter server: the jobs' fallback aggregator")
     s.add_argument("--bind", type=_address(AGG_UDP_PORT), default=("0.0.0.0", AGG_UDP_PORT), help="IP[:PORT]")
-    s.add_argument("--job", dest="jobs", action="append", required=True, type=_job, help="JOB:FAN_IN[:SLOTS], repeatable")
+    s.add_argument("--job", dest="jobs", action="append", required=True, type=_job,
+                   help="JOB:FAN_IN[:SLOTS[:FRAME_VALUES]], repeatable")
     s.add_argument("--duration", type=float, help="stop after this many seconds (default: at SIGTERM/SIGINT)")
     s.add_argument("--drop-outgoing", type=float, default=0.0, help="testing: drop this fraction of sent packets")
     s.add_argument("--drop-seed", type=int, default=0)
@@ -137,11 +147,13 @@ def run_worker(args: argparse.Namespace) -> dict:
         num_workers=args.workers,
         aggregator=args.ps,
         slots=args.slots,
+        frame_values=args.frame_values,
         **_common(args),
     )
     with AllReduceClient(config) as client:
         result, tensors = _measure(client, args, args.workers)
-        return _report(args, "ps", args.workers, check_aggregated(result, tensors), client.last_stats)
+        check = check_aggregated(result, tensors, args.frame_values)
+        return {**_report(args, "ps", args.workers, check, client.last_stats), "frame_values": args.frame_values}
 
 
 def run_ring(args: argparse.Namespace) -> dict:
@@ -160,7 +172,8 @@ def run_ps(args: argparse.Namespace) -> dict:
             timer = threading.Timer(args.duration, server.stop)
             timer.daemon = True
             timer.start()
-        jobs = ", ".join(f"{j.job_id} (fan_in {j.fan_in}, {j.slots} slots)" for j in args.jobs)
+        jobs = ", ".join(f"{j.job_id} (fan_in {j.fan_in}, {j.slots} slots, {j.frame_values} values a frame)"
+                         for j in args.jobs)
         print(f"ps: listening on {server.address[0]}:{server.address[1]}, jobs {jobs}", file=sys.stderr, flush=True)
         server.serve()
         return {"ps": f"{server.address[0]}:{server.address[1]}", **server.snapshot()}

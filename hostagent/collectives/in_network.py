@@ -1,5 +1,6 @@
 """all_reduce through the switches: the process group's face of the in-network aggregation worker
-(aggregation.worker.AllReduceClient). The switches sum int32 and quantised float32, so float16 and
+(aggregation.worker.AllReduceClient), in frames of the job's size (JobConfig.frame_values, 64 to
+320 values a packet). The switches sum int32 and quantised float32, so float16 and
 bfloat16 travel widened to float32 and come back rounded; only sums are offered (the aggregation
 program adds). NaN/Inf are refused by the group before any packet leaves (headers.NonFinite)."""
 

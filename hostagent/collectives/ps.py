@@ -1,6 +1,7 @@
 """The parameter server: the job's fallback aggregator as a host process on (ip, AGG_UDP_PORT).
 
-One root `Aggregator` per configured job. Worker addresses are learned from their CONTRIBs, keyed
+One root `Aggregator` per configured job, taking the job's frame_values (a packet of another
+size is rejected and counted, as the switches refuse it). Worker addresses are learned from their CONTRIBs, keyed
 by (job, worker_id); a RESULT goes to every worker of the job, the answer to a retransmission
 only to its sender. Malformed packets and packets of unknown jobs are counted and dropped.
 """
@@ -14,6 +15,7 @@ from typing import Iterable
 from hostagent.collectives.aggregation.aggregator import Aggregator, AggregatorStats, Dest, RejectedPacket
 from hostagent.collectives.aggregation.protocol import (
     AGG_UDP_PORT,
+    DEFAULT_FRAME_VALUES,
     DEFAULT_SLOTS,
     MalformedPacket,
     PktType,
@@ -30,17 +32,18 @@ class JobSpec:
     job_id: int
     fan_in: int  # workers sending to this server
     slots: int = DEFAULT_SLOTS
+    frame_values: int = DEFAULT_FRAME_VALUES  # values per packet of the job
 
     @classmethod
     def parse(cls, text: str) -> JobSpec:
-        """JOB:FAN_IN[:SLOTS], e.g. "1:8" or "2:4:16"."""
+        """JOB:FAN_IN[:SLOTS[:FRAME_VALUES]], e.g. "1:8", "2:4:16" or "3:4:16:320"."""
         parts = text.split(":")
         try:
             numbers = [int(p) for p in parts]
         except ValueError:
             numbers = []
-        if len(numbers) not in (2, 3):
-            raise ValueError(f"job {text!r} is not JOB:FAN_IN[:SLOTS]")
+        if len(numbers) not in (2, 3, 4):
+            raise ValueError(f"job {text!r} is not JOB:FAN_IN[:SLOTS[:FRAME_VALUES]]")
         return cls(*numbers)
 
 
@@ -63,7 +66,7 @@ class ParameterServer:
         for job in jobs:
             if job.job_id in self.aggregators:
                 raise ValueError(f"job {job.job_id} is configured twice")
-            self.aggregators[job.job_id] = Aggregator(job.job_id, job.fan_in, job.slots)
+            self.aggregators[job.job_id] = Aggregator(job.job_id, job.fan_in, job.slots, frame_values=job.frame_values)
         self.workers: dict[int, dict[int, tuple[str, int]]] = {job: {} for job in self.aggregators}
         self.counters = ServerCounters()
         self.endpoint = UdpEndpoint(bind, drop_outgoing, drop_seed)

@@ -14,7 +14,7 @@ import json
 import sys
 from typing import Callable, Sequence
 
-from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT
+from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT, DEFAULT_FRAME_VALUES, FRAME_VALUES
 from hostagent.collectives.aggregation.worker import JobConfig
 from hostagent.collectives.group import ProcessGroup
 from hostagent.collectives.reliable import HOST_PATHS, TransportConfig
@@ -51,6 +51,8 @@ def add_group_args(p: argparse.ArgumentParser, *, port: int, timeout: float = 60
     p.add_argument("--job", type=int, help="in-network job id")
     p.add_argument("--worker-id", type=int, help="in-network: this rank's worker_id on the wire")
     p.add_argument("--slots", type=int, default=slots)
+    p.add_argument("--frame-values", type=int, choices=FRAME_VALUES, default=DEFAULT_FRAME_VALUES,
+                   help="in-network: values per packet, the job's (JobManager.start's frame_values)")
     p.add_argument("--agg-timeout", type=float, default=AGG_TIMEOUT_S,
                    help="in-network: a chunk's first resend timeout, seconds (doubling per resend)")
 
@@ -73,7 +75,8 @@ def job_from_args(args: argparse.Namespace) -> JobConfig | None:
     ips = peer_ips(args)
     return JobConfig(job_id=args.job, worker_id=args.rank if args.worker_id is None else args.worker_id,
                      num_workers=len(ips), aggregator=(args.aggregator, AGG_UDP_PORT), slots=args.slots,
-                     bind=(ips[args.rank], AGG_UDP_PORT), timeout=args.agg_timeout, max_retries=AGG_MAX_RETRIES)
+                     bind=(ips[args.rank], AGG_UDP_PORT), timeout=args.agg_timeout, max_retries=AGG_MAX_RETRIES,
+                     frame_values=args.frame_values)
 
 
 def group_from_args(args: argparse.Namespace, *, groups: list[list[int]] | None = None) -> ProcessGroup:

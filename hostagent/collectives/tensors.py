@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hostagent.collectives.aggregation import quantize as q
-from hostagent.collectives.aggregation.protocol import AGG_VALUES, split_chunks
+from hostagent.collectives.aggregation.protocol import AGG_VALUES, DEFAULT_FRAME_VALUES, split_chunks
 
 DTYPES = {"float32": np.dtype(np.float32), "int32": np.dtype(np.int32)}
 DEFAULT_INT_MAX = 1 << 20
@@ -49,14 +49,15 @@ def _check(result: np.ndarray, exact: np.ndarray, bound: np.ndarray | float) -> 
     return Check(float(error.max(initial=0.0)), float(np.max(bound, initial=0.0)), ok)
 
 
-def check_aggregated(result: np.ndarray, tensors: list[np.ndarray]) -> Check:
+def check_aggregated(result: np.ndarray, tensors: list[np.ndarray], frame_values: int = DEFAULT_FRAME_VALUES) -> Check:
     """In-network / parameter-server result: int32 exact, float32 within quantize.error_bound
-    with the exponents the workers agreed on (the max over workers per chunk)."""
+    with the exponents the workers agreed on (the max over workers per chunk of the job's
+    frame_values)."""
     exact = np.sum([t.astype(np.float64) for t in tensors], axis=0)
     if result.dtype == np.int32:
         return _check(result, exact, 0.0)
-    exps = np.max([q.chunk_exponents(split_chunks(t)) for t in tensors], axis=0)
-    bound = q.error_bound(len(tensors), exps, split_chunks(result)).reshape(-1)[: result.size]
+    exps = np.max([q.chunk_exponents(split_chunks(t, frame_values)) for t in tensors], axis=0)
+    bound = q.error_bound(len(tensors), exps, split_chunks(result, frame_values)).reshape(-1)[: result.size]
     return _check(result, exact, bound)
 
 

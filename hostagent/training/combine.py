@@ -1,6 +1,6 @@
 """What all_reduce makes of the ranks' vectors, computed in one process: the exact sum, or the sum
 the switches make (SwitchML block quantisation, hostagent.collectives.aggregation.quantize: per
-chunk of AGG_VALUES values the largest exponent over the ranks, every rank's values rounded to
+chunk of the job's frame_values values the largest exponent over the ranks, every rank's values rounded to
 int32 at that scale, the integers added exactly, the total scaled back). Integer addition does
 not depend on order, so the in-network result is reproduced bit for bit here."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from hostagent.collectives.aggregation import quantize as q
-from hostagent.collectives.aggregation.protocol import AGG_VALUES
+from hostagent.collectives.aggregation.protocol import DEFAULT_FRAME_VALUES, split_chunks
 
 
 def exact(vectors: list[np.ndarray]) -> np.ndarray:
@@ -16,17 +16,10 @@ def exact(vectors: list[np.ndarray]) -> np.ndarray:
     return np.sum(np.stack(vectors).astype(np.float64), axis=0).astype(np.float32)
 
 
-def _chunks(v: np.ndarray) -> np.ndarray:
-    rows = -(-v.size // AGG_VALUES)
-    padded = np.zeros(rows * AGG_VALUES, dtype=np.float32)
-    padded[:v.size] = v
-    return padded.reshape(rows, AGG_VALUES)
-
-
-def in_network(vectors: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """(the switches' sum, its per-element error bound against the exact sum)."""
+def in_network(vectors: list[np.ndarray], frame_values: int = DEFAULT_FRAME_VALUES) -> tuple[np.ndarray, np.ndarray]:
+    """(the switches' sum in frames of ``frame_values``, its per-element error bound against the exact sum)."""
     n, size = len(vectors), vectors[0].size
-    chunks = [_chunks(v) for v in vectors]
+    chunks = [split_chunks(np.asarray(v, dtype=np.float32), frame_values) for v in vectors]
     agreed = np.max([q.chunk_exponents(c) for c in chunks], axis=0)
     sums = np.sum([q.quantize(c, agreed, n).astype(np.int64) for c in chunks], axis=0).astype(np.int32)
     result = q.dequantize(sums, agreed, n)

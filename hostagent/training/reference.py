@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 
+from hostagent.collectives.aggregation.protocol import DEFAULT_FRAME_VALUES
 from hostagent.training import combine, mlp
 from hostagent.training.data import Split
 from hostagent.training.step import Config, apply, local, shape_of
@@ -15,7 +16,9 @@ from hostagent.training.step import Config, apply, local, shape_of
 COMBINERS = ("exact", "in_network")
 
 
-def train(split: Split, cfg: Config, ranks: int, steps: int, combiner: str = "exact") -> list[dict]:
+def train(split: Split, cfg: Config, ranks: int, steps: int, combiner: str = "exact",
+          frame_values: int = DEFAULT_FRAME_VALUES) -> list[dict]:
+    """``frame_values``: the in-network job's values per packet (the quantisation's chunks)."""
     if combiner not in COMBINERS:
         raise ValueError(f"combiner {combiner!r}: one of {COMBINERS}")
     shape = shape_of(split, cfg)
@@ -28,7 +31,7 @@ def train(split: Split, cfg: Config, ranks: int, steps: int, combiner: str = "ex
         if combiner == "exact":
             summed = combine.exact(vectors)
         else:
-            summed, bound = combine.in_network(vectors)
+            summed, bound = combine.in_network(vectors, frame_values)
             error = np.abs(summed.astype(np.float64) - combine.exact(vectors).astype(np.float64))
             record.update(grad_bound=float(bound[:-2].max()), grad_error=float(error[:-2].max()))
         loss, acc = apply(params, summed, cfg, ranks)

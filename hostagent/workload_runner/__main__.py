@@ -3,11 +3,11 @@
 plan.json (written by aifabric.experiments.train_runner): {"addresses": [ip per rank], "groups":
 [[ranks], ...] (a process group each; its index sets its UDP port and id), "ops": [per rank, the
 op dicts of aifabric.workloads], "iterations": N, "base_port": P, optionally "aggregation": {rank:
-{"group", "job_id", "worker_id", "aggregator", "slots"}}: that group's all-reduces are summed in
-the switches by the rank's in-network job (one a rank: its worker binds the aggregation port),
-every other collective by ring}, and optionally the transport's "window" (packets in flight per
-link), "rto_s" (first retransmission timeout) and "agg_timeout_s" (in-network chunk resend
-timeout): on rate-limited links the lab sets them to what a full window takes through one link,
+{"group", "job_id", "worker_id", "aggregator", "slots", optionally "frame_values" (64 if not)}}: that
+group's all-reduces are summed in the switches by the rank's in-network job (one a rank: its worker
+binds the aggregation port), every other collective by ring}, and optionally the transport's
+"window" (packets in flight per link), "rto_s" (first retransmission timeout) and "agg_timeout_s"
+(in-network chunk resend timeout): on rate-limited links the lab sets them to what a full window takes through one link,
 as shorter ones resend what is only queued, and "rocev2" (the groups' packets RoCEv2-like, for the
 host agents' PLB and DCQCN) with "rate_control_port" (where DCQCN's rates arrive)}. Every stream runs on its own
 thread, an op starting once its deps are done and the stream's previous op ended; a barrier of
@@ -26,7 +26,7 @@ import zlib
 
 import numpy as np
 
-from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT
+from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT, DEFAULT_FRAME_VALUES
 from hostagent.collectives.aggregation.worker import JobConfig
 from hostagent.collectives.group import ProcessGroup
 from hostagent.collectives.reliable import CollectiveError, TransportConfig
@@ -152,7 +152,7 @@ class Rank:
 def _job_config(job: dict, members: int, ip: str, timeout: float) -> JobConfig:
     return JobConfig(job_id=job["job_id"], worker_id=job["worker_id"], num_workers=members,
                      aggregator=(job["aggregator"], AGG_UDP_PORT), slots=job["slots"], bind=(ip, AGG_UDP_PORT),
-                     timeout=timeout, max_retries=200)
+                     timeout=timeout, max_retries=200, frame_values=job.get("frame_values", DEFAULT_FRAME_VALUES))
 
 
 def main(argv=None) -> int:

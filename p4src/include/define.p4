@@ -125,15 +125,22 @@ const bit<32> REPORT_OUTER_BYTES   = 62;  // Ethernet 14 + IPv4 20 + UDP 8 + gro
 const bit<32> REPORT_PAYLOAD_WORDS = 16;  // at most this many words of the inner payload (after the INT stack)
 
 // In-network aggregation (SwitchML's protocol, ATP's jobs; include/control/aggregation.p4).
-// Aggregation packets are UDP to AGG_UDP_PORT (0xBEE0, SwitchML's port) with an agg_h header and
-// AGG_VALUES signed 32-bit values: 64 values = 256 bytes, as SwitchML, so a packet is 314 bytes on
-// the wire and headers cost 18% of it; BMv2 and softswitch do one register read and write per value.
+// Aggregation packets (frames) are UDP to AGG_UDP_PORT (0xBEE0, SwitchML's port) with an agg_h
+// header and agg_h.frame_values signed 32-bit values in blocks of AGG_BLOCK_VALUES (agg_block_h):
+// 1 to AGG_MAX_BLOCKS blocks, the job's choice (the agg_jobs entry's frame_values). One block is
+// SwitchML's packet: 314 bytes on the wire, headers 18% of it; five make 1338 bytes, headers 4.3%,
+// and a fifth of the packets (BMv2 and softswitch cost mostly per packet; both do one register
+// read and write per value). A frame of B blocks uses B consecutive slots of the pool.
 const bit<16> AGG_UDP_PORT     = 0xBEE0;
-#define AGG_VALUES                64      // values per packet (agg_data_h has exactly this many fields)
-const bit<8>  AGG_VALUES_SHIFT = 6;       // log2(AGG_VALUES): value index = set index << 6 | i
-const bit<32> AGG_POOL_SLOTS   = 1024;    // slots of all jobs together; a job owns [base, base + count)
+#define AGG_BLOCK_VALUES          64      // values per block (agg_block_h has exactly this many fields)
+#define AGG_MAX_BLOCKS            5       // the largest frame: 320 values, 1324 bytes of IPv4 (MTU 1500)
+const bit<8>  AGG_BLOCK_SHIFT  = 6;       // log2(AGG_BLOCK_VALUES): blocks = frame_values >> 6; cell = set << 6 | i
+const bit<16> AGG_UDP_BYTES    = 24;      // UDP header 8 + agg_h 16: a frame of B blocks has udp.len 24 + B * 256
+const bit<16> AGG_BLOCK_BYTES  = 256;     // AGG_BLOCK_VALUES * 4
+const bit<32> AGG_POOL_SLOTS   = 1024;    // slots of all jobs together, one block each; a job owns [base, base + count)
 const bit<32> AGG_SETS         = 2048;    // AGG_POOL_SLOTS * 2 (SwitchML's two shadow sets per slot)
-const bit<32> AGG_CELLS        = 131072;  // AGG_SETS * AGG_VALUES accumulators
+const bit<32> AGG_CELLS        = 131072;  // AGG_SETS * AGG_BLOCK_VALUES accumulators
+const bit<32> AGG_NEXT_BLOCK_CELLS = 128; // 2 * AGG_BLOCK_VALUES: from a block's cells to the next pool slot's, same set
 const bit<8>  AGG_MAX_CHILDREN = 32;      // width of the contributor bitmap
 const bit<8>  AGG_TYPE_CONTRIB = 0;       // a worker's values, or a switch's partial sum for its parent
 const bit<8>  AGG_TYPE_RESULT  = 1;       // the sums, on their way down to the workers
@@ -153,7 +160,7 @@ const bit<32> AGG_OUTCOME_RESULT_DOWN   = 3;  // non-root: result from the paren
 const bit<32> AGG_OUTCOME_DUP_ANSWERED  = 4;  // retransmission answered from the stored result
 const bit<32> AGG_OUTCOME_DUP_RESENT_UP = 5;  // retransmission: the partial sent up again
 const bit<32> AGG_OUTCOME_DUP_DROPPED   = 6;  // retransmission of a contribution still being added
-const bit<32> AGG_OUTCOME_REFUSED       = 7;  // bad slot, set or child index, a stale result, a result at a root
+const bit<32> AGG_OUTCOME_REFUSED       = 7;  // not the job's frame size, bad slot, set or child, stale result, result at a root
 const bit<32> AGG_OUTCOMES              = 8;
 #define AGG_JOBS_TABLE_SIZE        256
 #define AGG_RESULT_DST_TABLE_SIZE  512    // one entry per worker-facing port

@@ -197,13 +197,14 @@ header agg_h {
     bit<8>  set;                 // 0 or 1: chunk c uses set (c / slots) % 2
     bit<8>  worker_id;           // the sender's child index at the receiving aggregator (< 32)
     bit<8>  num_workers;         // workers of the job (for the hosts)
-    bit<8>  exponent;            // biased (e + 127) block exponent; results carry the maximum
+    bit<8>  exponent;            // biased (e + 127) exponent of the frame; results carry the maximum
     bit<32> seq;                 // chunk index, copied into results
-    bit<16> rsvd;
+    bit<16> frame_values;        // values the frame carries: AGG_BLOCK_VALUES x 1 .. AGG_MAX_BLOCKS, its job's
 }
 
-// The values of an aggregation packet: AGG_VALUES signed 32-bit integers.
-header agg_data_h {
+// One block of an aggregation frame: AGG_BLOCK_VALUES signed 32-bit integers. A frame carries
+// frame_values / AGG_BLOCK_VALUES of them (agg_blocks).
+header agg_block_h {
     bit<32> v00;
     bit<32> v01;
     bit<32> v02;
@@ -289,7 +290,7 @@ struct headers_t {
     tcp_t        tcp;
     udp_t        udp;
     agg_h        agg;
-    agg_data_h   agg_data;
+    agg_block_h[AGG_MAX_BLOCKS] agg_blocks;   // the frame's values, block by block
     int_shim_t   int_shim;
     int_md_t     int_md;
     int_hop_t[MAX_INT_HOPS] int_hops;   // int_hops[0]: the latest hop
@@ -407,9 +408,17 @@ struct agg_metadata_t {
     bit<8>  index_at_parent;     // non-root: this switch's child index at its parent
     mac_addr_t own_mac;
     mac_addr_t parent_mac;
-    bit<32> set_index;           // (slot_base + slot) * 2 + set
-    bit<32> value_base;          // set_index * AGG_VALUES
+    bit<16> frame_values;        // the job's values per frame (agg_jobs)
+    bit<8>  parse_blocks_left;   // parser: blocks still to extract
+    bit<16> parsed_values;       // parser: the frame's values once all its blocks are extracted
+                                 // (frame_values and udp.len agreeing); 0 for any other frame
+    bit<32> set_index;           // (slot_base + slot * blocks) * 2 + set: the frame's state
+    bit<32> value_base;          // the current block's first accumulator (set index of its pool slot << 6)
     bit<2>  op;                  // AGG_OP_* applied to every value
+    bit<32> keep_acc;            // combine: ~0, or 0 to take the packet's values (AGG_OP_WRITE)
+    bit<32> keep_packet;         // combine: ~0, or 0 to take the accumulators (AGG_OP_READ)
+    bit<32> acc;                 // combine: the accumulator of the value at hand, then 1 if the sum wrapped
+    bit<32> value;               // combine: the packet's value at hand (masked as op says)
     bit<1>  overflow;            // an addition saturated
 }
 

@@ -91,9 +91,37 @@ parser FabricParser(packet_in packet,
         }
     }
 
+    // The blocks of an aggregation frame are extracted only when it is a frame this fabric
+    // makes: frame_values a whole number of blocks (1 .. AGG_MAX_BLOCKS) and the UDP length
+    // exactly agg_h and those blocks. Any other (a bad count, a length that disagrees) keeps agg
+    // valid with no block and parsed_values 0, as does a frame shorter than its header says (the
+    // extraction fails: parser error PacketTooShort, the packet goes on): a switch of the job's
+    // tree refuses it (agg_ops REFUSED), any other routes it as plain UDP to the fallback
+    // aggregator, which counts it malformed; its bytes pass untouched.
     state parse_agg {
         packet.extract(hdr.agg);
-        packet.extract(hdr.agg_data);
+        meta.agg.parse_blocks_left = (bit<8>)(hdr.agg.frame_values >> AGG_BLOCK_SHIFT);
+        transition select(hdr.agg.frame_values, hdr.udp.len) {
+            (1 * AGG_BLOCK_VALUES, AGG_UDP_BYTES + 1 * AGG_BLOCK_BYTES): parse_agg_block;
+            (2 * AGG_BLOCK_VALUES, AGG_UDP_BYTES + 2 * AGG_BLOCK_BYTES): parse_agg_block;
+            (3 * AGG_BLOCK_VALUES, AGG_UDP_BYTES + 3 * AGG_BLOCK_BYTES): parse_agg_block;
+            (4 * AGG_BLOCK_VALUES, AGG_UDP_BYTES + 4 * AGG_BLOCK_BYTES): parse_agg_block;
+            (5 * AGG_BLOCK_VALUES, AGG_UDP_BYTES + 5 * AGG_BLOCK_BYTES): parse_agg_block;   // AGG_MAX_BLOCKS
+            default:                                                    accept;
+        }
+    }
+
+    state parse_agg_block {
+        packet.extract(hdr.agg_blocks.next);
+        meta.agg.parse_blocks_left = meta.agg.parse_blocks_left - 1;
+        transition select(meta.agg.parse_blocks_left) {
+            0:       parse_agg_done;
+            default: parse_agg_block;
+        }
+    }
+
+    state parse_agg_done {
+        meta.agg.parsed_values = hdr.agg.frame_values;   // every block of the frame is here
         transition accept;
     }
 
@@ -204,7 +232,7 @@ control FabricDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.tcp);
         packet.emit(hdr.udp);
         packet.emit(hdr.agg);
-        packet.emit(hdr.agg_data);
+        packet.emit(hdr.agg_blocks);
         packet.emit(hdr.int_shim);
         packet.emit(hdr.int_md);
         packet.emit(hdr.int_hops);

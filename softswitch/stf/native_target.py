@@ -41,7 +41,9 @@ class NativeTarget(SoftswitchTarget):
         self._start_run(program, ports)
         self._pairs = {p: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM) for p in sorted(ports)}
         try:
-            self.dp = NativeDataplane(prepared.library, {p: pair[0] for p, pair in self._pairs.items()})
+            # socketpairs, not interfaces: no AF_XDP socket can open on them
+            self.dp = NativeDataplane(prepared.library, {p: pair[0] for p, pair in self._pairs.items()},
+                                      port_io="packet")
         except Exception:
             self._close_sockets()
             raise

@@ -33,7 +33,7 @@ def test_identifiers_and_constants():
     assert identifier("nop") == "NOP"
     assert defined_constants("const bit<16> AGG_UDP_PORT     = 0xBEE0;\n#define AGG_VALUES   64   // values\n") == [
         ("AGG_UDP_PORT", "0xBEE0", ""), ("AGG_VALUES", "64", "values")]
-    assert (p4names.CPU_PORT, p4names.AGG_UDP_PORT, p4names.AGG_VALUES) == (255, 0xBEE0, 64)
+    assert (p4names.CPU_PORT, p4names.AGG_UDP_PORT, p4names.AGG_BLOCK_VALUES) == (255, 0xBEE0, 64)
 
 
 def test_host_and_topology_wire_constants_agree_with_the_p4_program():
@@ -45,7 +45,10 @@ def test_host_and_topology_wire_constants_agree_with_the_p4_program():
     from emulation import failover_heartbeat_generator as heartbeat_generator
     from topologies import addressing
 
-    assert (protocol.AGG_UDP_PORT, protocol.AGG_VALUES) == (p4names.AGG_UDP_PORT, p4names.AGG_VALUES)
+    assert (protocol.AGG_UDP_PORT, protocol.BLOCK_VALUES, protocol.MAX_BLOCKS) == \
+        (p4names.AGG_UDP_PORT, p4names.AGG_BLOCK_VALUES, p4names.AGG_MAX_BLOCKS)
+    assert (8 + protocol.HEADER_BYTES, protocol.BLOCK_VALUES * protocol.VALUE_BYTES) == \
+        (p4names.AGG_UDP_BYTES, p4names.AGG_BLOCK_BYTES)        # a frame's udp.len, as the parser checks it
     assert heartbeat_generator.ETHERTYPE_LINK_HEARTBEAT == p4names.ETHERTYPE_LINK_HEARTBEAT
     assert heartbeat_generator.GEN_PORT == p4names.HEARTBEAT_GEN_PORT
     assert addressing.CPU_PORT == p4names.CPU_PORT

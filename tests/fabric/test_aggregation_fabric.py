@@ -1,5 +1,6 @@
-"""In-network AllReduce on a real k=4 fat-tree (slow: 20 switches), with ring and parameter-server
-baselines, loss, concurrent jobs, the pool-full fallback and refused job requests.
+"""In-network AllReduce on a real k=4 fat-tree (slow: 20 switches), in frames of 64 and 320 values,
+with ring and parameter-server baselines, loss, concurrent jobs, the pool-full fallback and
+refused job requests.
 
 Every worker process checks its result against the exact sum of all workers' tensors (int32
 exactly, float32 within the quantisation bound), so `RunResult.ok` means every worker got the
@@ -44,21 +45,29 @@ def _run(fabric_lab, algorithm, workers, server, **kw):
     return run_allreduce(lab, manager, algorithm, workers, server, **kw)
 
 
-@pytest.mark.parametrize("workers, elements, dtype", [
-    (["p0e0h0", "p0e0h1"], 1000, "int32"),                                  # one rack: the edge is the root
-    (["p0e0h0", "p0e0h1", "p0e1h0"], 777, "float32"),                      # one pod: an aggregation switch
-    ([f"p{p}e{e}h0" for e in range(2) for p in range(4)], 3000, "float32"),  # 8 workers over 4 pods: a core
-], ids=["2-rack", "3-pod", "8-pods"])
-def test_in_network_sum_is_right_and_made_by_the_switches(fabric_lab, workers, elements, dtype):
-    r = _run(fabric_lab, "innetwork", workers, "p3e1h1", elements=elements, dtype=dtype)
+EIGHT_PODS = [f"p{p}e{e}h0" for e in range(2) for p in range(4)]      # 8 workers over 4 pods: a core
+
+
+@pytest.mark.parametrize("workers, elements, dtype, frame_values", [
+    (["p0e0h0", "p0e0h1"], 1000, "int32", 64),                          # one rack: the edge is the root
+    (["p0e0h0", "p0e0h1", "p0e1h0"], 777, "float32", 64),              # one pod: an aggregation switch
+    (EIGHT_PODS, 3000, "float32", 64),
+    (EIGHT_PODS, 3000, "int32", 64),                                    # SwitchML's frames and the largest,
+    (EIGHT_PODS, 3000, "int32", 320),                                   # int32 exact through three levels
+    (["p0e0h0", "p0e0h1", "p0e1h0"], 777, "float32", 320),
+], ids=["2-rack", "3-pod", "8-pods", "8-pods-int32", "8-pods-int32-320", "3-pod-320"])
+def test_in_network_sum_is_right_and_made_by_the_switches(fabric_lab, workers, elements, dtype, frame_values):
+    r = _run(fabric_lab, "innetwork", workers, "p3e1h1", elements=elements, dtype=dtype, frame_values=frame_values)
     assert r.ok, r.errors
     assert r.in_network
-    chunks = -(-elements // 64)
+    assert all(w["frame_values"] == frame_values for w in r.per_worker)
+    chunks = -(-elements // frame_values)
     assert r.agg_ops["completed"] >= chunks                      # a root finished every chunk
     assert r.server.get("packets_in", -1) == 0                   # nothing reached the fallback aggregator
     assert r.agg_ops["refused"] == 0
     for w in r.per_worker:                                       # one packet out and one in per chunk
         assert w["packets_sent"] >= chunks and w["packets_received"] >= chunks
+        assert w["bytes_sent"] == w["packets_sent"] * (16 + 4 * frame_values)   # frames of the job's size
     _assert_nothing_was_lost(r)
 
 

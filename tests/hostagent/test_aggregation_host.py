@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -31,11 +32,14 @@ from hostagent.collectives.aggregation.protocol import (
     AggHeader,
     EXPONENT_BIAS,
     FLAG_OVERFLOW,
+    FRAME_VALUES,
     INT32_MAX,
     PACKET_BYTES,
     AggPacket,
     MalformedPacket,
     PktType,
+    check_frame_values,
+    frame_bytes,
     pack_packet,
     split_chunks,
     unpack_packet,
@@ -45,6 +49,7 @@ from hostagent.collectives.baseline_ringwire import RingHeader, RingKind, pack_d
 from hostagent.collectives.ps import JobSpec, ParameterServer
 from hostagent.collectives.tensors import check_aggregated, check_ring, make_tensors
 from hostagent.collectives.aggregation.worker import AllReduceClient, AllReduceError, JobConfig
+from hostagent.training import combine
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT = 0.05  # retransmission timeout of the workers under test
@@ -60,29 +65,33 @@ def header(**fields: int) -> AggHeader:
 
 
 def contrib(worker: int, values: np.ndarray | int, **fields: int) -> AggPacket:
-    vals = np.full(AGG_VALUES, values, dtype=np.int32) if np.isscalar(values) else np.asarray(values, dtype=np.int32)
-    return AggPacket(header(worker_id=worker, **fields), vals)
+    h = header(worker_id=worker, **fields)
+    vals = np.full(h.frame_values, values, dtype=np.int32) if np.isscalar(values) else np.asarray(values, dtype=np.int32)
+    return AggPacket(h, vals)
 
 
 # --- wire format ---------------------------------------------------------------------------
 
 
-def test_packet_layout_and_round_trip() -> None:
-    values = np.arange(AGG_VALUES, dtype=np.int32) - 5
+@pytest.mark.parametrize("frame_values, frame", [(64, 314), (128, 570), (192, 826), (256, 1082), (320, 1338)])
+def test_packet_layout_and_round_trip(frame_values: int, frame: int) -> None:
+    values = np.arange(frame_values, dtype=np.int32) - 5
     h = header(flags=FLAG_OVERFLOW, job_id=0x1234, slot=0x0203, set_id=1, worker_id=31, num_workers=8,
-               exponent=200, seq=-32)
+               exponent=200, seq=-32, frame_values=frame_values)
     data = pack_packet(h, values)
-    assert len(data) == PACKET_BYTES == 272
-    assert data[:16] == bytes([0, 1, 0x12, 0x34, 0x02, 0x03, 1, 31, 8, 200, 0xFF, 0xFF, 0xFF, 0xE0, 0, 0])
-    assert struct.unpack("!64i", data[16:]) == tuple(values.tolist())
+    assert len(data) == 16 + 4 * frame_values and frame_bytes(frame_values) == frame
+    assert data[:16] == bytes([0, 1, 0x12, 0x34, 0x02, 0x03, 1, 31, 8, 200, 0xFF, 0xFF, 0xFF, 0xE0]) + \
+        frame_values.to_bytes(2, "big")
+    assert struct.unpack(f"!{frame_values}i", data[16:]) == tuple(values.tolist())
     back = unpack_packet(data)
     assert back.header == h
     assert back.values.dtype == np.int32 and np.array_equal(back.values, values)
+    assert PACKET_BYTES == 272 and FRAME_VALUES == (64, 128, 192, 256, 320)   # the default frame: SwitchML's
 
 
 @pytest.mark.parametrize(
     "offset, byte, named",
-    [(0, 2, "pkt_type"), (1, 0x02, "flags"), (6, 2, "set"), (7, 32, "worker_id"), (15, 1, "reserved")],
+    [(0, 2, "pkt_type"), (1, 0x02, "flags"), (6, 2, "set"), (7, 32, "worker_id"), (15, 65, "frame_values 65")],
 )
 def test_malformed_fields_are_named(offset: int, byte: int, named: str) -> None:
     data = bytearray(pack_packet(header(), np.zeros(AGG_VALUES, dtype=np.int32)))
@@ -91,13 +100,27 @@ def test_malformed_fields_are_named(offset: int, byte: int, named: str) -> None:
         unpack_packet(bytes(data))
 
 
-def test_malformed_lengths_and_payloads() -> None:
-    good = pack_packet(header(), np.zeros(AGG_VALUES, dtype=np.int32))
-    for data in (good[:-1], good + b"\0", b""):
-        with pytest.raises(MalformedPacket, match=f"{len(data)} bytes, expected 272"):
+@pytest.mark.parametrize("frame_values", FRAME_VALUES)
+def test_malformed_lengths_and_counts_are_named(frame_values: int) -> None:
+    good = pack_packet(header(frame_values=frame_values), np.zeros(frame_values, dtype=np.int32))
+    other = 64 if frame_values != 64 else 128
+    for data in (good[:-1], good + b"\0", good[:16] + bytes(4 * other), good + bytes(4 * other)):
+        with pytest.raises(MalformedPacket, match=f"{len(data)} bytes, expected {len(good)} for its frame_values "
+                                                  f"{frame_values}$"):
             unpack_packet(data)
-    with pytest.raises(MalformedPacket, match="shape"):
-        pack_packet(header(), np.zeros(63, dtype=np.int32))
+    with pytest.raises(MalformedPacket, match="3 bytes, shorter than the 16-byte header"):
+        unpack_packet(good[:3])
+    for count in (0, 63, 100, 384, 0xFFFF):          # not 1..5 whole blocks, whatever the length
+        bad = good[:14] + count.to_bytes(2, "big") + good[16:]
+        with pytest.raises(MalformedPacket, match=f"frame_values {count} is not one of 64, 128, 192, 256, 320"):
+            unpack_packet(bad)
+    with pytest.raises(MalformedPacket, match=rf"shape \({frame_values - 1},\), expected \({frame_values},\)"):
+        pack_packet(header(frame_values=frame_values), np.zeros(frame_values - 1, dtype=np.int32))
+    with pytest.raises(MalformedPacket, match="frame_values 96 is not one of"):
+        pack_packet(header(frame_values=96), np.zeros(96, dtype=np.int32))
+
+
+def test_malformed_payloads() -> None:
     with pytest.raises(MalformedPacket, match="dtype"):
         pack_packet(header(), np.zeros(AGG_VALUES, dtype=np.int64))
     with pytest.raises(MalformedPacket, match="job_id"):
@@ -175,6 +198,44 @@ def test_quantise_refuses_an_exponent_below_the_chunk_magnitude() -> None:
     with pytest.raises(ValueError, match="chunk 17: magnitude exceeds the agreed exponent 2"):
         q.quantize_row(chunk[0].astype(np.float64), 2 + EXPONENT_BIAS, 2, index=17)
     assert np.array_equal(q.quantize_row(chunk[0].astype(np.float64), 3 + EXPONENT_BIAS, 2), q.quantize(chunk, [130], 2)[0])
+
+
+@pytest.mark.parametrize("frame_values", FRAME_VALUES)
+def test_quantisation_is_per_frame_exactly_as_numpy_computes_it(frame_values: int) -> None:
+    """One exponent per frame: the largest magnitude of the frame's values over every worker sets
+    the scale of all of them (a 320-value frame has one, where five 64-value frames had five)."""
+    n, size = 3, 64 * 17 + 9
+    tensors = make_tensors(seed=frame_values, workers=n, size=size, dtype="float32")
+    rows = -(-size // frame_values)
+    padded = [np.concatenate([t, np.zeros(rows * frame_values - size, np.float32)]).reshape(rows, frame_values)
+              for t in tensors]
+    peak = np.max([np.abs(t).max(axis=1) for t in padded], axis=0)
+    exponent = np.frexp(peak)[1]                                   # |x| < 2**e over the frame and the workers
+    scale = (2**31 - 1) / n / np.ldexp(1.0, exponent)
+    want = [np.rint(t.astype(np.float64) * scale[:, None]).astype(np.int32) for t in padded]
+    chunks = [split_chunks(t, frame_values) for t in tensors]
+    agreed = np.max([q.chunk_exponents(c) for c in chunks], axis=0)
+    assert agreed.tolist() == (exponent + EXPONENT_BIAS).tolist()
+    for c, w in zip(chunks, want):
+        assert np.array_equal(q.quantize(c, agreed, n), w)
+        assert np.array_equal(q.quantize_row(c[-1].astype(np.float64), int(agreed[-1]), n, rows - 1), w[-1])
+    total = np.sum([w.astype(np.int64) for w in want], axis=0)
+    result = (total / scale[:, None]).astype(np.float32).reshape(-1)[:size]
+    assert np.array_equal(combine.in_network(tensors, frame_values)[0], result)
+
+
+def test_frame_values_must_be_whole_blocks_up_to_five() -> None:
+    assert [check_frame_values(v) for v in FRAME_VALUES] == [64, 128, 192, 256, 320]
+    for bad in (0, 32, 96, 384, 64.0):
+        with pytest.raises(ValueError, match=rf"frame_values {bad!r} is not a whole number of 64-value blocks"):
+            check_frame_values(bad)
+        with pytest.raises(ValueError, match=rf"frame_values {bad!r}"):
+            JobConfig(job_id=1, worker_id=0, num_workers=2, aggregator=("127.0.0.1", 1), frame_values=bad).validate()
+        with pytest.raises(ValueError, match=rf"job 3: frame_values {bad!r}"):
+            Aggregator(job_id=3, fan_in=2, slots=4, frame_values=bad)
+    assert JobSpec.parse("3:4:16:320") == JobSpec(3, 4, 16, 320) and JobSpec.parse("3:4").frame_values == 64
+    with pytest.raises(ValueError, match="JOB:FAN_IN"):
+        JobSpec.parse("3:4:16:320:1")
 
 
 # --- the aggregator model ------------------------------------------------------------------
@@ -276,6 +337,7 @@ def test_aggregator_rejects_what_is_not_its_own() -> None:
         (contrib(0, 1, job_id=2), "job 2"),
         (contrib(0, 1, slot=4), "slot 4"),
         (contrib(2, 1), "worker_id 2"),
+        (contrib(0, 1, frame_values=128), "a frame of 128 values; the job's frames carry 64"),
         (AggPacket(header(pkt_type=PktType.RESULT), np.zeros(AGG_VALUES, dtype=np.int32)), "root"),
     ]:
         with pytest.raises(RejectedPacket, match=named):
@@ -285,12 +347,13 @@ def test_aggregator_rejects_what_is_not_its_own() -> None:
 # --- parameter server and workers ----------------------------------------------------------
 
 
-def ps_clients(net: str, job: int, n: int, slots: int, loss: float = 0.0, first_host: int = 2) -> list[AllReduceClient]:
+def ps_clients(net: str, job: int, n: int, slots: int, loss: float = 0.0, first_host: int = 2,
+               frame_values: int = AGG_VALUES) -> list[AllReduceClient]:
     return [
         AllReduceClient(JobConfig(
             job_id=job, worker_id=r, num_workers=n, aggregator=(net + "1", AGG_UDP_PORT), slots=slots,
             bind=(net + str(first_host + r), AGG_UDP_PORT), timeout=TIMEOUT, max_retries=RETRIES,
-            drop_outgoing=loss, drop_seed=100 + r,
+            drop_outgoing=loss, drop_seed=100 + r, frame_values=frame_values,
         ))
         for r in range(n)
     ]
@@ -309,22 +372,27 @@ def check_all(results: list[object], tensors: list[np.ndarray], checker=check_ag
     assert all(np.array_equal(results[0], r) for r in results[1:]), "workers got different sums"
 
 
-@pytest.mark.parametrize("n", [2, 3, 8])
+@pytest.mark.parametrize("n, frame_values", [(2, 64), (3, 64), (8, 64), (3, 128), (8, 192), (2, 256), (3, 320)])
 @pytest.mark.parametrize("dtype", ["int32", "float32"])
-def test_ps_allreduce_equals_numpy(n: int, dtype: str) -> None:
+def test_ps_allreduce_equals_numpy(n: int, frame_values: int, dtype: str) -> None:
     net = fresh_net()
-    size = 64 * 37 + 5  # 38 chunks over 8 slots, the last chunk not full
+    size = 64 * 37 + 5  # 38 chunks of 64 over 8 slots (8 of 320), the last chunk not full
     tensors = make_tensors(seed=n, workers=n, size=size, dtype=dtype)
-    with ParameterServer([JobSpec(1, n, 8)], (net + "1", AGG_UDP_PORT)).start() as ps:
-        clients = ps_clients(net, 1, n, slots=8)
+    with ParameterServer([JobSpec(1, n, 8, frame_values)], (net + "1", AGG_UDP_PORT)).start() as ps:
+        clients = ps_clients(net, 1, n, slots=8, frame_values=frame_values)
         try:
-            check_all(allreduce_all(clients, tensors), tensors)
+            results = allreduce_all(clients, tensors)
+            check_all(results, tensors, partial(check_aggregated, frame_values=frame_values))
         finally:
             for c in clients:
                 c.close()
-        packets = 38 + (8 if dtype == "float32" else 0)  # chunks (+ the priming round)
+        if dtype == "float32":     # bit for bit what the training reference computes in one process
+            assert np.array_equal(results[0], combine.in_network(tensors, frame_values)[0])
+        chunks = -(-size // frame_values)
+        packets = chunks + (min(8, chunks) if dtype == "float32" else 0)  # chunks (+ the priming round)
         assert ps.snapshot()["contributions"] == n * packets
         assert all(c.last_stats.packets_sent - c.last_stats.retransmissions == packets for c in clients)
+        assert all(c.last_stats.bytes_sent == (c.last_stats.packets_sent) * (16 + 4 * frame_values) for c in clients)
 
 
 @pytest.mark.parametrize("size", [1, 63, 65, 64 * 8])
@@ -387,6 +455,17 @@ def test_two_jobs_share_one_parameter_server() -> None:
             for c in c1 + c2:
                 c.close()
         assert ps.snapshot()["rounds"] == (31 + 8) + 26
+
+
+def test_ps_counts_frames_not_of_the_jobs_size() -> None:
+    net = fresh_net()
+    with ParameterServer([JobSpec(1, 2, 4, 320)], (net + "1", AGG_UDP_PORT)) as ps:
+        frame = pack_packet(header(frame_values=320), np.ones(320, dtype=np.int32))
+        ps.handle_datagram(pack_packet(header(), np.ones(64, dtype=np.int32)), (net + "2", AGG_UDP_PORT))
+        ps.handle_datagram(frame[:-4], (net + "2", AGG_UDP_PORT))      # shorter than its frame_values says
+        ps.handle_datagram(frame, (net + "2", AGG_UDP_PORT))
+        counters = ps.snapshot()
+    assert (counters["rejected"], counters["malformed"], counters["contributions"]) == (1, 1, 1)
 
 
 def test_int32_overflow_raises_naming_the_chunk() -> None:
@@ -525,12 +604,12 @@ def finish(proc: subprocess.Popen) -> tuple[int, str, str]:
 
 def test_cli_parameter_server_and_workers() -> None:
     net = fresh_net()
-    ps = cli("ps", "--bind", net + "1", "--job", "7:3:8", "--drop-outgoing", "0.02")
-    assert "listening" in ps.stderr.readline()
+    ps = cli("ps", "--bind", net + "1", "--job", "7:3:8:192", "--drop-outgoing", "0.02")
+    assert "192 values a frame" in ps.stderr.readline()
     workers = [
         cli("worker", "--ps", net + "1", "--job", "7", "--workers", "3", "--rank", str(r), "--slots", "8",
-            "--bind", net + str(2 + r), "--size", "3000", "--dtype", "float32", "--seed", "4",
-            "--timeout", "0.05", "--retries", "200", "--drop-outgoing", "0.02")
+            "--frame-values", "192", "--bind", net + str(2 + r), "--size", "3000", "--dtype", "float32",
+            "--seed", "4", "--timeout", "0.05", "--retries", "200", "--drop-outgoing", "0.02")
         for r in range(3)
     ]
     reports = []
@@ -544,7 +623,7 @@ def test_cli_parameter_server_and_workers() -> None:
     counters = json.loads(out)
     for rank, report in enumerate(reports):
         assert report["ok"] and report["rank"] == rank and report["algorithm"] == "ps"
-        assert report["elements"] == 3000 and report["tensor_bytes"] == 12000
+        assert report["elements"] == 3000 and report["tensor_bytes"] == 12000 and report["frame_values"] == 192
         assert 0 < report["max_abs_error"] <= report["bound"]
     assert counters["packets_in"] >= sum(r["packets_sent"] - r["dropped_on_purpose"] for r in reports)
     assert counters["dropped_on_purpose"] > 0
@@ -570,6 +649,9 @@ def test_cli_failures_exit_non_zero_with_one_line() -> None:
     code, out, err = finish(lonely)
     assert code == 1 and out == ""
     assert err.count("\n") == 1 and err.startswith("error: job 1: chunk 0 (seq 0) on slot 0")
+    code, out, err = finish(cli("worker", "--ps", net + "1", "--job", "1", "--workers", "2", "--rank", "0",
+                                "--size", "100", "--frame-values", "100"))
+    assert code == 2 and "--frame-values: invalid choice: 100 (choose from 64, 128, 192, 256, 320)" in err
 
     ps = cli("ps", "--bind", net + "1", "--job", "1:2", "--duration", "20")
     assert "listening" in ps.stderr.readline()

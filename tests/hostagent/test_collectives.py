@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from loopback_ranks import fresh_net, run_parallel
 
-from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT
+from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT, AGG_VALUES
 from hostagent.collectives.aggregation.worker import JobConfig
 from hostagent.collectives.arrays import DTYPES, UNIT_ROUNDOFF, sum_error_bound
 from hostagent.collectives.group import ALGORITHMS, Op, ProcessGroup, Work
@@ -38,18 +38,20 @@ PORT = 47000
 JOIN_S = 60.0
 LOSS = 0.01
 LOSSY_JOB = 100  # the lossy groups' in-network jobs are LOSSY_JOB + n, apart from the lossless ones'
+LOSSY_FRAME_VALUES = 320  # and carry the largest frames (the lossless ones SwitchML's 64)
 
 
 def make_groups(n: int, net: str | None = None, ps: ParameterServer | None = None, job: int = 1, loss: float = 0.0,
-                **kw) -> list[ProcessGroup]:
+                frame_values: int = AGG_VALUES, **kw) -> list[ProcessGroup]:
     """n ranks; loss: the share of every rank's sent packets dropped (seeded per rank), in the
-    transport and in the in-network worker alike."""
+    transport and in the in-network worker alike; frame_values: the in-network job's."""
     net = net or fresh_net()
     peers = [(net + str(10 + r), PORT) for r in range(n)]
     racks = [list(range(i, min(i + 2, n))) for i in range(0, n, 2)]  # two hosts per edge switch
     aggregation = (lambda r: JobConfig(job_id=job, worker_id=r, num_workers=n, aggregator=ps.address, slots=8,
                                        bind=(peers[r][0], AGG_UDP_PORT), timeout=0.05, max_retries=400,
-                                       drop_outgoing=loss, drop_seed=r)) if ps else (lambda r: None)
+                                       drop_outgoing=loss, drop_seed=r, frame_values=frame_values)) \
+        if ps else (lambda r: None)
     if loss:
         return [ProcessGroup(r, peers, groups=racks, aggregation=aggregation(r),
                              transport=TransportConfig(drop_outgoing=loss, drop_seed=r), **kw) for r in range(n)]
@@ -82,7 +84,7 @@ def assert_equal(result: object, expected: np.ndarray, what: str) -> None:
 def ps(host_path: str) -> ParameterServer:
     """The in-network algorithm's aggregator, one per host path (a job's second set of workers on
     one server would wait on the first set's state)."""
-    jobs = [JobSpec(n, n, 8) for n in WORLDS] + [JobSpec(LOSSY_JOB + n, n, 8) for n in WORLDS]
+    jobs = [JobSpec(n, n, 8) for n in WORLDS] + [JobSpec(LOSSY_JOB + n, n, 8, LOSSY_FRAME_VALUES) for n in WORLDS]
     server = ParameterServer(jobs, (fresh_net() + "1", AGG_UDP_PORT)).start()
     yield server
     server.close()
@@ -100,8 +102,10 @@ def worlds(ps: ParameterServer, host_path: str) -> dict[int, list[ProcessGroup]]
 
 @pytest.fixture(scope="module")
 def lossy_worlds(ps: ParameterServer, host_path: str) -> dict[int, list[ProcessGroup]]:
-    """As worlds, with LOSS of every rank's sent packets dropped."""
-    groups = {n: make_groups(n, ps=ps, job=LOSSY_JOB + n, loss=LOSS, timeout_s=20.0) for n in WORLDS}
+    """As worlds, with LOSS of every rank's sent packets dropped and in-network frames of
+    LOSSY_FRAME_VALUES."""
+    groups = {n: make_groups(n, ps=ps, job=LOSSY_JOB + n, loss=LOSS, timeout_s=20.0, frame_values=LOSSY_FRAME_VALUES)
+              for n in WORLDS}
     yield groups
     for pgs in groups.values():
         for pg in pgs:
@@ -169,6 +173,7 @@ def check_cell(pgs: list[ProcessGroup], n: int, op: Op, algo: str) -> None:
                                 for r, pg in enumerate(pgs)])
     for r, res in enumerate(results):
         assert isinstance(res, dict), f"rank {r}: {res!r}"
+    frame_values = pgs[0].in_network.config.frame_values if pgs[0].in_network else AGG_VALUES
     for (d, L), terms in inputs.items():
         what = f"{op.name.lower()} {algo} n={n} {d} length {L}"
         exact_cut = np.array_split(np.arange(L), n)
@@ -177,11 +182,11 @@ def check_cell(pgs: list[ProcessGroup], n: int, op: Op, algo: str) -> None:
             if isinstance(got, BaseException):
                 raise AssertionError(f"{what} rank {r}: {got!r}")
             if op == Op.ALL_REDUCE and algo == "in_network" and d == "float32":
-                check = check_aggregated(got, terms)
+                check = check_aggregated(got, terms, frame_values)
                 assert check.ok, f"{what}: error {check.max_abs_error} > bound {check.bound}"
             elif op == Op.ALL_REDUCE and algo == "in_network" and d != "int32":  # widened to float32 and back
                 exact = np.sum([t.astype(np.float64) for t in terms], axis=0)
-                wide = check_aggregated(got.astype(np.float32), [t.astype(np.float32) for t in terms])
+                wide = check_aggregated(got.astype(np.float32), [t.astype(np.float32) for t in terms], frame_values)
                 assert np.all(np.abs(got.astype(np.float64) - exact) <= wide.bound + 4 * UNIT_ROUNDOFF[d] * np.abs(exact)), what
             elif op == Op.ALL_REDUCE:
                 assert_sum(got, terms, d, f"{what} rank {r}")

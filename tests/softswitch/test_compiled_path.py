@@ -250,7 +250,8 @@ def test_auto_builds_in_the_background_and_switches_over(tmp_path: Path, monkeyp
         status = json.loads(send_command(ctl, "packet_path"))
         assert status == {"program": True, "compiled": True, "batched_io": True, "mode": "auto", "building": False,
                           "error": None, "native": False, "native_mode": "off", "native_refused": None,
-                          "native_refusals": 0}
+                          "native_refusals": 0, "port_io_mode": "auto", "port_io": "no ports",
+                          "port_io_ports": {}, "port_io_fallbacks": 0}
         assert sw.dataplane.batched_io
         F, _ = run_packet(sw.program, frame())
         assert F[sw.program.intrinsics["egress_spec"]] == 511      # no route: dropped, compiled

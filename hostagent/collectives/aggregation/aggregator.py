@@ -3,7 +3,8 @@
 This is the parameter server's core and the reference model fabric.p4's aggregation is tested
 against (p4src/README.md, "In-network aggregation"). Per (slot, set) it keeps a bitmap of
 the children that contributed, their count, the max exponent, the OVERFLOW and DONE flags,
-AGG_VALUES int32 accumulators and, as fabric.p4's `agg_seq` does, the round's seq.
+the job's frame_values int32 accumulators and, as fabric.p4's `agg_seq` does, the round's seq.
+A packet whose frame_values is not the job's is rejected, as the switches refuse it.
 
 Headers of the packets it sends are the incoming packet's with pkt_type, flags, exponent, seq
 (the round's) and, towards a parent, worker_id rewritten, as a switch rewriting the packet in
@@ -20,18 +21,19 @@ saturated keeps saying so up the tree instead of reaching the workers as a plain
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from hostagent.collectives.aggregation.protocol import (
-    AGG_VALUES,
+    DEFAULT_FRAME_VALUES,
     FLAG_OVERFLOW,
     INT32_MAX,
     INT32_MIN,
     MAX_CHILDREN,
     AggPacket,
     PktType,
+    check_frame_values,
 )
 
 
@@ -64,13 +66,13 @@ class AggregatorStats:
 
 @dataclass
 class _Cell:
+    acc: np.ndarray  # the frame's accumulators
     bitmap: int = 0
     count: int = 0
     exponent: int = 0
     overflow: bool = False
     done: bool = False
     seq: int = 0  # the chunk of the current round
-    acc: np.ndarray = field(default_factory=lambda: np.zeros(AGG_VALUES, dtype=np.int32))
 
 
 def saturating_add(acc: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -85,21 +87,30 @@ def saturating_add(acc: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, boo
 
 class Aggregator:
     """One job's aggregator. `parent_index` None makes it the root (it sends RESULTs);
-    otherwise it sends its partial sums up as CONTRIB with worker_id = parent_index."""
+    otherwise it sends its partial sums up as CONTRIB with worker_id = parent_index.
+    `frame_values`: the values every packet of the job carries."""
 
-    def __init__(self, job_id: int, fan_in: int, slots: int, parent_index: int | None = None) -> None:
+    def __init__(self, job_id: int, fan_in: int, slots: int, parent_index: int | None = None,
+                 frame_values: int = DEFAULT_FRAME_VALUES) -> None:
         if not 1 <= fan_in <= MAX_CHILDREN:
             raise ValueError(f"job {job_id}: fan_in {fan_in} is outside 1..{MAX_CHILDREN}")
         if not 1 <= slots <= 0xFFFF:
             raise ValueError(f"job {job_id}: slots {slots} is outside 1..65535")
         if parent_index is not None and not 0 <= parent_index < MAX_CHILDREN:
             raise ValueError(f"job {job_id}: parent_index {parent_index} is outside 0..{MAX_CHILDREN - 1}")
+        try:
+            self.frame_values = check_frame_values(frame_values)
+        except ValueError as exc:
+            raise ValueError(f"job {job_id}: {exc}") from None
         self.job_id = job_id
         self.fan_in = fan_in
         self.slots = slots
         self.parent_index = parent_index
         self.stats = AggregatorStats()
-        self._cells = [(_Cell(), _Cell()) for _ in range(slots)]
+        self._cells = [(self._cell(), self._cell()) for _ in range(slots)]
+
+    def _cell(self) -> _Cell:
+        return _Cell(np.zeros(self.frame_values, dtype=np.int32))
 
     @property
     def is_root(self) -> bool:
@@ -116,6 +127,9 @@ class Aggregator:
             raise RejectedPacket(f"packet of job {h.job_id} given to the aggregator of job {self.job_id}")
         if h.slot >= self.slots:
             raise RejectedPacket(f"job {self.job_id}: slot {h.slot} is not below {self.slots}")
+        if h.frame_values != self.frame_values:
+            raise RejectedPacket(f"job {self.job_id}: a frame of {h.frame_values} values; the job's frames "
+                                 f"carry {self.frame_values}")
         if h.pkt_type == PktType.RESULT:
             return self._from_parent(packet)
         if h.worker_id >= self.fan_in:

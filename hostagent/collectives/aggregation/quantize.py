@@ -1,6 +1,12 @@
 """SwitchML-style block quantisation of float32 chunks to int32 and back.
 
-Per chunk of AGG_VALUES floats: e = the exponent of the largest magnitude (math.frexp: |x| < 2**e),
+One exponent per frame: a chunk is one frame's values (a row: the job's frame_values, 64 to 320),
+as SwitchML's exponent is one per packet and the header has room for one. A 320-value frame thus
+shares one scale where five 64-value frames had five: a value far below its frame's largest gets
+a coarser quantum than it would in a smaller frame (every function here works on rows of any
+width, and `error_bound` is per row, so it states that cost exactly).
+
+Per chunk of frame_values floats: e = the exponent of the largest magnitude (math.frexp: |x| < 2**e),
 the workers agree on E = max over workers (the biased value E + 127 travels in the header), and
 every worker quantises with scale = (2**31 - 1) / (n * 2**E), q = round(x * scale). Exponents
 are clamped to [-127, 128] so they fit the header's 8 bits: a chunk of zeros or denormals gets

@@ -1,7 +1,8 @@
 """The worker side of in-network aggregation: `AllReduceClient.allreduce(tensor)`.
 
-Protocol (p4src/README.md, "In-network aggregation"): the tensor is cut into chunks of
-AGG_VALUES; chunk c travels on slot c % slots, one chunk outstanding per slot (window = slots).
+Protocol (p4src/README.md, "In-network aggregation"): the tensor is cut into chunks of the
+job's frame_values (JobConfig.frame_values: 64 .. 320, whole 64-value blocks; one chunk, one
+packet, one exponent); chunk c travels on slot c % slots, one chunk outstanding per slot (window = slots).
 On the result of chunk c the worker sends chunk c + slots on the same slot in the other set.
 float32 chunks are quantised with an exponent the workers agree on without an extra round trip:
 the packet of chunk c carries the sender's exponent for chunk c + slots and the result returns the
@@ -31,13 +32,14 @@ import numpy as np
 from hostagent.collectives.aggregation import quantize as q
 from hostagent.collectives.aggregation.protocol import (
     AGG_UDP_PORT,
-    AGG_VALUES,
+    DEFAULT_FRAME_VALUES,
     DEFAULT_SLOTS,
     FLAG_OVERFLOW,
     MAX_CHILDREN,
     AggHeader,
     MalformedPacket,
     PktType,
+    check_frame_values,
     pack_packet,
     split_chunks,
     unpack_packet,
@@ -64,6 +66,7 @@ class JobConfig:
     max_retries: int = 100  # retransmissions of one chunk before giving up
     drop_outgoing: float = 0.0  # testing knob: fraction of sent packets discarded
     drop_seed: int = 0
+    frame_values: int = DEFAULT_FRAME_VALUES  # values per packet: the job's (Job.worker_config)
 
     def validate(self) -> None:
         if not 0 <= self.job_id <= 0xFFFF:
@@ -76,6 +79,7 @@ class JobConfig:
             raise ValueError(f"slots {self.slots} is outside 1..65535")
         if self.timeout <= 0 or self.max_retries < 0:
             raise ValueError(f"timeout {self.timeout} must be > 0 and max_retries {self.max_retries} >= 0")
+        check_frame_values(self.frame_values)
 
 
 @dataclass(kw_only=True)
@@ -112,7 +116,7 @@ class _Call:
         slot = chunk % cfg.slots
         nxt = chunk + cfg.slots
         if chunk < 0:
-            values = np.zeros(AGG_VALUES, dtype=np.int32)
+            values = np.zeros(cfg.frame_values, dtype=np.int32)
         elif self.is_float:
             values = q.quantize_row(self.wide[chunk], int(self.agreed[chunk]), cfg.num_workers, chunk)
         else:
@@ -120,7 +124,7 @@ class _Call:
         exponent = int(self.own_exps[nxt]) if self.is_float and nxt < self.n else 0
         header = AggHeader(
             PktType.CONTRIB, 0, cfg.job_id, slot, self.client.next_set(slot, chunk), cfg.worker_id,
-            cfg.num_workers, exponent, wrap_seq(self.base + chunk),
+            cfg.num_workers, exponent, wrap_seq(self.base + chunk), cfg.frame_values,
         )
         data = pack_packet(header, values)
         out = _Outstanding(chunk=chunk, seq=header.seq, set_id=header.set_id, data=data, sent_at=time.monotonic())
@@ -135,7 +139,8 @@ class _Call:
             stats.stale += 1
             return
         h = pkt.header
-        if h.pkt_type != PktType.RESULT or h.job_id != self.cfg.job_id or h.slot >= self.cfg.slots:
+        if (h.pkt_type != PktType.RESULT or h.job_id != self.cfg.job_id or h.slot >= self.cfg.slots
+                or h.frame_values != self.cfg.frame_values):
             stats.stale += 1
             return
         out = self.outstanding.get(h.slot)
@@ -153,9 +158,9 @@ class _Call:
     def _complete(self, out: _Outstanding, h: AggHeader, values: np.ndarray) -> None:
         c, slots = out.chunk, self.cfg.slots
         if h.flags & FLAG_OVERFLOW:
-            first = c * AGG_VALUES
+            first = c * self.cfg.frame_values
             raise OverflowError(
-                f"job {self.cfg.job_id}: chunk {c} (elements {first}..{first + AGG_VALUES - 1}) "
+                f"job {self.cfg.job_id}: chunk {c} (elements {first}..{first + self.cfg.frame_values - 1}) "
                 f"overflowed int32 at the aggregator"
             )
         del self.outstanding[h.slot]
@@ -229,7 +234,7 @@ class AllReduceClient:
         is_float = tensor.dtype == np.float32
         if is_float:
             q.check_finite(tensor)
-        call = _Call(self, split_chunks(tensor), is_float, self._base)
+        call = _Call(self, split_chunks(tensor, self.config.frame_values), is_float, self._base)
         slots = self.config.slots
         self._base += -(-call.n // slots) * slots + slots
         self.endpoint.stats = TransferStats()

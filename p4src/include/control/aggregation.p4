@@ -1,7 +1,8 @@
 // In-network aggregation (SwitchML's protocol, ATP's jobs and trees).
 //
-// Workers send each chunk of AGG_VALUES int32 values as a contribution (UDP to
-// AGG_UDP_PORT, addressed to the job's fallback aggregator, a host process).
+// Workers send each chunk of their job's frame_values int32 values (1 to AGG_MAX_BLOCKS
+// blocks of AGG_BLOCK_VALUES) as one contribution (UDP to AGG_UDP_PORT, addressed to the
+// job's fallback aggregator, a host process).
 // Every switch of the job's aggregation tree (chosen by the controller: the
 // workers' edge switches, then aggregation and core switches up to a root)
 // adds its children's contributions in a slot of registers; a complete slot
@@ -13,7 +14,10 @@
 // (c / slots) % 2, so the result of a set stays readable while the workers
 // fill the other one, and a retransmitted contribution is recognised by its
 // bit in the set's bitmap: answered from the stored result, never added twice.
-// Sums saturate at INT32_MAX / INT32_MIN and flag AGG_FLAG_OVERFLOW.
+// Sums saturate at INT32_MAX / INT32_MIN and flag AGG_FLAG_OVERFLOW. A frame of B blocks
+// keeps its set's state at its first pool slot and block b's accumulators at pool slot
+// first + b (the job's range is slots x B pool slots); a frame of another size than its job's
+// is refused.
 // Contract and packet layout: p4src/README.md, "In-network aggregation".
 
 #ifndef __AGGREGATION__
@@ -21,23 +25,24 @@
 
 #include "../header.p4"
 
-// One value: the accumulator at value_base + I combined with the packet's
-// field F as meta.agg.op says; packet and accumulator end up equal.
-#define COMBINE(F, I) {                                                        \
-    bit<32> acc;                                                               \
-    agg_values.read(acc, meta.agg.value_base + I);                            \
-    bit<32> sum = acc + hdr.agg_data.F;                                        \
-    bool same_sign = acc[31:31] == hdr.agg_data.F[31:31];                      \
-    bool wrapped = same_sign && sum[31:31] != acc[31:31];                      \
-    bit<32> saturated = (acc[31:31] == 0) ? AGG_INT32_MAX : AGG_INT32_MIN;     \
-    bit<32> added = wrapped ? saturated : sum;                                 \
-    bit<32> result = (meta.agg.op == AGG_OP_READ) ? acc                        \
-                   : ((meta.agg.op == AGG_OP_ADD) ? added : hdr.agg_data.F);   \
-    if (meta.agg.op == AGG_OP_ADD && wrapped) {                                \
-        meta.agg.overflow = 1;                                                 \
-    }                                                                          \
-    agg_values.write(meta.agg.value_base + I, result);                        \
-    hdr.agg_data.F = result;                                                   \
+// One value: the accumulator at value_base + I and the block's field F, combined in place.
+// value := F & keep_packet, F := (accumulator & keep_acc) + value: AGG_OP_READ gives the
+// accumulator, AGG_OP_WRITE the packet's value, AGG_OP_ADD their sum, saturated where it wrapped
+// (both operands of one sign, the sum of the other; never for READ or WRITE, whose sum is one of
+// them): INT32_MAX when the wrapped sum is negative, INT32_MIN when not. Packet and accumulator
+// end up equal. meta.agg.acc holds the accumulator, then whether the sum wrapped. Written so that
+// p4c keeps every statement one small assignment (a field assigned afresh it copies, whole
+// expression, into each later use of it, unless what it was made of changed in between): the
+// BMv2 JSON holds these 64 values once per block call, five times.
+#define COMBINE(F, I) {                                                                        \
+    agg_values.read(meta.agg.acc, meta.agg.value_base + I);                                   \
+    meta.agg.acc = meta.agg.acc & meta.agg.keep_acc;                                          \
+    meta.agg.value = block.F & meta.agg.keep_packet;                                          \
+    block.F = meta.agg.value + meta.agg.acc;                                                  \
+    meta.agg.acc = ((meta.agg.acc ^ block.F) & (meta.agg.value ^ block.F)) >> 31;            \
+    meta.agg.overflow = meta.agg.overflow | (bit<1>)meta.agg.acc;                             \
+    block.F = (meta.agg.acc == 1) ? AGG_INT32_MIN - (bit<32>)block.F[31:31] : block.F;        \
+    agg_values.write(meta.agg.value_base + I, block.F);                                       \
 }
 
 control Aggregation(inout headers_t hdr,
@@ -60,38 +65,40 @@ control Aggregation(inout headers_t hdr,
     register<bit<8>>(AGG_SETS)  agg_flags;
     register<bit<32>>(AGG_SETS) agg_seq;
     register<bit<16>>(AGG_SETS) agg_owner;
-    // agg_values: the accumulators, set_index * AGG_VALUES + i (AGG_CELLS entries).
+    // agg_values: the accumulators, pool slot p's set v at ((p * 2) + v) * AGG_BLOCK_VALUES + i
+    // (AGG_CELLS entries); block b of a frame is at pool slot slot_base + slot * blocks + b.
     register<bit<32>>(AGG_CELLS) agg_values;
 
     // agg_ops: aggregation packets by outcome (AGG_OUTCOME_*). Read by the
     // controller and the benchmarks (P4Runtime CounterEntry).
     counter(AGG_OUTCOMES, CounterType.packets) agg_ops;
 
-    action aggregate_common(bit<16> epoch, bit<32> slot_base, bit<16> slot_count, bit<8> fan_in,
-                            bit<16> group) {
+    action aggregate_common(bit<16> epoch, bit<32> slot_base, bit<16> slot_count, bit<16> frame_values,
+                            bit<8> fan_in, bit<16> group) {
         meta.agg.handled = true;
         meta.agg.epoch = epoch;
         meta.agg.slot_base = slot_base;
         meta.agg.slot_count = slot_count;
+        meta.agg.frame_values = frame_values;
         meta.agg.fan_in = fan_in;
         meta.agg.group = group;
     }
 
     // The root of the job's tree: complete sets become results, multicast to
     // every child through `group`.
-    action aggregate_root(bit<16> epoch, bit<32> slot_base, bit<16> slot_count, bit<8> fan_in,
-                          bit<16> group) {
-        aggregate_common(epoch, slot_base, slot_count, fan_in, group);
+    action aggregate_root(bit<16> epoch, bit<32> slot_base, bit<16> slot_count, bit<16> frame_values,
+                          bit<8> fan_in, bit<16> group) {
+        aggregate_common(epoch, slot_base, slot_count, frame_values, fan_in, group);
         meta.agg.is_root = true;
     }
 
     // Below the root: complete sets go up through parent_port as one
     // contribution with worker_id = index_at_parent, from own_mac to
     // parent_mac; results from the parent come down through `group`.
-    action aggregate_child(bit<16> epoch, bit<32> slot_base, bit<16> slot_count, bit<8> fan_in,
-                           bit<16> group, port_num_t parent_port, bit<8> index_at_parent,
+    action aggregate_child(bit<16> epoch, bit<32> slot_base, bit<16> slot_count, bit<16> frame_values,
+                           bit<8> fan_in, bit<16> group, port_num_t parent_port, bit<8> index_at_parent,
                            mac_addr_t own_mac, mac_addr_t parent_mac) {
-        aggregate_common(epoch, slot_base, slot_count, fan_in, group);
+        aggregate_common(epoch, slot_base, slot_count, frame_values, fan_in, group);
         meta.agg.is_root = false;
         meta.agg.parent_port = parent_port;
         meta.agg.index_at_parent = index_at_parent;
@@ -101,14 +108,16 @@ control Aggregation(inout headers_t hdr,
 
     // agg_jobs: the jobs this switch aggregates, and its place in each tree.
     //   key:     agg.job_id (exact)
-    //   actions: aggregate_root(epoch, slot_base, slot_count, fan_in, group),
-    //            aggregate_child(epoch, slot_base, slot_count, fan_in, group, parent_port,
-    //                            index_at_parent, own_mac, parent_mac);
+    //   actions: aggregate_root(epoch, slot_base, slot_count, frame_values, fan_in, group),
+    //            aggregate_child(epoch, slot_base, slot_count, frame_values, fan_in, group,
+    //                            parent_port, index_at_parent, own_mac, parent_mac);
     //            default nop (the packet is routed to the job's fallback aggregator)
-    //   filled by the job manager (controller/aggregation/). slot ranges of jobs
-    //   never overlap; epoch is new for every job the manager starts (never 0);
-    //   fan_in <= AGG_MAX_CHILDREN; group is a multicast group with one
-    //   replica per child port.
+    //   filled by the job manager (controller/aggregation/). slot_count: the job's window in
+    //   frames; frame_values: the values of each of its frames, AGG_BLOCK_VALUES x B with
+    //   1 <= B <= AGG_MAX_BLOCKS (a packet of another size is refused); the job owns pool slots
+    //   [slot_base, slot_base + slot_count * B), and ranges of jobs never overlap; epoch is new
+    //   for every job the manager starts (never 0); fan_in <= AGG_MAX_CHILDREN; group is a
+    //   multicast group with one replica per child port.
     table agg_jobs {
         key = {
             hdr.agg.job_id: exact @name("job_id");
@@ -122,8 +131,10 @@ control Aggregation(inout headers_t hdr,
         size = AGG_JOBS_TABLE_SIZE;
     }
 
-    action combine_values() {
-        meta.agg.overflow = 0;
+    // One block's values with its AGG_BLOCK_VALUES accumulators from value_base on (meta.agg.op
+    // as keep_acc and keep_packet say); value_base then moves to the next block's. Called once
+    // per block of the frame.
+    action combine_block(inout agg_block_h block) {
         COMBINE(v00, 0);
         COMBINE(v01, 1);
         COMBINE(v02, 2);
@@ -188,6 +199,7 @@ control Aggregation(inout headers_t hdr,
         COMBINE(v61, 61);
         COMBINE(v62, 62);
         COMBINE(v63, 63);
+        meta.agg.value_base = meta.agg.value_base + AGG_NEXT_BLOCK_CELLS;
     }
 
     action refuse() {
@@ -204,13 +216,22 @@ control Aggregation(inout headers_t hdr,
     }
 
     apply {
-        if (hdr.agg.isValid() && hdr.agg_data.isValid() && agg_jobs.apply().hit) {
+        if (hdr.agg.isValid() && agg_jobs.apply().hit) {
             meta.skip_routing = true;           // aggregation decides where the packet goes
             hdr.udp.checksum = 0;               // the values change; IPv4 allows no checksum
-            bit<32> slot_index = meta.agg.slot_base + (bit<32>)hdr.agg.slot;
+            if (meta.agg.parsed_values != meta.agg.frame_values
+                    || hdr.agg.slot >= meta.agg.slot_count || hdr.agg.set > 1) {
+                // Not a whole frame of the job's size (another size, a count that is no whole
+                // number of blocks, a UDP length that disagrees, a truncated frame), or outside
+                // the job's slots: no register is touched.
+                refuse();
+                return;
+            }
+            bit<32> blocks = (bit<32>)(meta.agg.frame_values >> AGG_BLOCK_SHIFT);
+            bit<32> slot_index = meta.agg.slot_base + (bit<32>)hdr.agg.slot * blocks;   // the frame's first pool slot
             bit<32> set_bit = (bit<32>)hdr.agg.set[0:0];
             meta.agg.set_index = (slot_index << 1) | set_bit;
-            meta.agg.value_base = meta.agg.set_index << AGG_VALUES_SHIFT;
+            meta.agg.value_base = meta.agg.set_index << AGG_BLOCK_SHIFT;
             bit<32> other_index = (slot_index << 1) | (set_bit ^ 1);
             bit<16> owner;
             bit<8> flags;
@@ -226,9 +247,7 @@ control Aggregation(inout headers_t hdr,
             meta.agg.op = AGG_OP_NONE;
 
             // 1. Decide what the packet is and what happens to the values.
-            if (hdr.agg.slot >= meta.agg.slot_count || hdr.agg.set > 1) {
-                refuse();
-            } else if (hdr.agg.pkt_type == AGG_TYPE_RESULT) {
+            if (hdr.agg.pkt_type == AGG_TYPE_RESULT) {
                 if (meta.agg.is_root || !mine || hdr.agg.seq != seq) {
                     refuse();                    // a root makes results; a stale one is dropped
                 } else {
@@ -294,9 +313,25 @@ control Aggregation(inout headers_t hdr,
                 }
             }
 
-            // 2. The values, in one place (one copy of the 64 register operations).
+            // 2. The values, block by block: one combine_block in the source (p4c makes a copy
+            //    of it per call), the frame's blocks in turn (a whole frame: blocks 0 .. B-1 valid).
             if (meta.agg.op != AGG_OP_NONE) {
-                combine_values();
+                meta.agg.overflow = 0;
+                meta.agg.keep_acc = (meta.agg.op == AGG_OP_WRITE) ? 32w0 : ~32w0;
+                meta.agg.keep_packet = (meta.agg.op == AGG_OP_READ) ? 32w0 : ~32w0;
+                combine_block(hdr.agg_blocks[0]);
+                if (hdr.agg_blocks[1].isValid()) {
+                    combine_block(hdr.agg_blocks[1]);
+                }
+                if (hdr.agg_blocks[2].isValid()) {
+                    combine_block(hdr.agg_blocks[2]);
+                }
+                if (hdr.agg_blocks[3].isValid()) {
+                    combine_block(hdr.agg_blocks[3]);
+                }
+                if (hdr.agg_blocks[4].isValid()) {      // AGG_MAX_BLOCKS
+                    combine_block(hdr.agg_blocks[4]);
+                }
             }
 
             // 3. A new contribution: complete the set or keep it, and store its state.
