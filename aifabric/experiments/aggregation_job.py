@@ -22,9 +22,13 @@ from aifabric.experiments.rank_processes import communicate, last_json
 from aifabric.lab.lab import Lab
 from controller.aggregation import Job, JobManager
 from controller.aggregation.entries import AGG_OPS, OUTCOMES
-from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT
+from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT, MAX_FRAME_VALUES
 
 DEFAULT_SLOTS = 32
+# The lab's jobs carry the largest frame a 1500-byte MTU holds: softswitch and BMv2 cost mostly per
+# packet, so SwitchML's 64-value frames (sized for a Tofino's pipeline) would make a frame cost a
+# switch what a full ring frame does for a fifth of the values. 64 stays a job's choice.
+LAB_FRAME_VALUES = MAX_FRAME_VALUES
 
 
 @dataclass
@@ -76,7 +80,7 @@ def read_agg_ops(lab: Lab) -> dict[str, int]:
 @contextmanager
 def in_network_jobs(lab: Lab, groups: Sequence[Sequence[str]], *, manager: JobManager, server: str,
                     slots: int = DEFAULT_SLOTS, in_network: bool = True,
-                    frame_values: int = 64) -> Iterator[AggregationJob]:
+                    frame_values: int = LAB_FRAME_VALUES) -> Iterator[AggregationJob]:
     """A job per group of hosts (a host in one group only: its worker binds the aggregation
     port), ``server`` the fallback aggregator of all; ``in_network=False`` routes every job to
     the parameter server alone."""
@@ -107,7 +111,7 @@ def in_network_jobs(lab: Lab, groups: Sequence[Sequence[str]], *, manager: JobMa
 @contextmanager
 def in_network_job(lab: Lab, hosts: Sequence[str], *, manager: JobManager, server: str,
                    slots: int = DEFAULT_SLOTS, in_network: bool = True,
-                   frame_values: int = 64) -> Iterator[AggregationJob]:
+                   frame_values: int = LAB_FRAME_VALUES) -> Iterator[AggregationJob]:
     """`in_network_jobs` with one group."""
     with in_network_jobs(lab, [hosts], manager=manager, server=server, slots=slots, in_network=in_network,
                          frame_values=frame_values) as agg:

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from aifabric.experiments.aggregation_job import in_network_job, read_agg_ops
+from aifabric.experiments.aggregation_job import LAB_FRAME_VALUES, in_network_job, read_agg_ops
 from aifabric.experiments.rank_processes import communicate, last_json, last_words
 from aifabric.lab.cpu_meter import CpuMeter
 from aifabric.lab.lab import Lab
@@ -124,7 +124,7 @@ def _python_cmd(*args: object) -> list[str]:
 
 def run_allreduce(lab: Lab, manager: JobManager, algorithm: str, workers: Sequence[str], server: str, *,
                   elements: int, dtype: str = "float32", seed: int = 1, slots: int = 32, timeout: float = 1.0,
-                  retries: int = 100, ring_window: int = 32, frame_values: int = 64) -> RunResult:
+                  retries: int = 100, ring_window: int = 32, frame_values: int = LAB_FRAME_VALUES) -> RunResult:
     """One AllReduce with ``algorithm`` (innetwork, ring or ps) among ``workers``; ``server`` runs
     the parameter server (the fallback aggregator of innetwork and ps jobs)."""
     if algorithm not in ALGORITHMS:

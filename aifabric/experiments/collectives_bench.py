@@ -19,14 +19,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from aifabric.experiments.aggregation_job import LAB_FRAME_VALUES
 from aifabric.experiments.collectives_lab import run_group
 from aifabric.experiments.mpi_lab import run_mpi
 from aifabric.lab.cpu_meter import cpu_times
 from aifabric.lab.lab import Lab
 from aifabric.lab.links import LinkPlan, LinkRate
 from controller.aggregation import JobManager
-from hostagent.collectives.aggregation.protocol import AGG_VALUES
-from hostagent.collectives.aggregation.protocol import FRAME_BYTES as AGG_FRAME_BYTES
+from hostagent.collectives.aggregation.protocol import frame_bytes
 from hostagent.collectives.reliable import ACK_EVERY, PAYLOAD
 from hostagent.collectives.reliable import ACK_FRAME_BYTES as ACK_FRAME
 from hostagent.collectives.reliable import DATA_FRAME_BYTES as DATA_FRAME
@@ -51,11 +51,11 @@ SMALL_BYTES = 8 << 10  # tree vs ring is judged at every all_reduce size below t
 MPI_OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all")  # what mpi_peer runs
 
 
-def in_network_ceiling(plan: LinkPlan, n: int) -> float:
+def in_network_ceiling(plan: LinkPlan, n: int, frame_values: int = LAB_FRAME_VALUES) -> float:
     """The most in-network all_reduce's algbw can be over the ring's on these links: each rank
-    sends the buffer once in AGG_VALUES-value frames, where the ring sends 2(n-1)/n of it in
-    PAYLOAD-byte frames at link_bound_Bps."""
-    in_network_Bps = plan.rate.payload_bytes_per_s(AGG_FRAME_BYTES, AGG_VALUES * ITEMSIZE)
+    sends the buffer once in frames of ``frame_values`` values, where the ring sends 2(n-1)/n of
+    it in PAYLOAD-byte frames at link_bound_Bps."""
+    in_network_Bps = plan.rate.payload_bytes_per_s(frame_bytes(frame_values), frame_values * ITEMSIZE)
     ring_algbw = link_bound_Bps(plan) / BUS_FACTOR["all_reduce"](n)
     return in_network_Bps / ring_algbw
 

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from aifabric.lab import report
+from aifabric.experiments.aggregation_job import LAB_FRAME_VALUES
 from aifabric.experiments.allreduce_lab import ALGORITHMS, CELLS, RunResult, run_allreduce, spread_workers
 from aifabric.lab.links import LinkPlan, LinkRate, limit_links
 from aifabric.lab.lab import Lab
@@ -20,15 +21,15 @@ DEFAULT_RATE = LinkRate.parse("10M")     # every link direction
 LABELS = {"innetwork": "in-network", "ring": "ring", "ps": "parameter server"}
 
 
-def run(k: int = 4, target: str = "softswitch", workers: int = 8, size: int = 16384, dtype: str = "float32",
+def run(k: int = 4, target: str = "softswitch", workers: int = 8, size: int = 262144, dtype: str = "float32",
         json_path: str | None = None, png_path: str | None = None, pipeline: Pipeline | None = None,
-        rate: LinkRate = DEFAULT_RATE) -> int:
+        rate: LinkRate = DEFAULT_RATE, frame_values: int = LAB_FRAME_VALUES) -> int:
     fabric = fat_tree(k)
     names, server = spread_workers(fabric, workers)
     plan = LinkPlan(rate)
     say = report.progress
     figures: dict = {"topology": f"fat-tree k={k}", "workers": names, "parameter_server": server,
-                     "elements": size, "dtype": dtype, "links": plan.describe()}
+                     "elements": size, "dtype": dtype, "frame_values": frame_values, "links": plan.describe()}
     t_start = time.monotonic()
     with Lab(fabric, target=target, pipeline=pipeline, progress=say) as lab:
         figures["target"] = lab.switch(fabric.switches[0].name).target_kind
@@ -39,7 +40,7 @@ def run(k: int = 4, target: str = "softswitch", workers: int = 8, size: int = 16
         for algorithm in ALGORITHMS:
             say(f"{LABELS[algorithm]}: {workers} workers reduce {size} {dtype} values")
             r = run_allreduce(lab, manager, algorithm, names, server, elements=size, dtype=dtype,
-                              timeout=retransmit_timeout(plan, workers))
+                              timeout=retransmit_timeout(plan, workers), frame_values=frame_values)
             say(f"{LABELS[algorithm]}: " + (f"ok in {r.time_s:.2f} s" if r.ok else "FAILED: " + "; ".join(r.errors))
                 + (f" (tree {r.tree})" if r.tree else ""))
             results.append(r)
@@ -53,7 +54,8 @@ def run(k: int = 4, target: str = "softswitch", workers: int = 8, size: int = 16
     innet, ring = results[0], results[1]
     if innet.ok and ring.ok:
         print(f"\nin-network / ring algorithm bandwidth: {innet.algbw_mbps / ring.algbw_mbps:.2f}x "
-              f"(the bytes on each host link bound it at {2 * (workers - 1) / workers:.2f}x)")
+              f"(the bytes on each host link bound it at {in_network_bound(plan, workers, frame_values):.2f}x: "
+              f"{frame_values}-value frames against the ring's)")
         print(f"switches: {innet.agg_ops}; parameter server packets during the in-network run: "
               f"{innet.server.get('packets_in', 0)}")
     png = Path(png_path or DEFAULT_PNG)
@@ -103,3 +105,11 @@ def draw(path: Path, results: list[RunResult]) -> None:
     b.set_title("Traffic on each worker's link")
     b.legend()
     report.save_figure(fig, path)
+
+
+def in_network_bound(plan: LinkPlan, workers: int, frame_values: int) -> float:
+    """How much faster in-network all_reduce can be than the ring on these links: each worker
+    sends its tensor once in frames of ``frame_values`` values, the ring 2(n-1)/n of it in its own
+    frames (collectives_bench.in_network_ceiling)."""
+    from aifabric.experiments.collectives_bench import in_network_ceiling
+    return in_network_ceiling(plan, workers, frame_values)

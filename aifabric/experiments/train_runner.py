@@ -22,7 +22,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aifabric.experiments.aggregation_job import DEFAULT_SLOTS, in_network_jobs
+from aifabric.experiments.aggregation_job import DEFAULT_SLOTS, LAB_FRAME_VALUES, in_network_jobs
 from aifabric.experiments.collectives_bench import min_rto_s
 from aifabric.experiments.host_agents import agents_on, rocev2_settings
 from aifabric.experiments.link_load import LinkLoad, link_counters
@@ -36,7 +36,7 @@ from aifabric.workloads.estimate import in_switches
 from aifabric.workloads.latency import Costs, fabric_hops
 from controller.aggregation import JobManager
 from hostagent.agent.config import AgentConfig
-from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT, FRAME_BYTES
+from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT, frame_bytes
 
 RUNNER = "hostagent.workload_runner"
 BASE_PORT = 48000
@@ -78,7 +78,7 @@ def timeouts_for(link: LinkPlan | None) -> dict:
     if link is None:
         return {}
     return {"window": RANK_WINDOW, "rto_s": min_rto_s(link, RANK_WINDOW),
-            "agg_timeout_s": max(0.1, link.rate.seconds(FRAME_BYTES, 2 * DEFAULT_SLOTS))}
+            "agg_timeout_s": max(0.1, link.rate.seconds(frame_bytes(LAB_FRAME_VALUES), 2 * DEFAULT_SLOTS))}
 
 
 def free_host(lab: Lab, hosts: list[str]) -> str:
@@ -207,7 +207,7 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
         if agg is not None:
             index = {tuple(g): i for i, g in enumerate(plan["groups"])}
             plan["aggregation"] = {str(r): {"group": index[tuple(g)], "slots": agg.slots,
-                                            **{k: agg.config(hosts[r])[k] for k in ("job_id", "worker_id", "aggregator")}}
+                                            **{k: agg.config(hosts[r])[k] for k in ("job_id", "worker_id", "aggregator", "frame_values")}}
                                    for g in groups for r in g}
             run.in_network = agg.in_network
         Path(plan_path).write_text(json.dumps(plan))

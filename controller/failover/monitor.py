@@ -93,6 +93,12 @@ class PortMonitor:
         with self._lock:
             return self._lateness()
 
+    @property
+    def detection_s(self) -> float:
+        """The silence that makes a port dead now: the detection time, stretched for late heartbeats."""
+        with self._lock:
+            return self.config.detect_s + self._stretch()
+
     def _lateness(self) -> float:
         return max(self._late_now, max(self._late_rounds, default=0.0))
 

@@ -19,6 +19,7 @@ import time
 from dataclasses import replace
 
 import pytest
+from failure_waits import wait_for_verdict
 from targets import FABRIC_TARGETS
 
 from controller.failover import start_failure_handling
@@ -60,7 +61,12 @@ def lab(request, tmp_path_factory):
         yield lab
 
 
-def _wait(what: str, predicate, timeout: float = WAIT_S) -> None:
+def _wait(what: str, predicate, timeout: float = WAIT_S, handler=None) -> None:
+    """``predicate`` true within ``timeout`` s; for a verdict of ``handler``'s, within ``timeout``
+    beyond its detection time as heartbeats arriving late stretch it (tests/failure_waits.py)."""
+    if handler is not None:
+        wait_for_verdict(handler, what, predicate, timeout)
+        return
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
@@ -216,7 +222,7 @@ def test_core_link_down_then_restored(lab):
     reroutes = len(handler.reroutes)
     _set_link(lab, a, b, up=False)
     try:
-        _wait("both ends of the link marked dead", lambda: set(link.ends()) <= handler.dead_ports())
+        _wait("both ends of the link marked dead", lambda: set(link.ends()) <= handler.dead_ports(), handler=handler)
         assert handler.failures() == [Failure("link", link.name, (link.name,))]
         def dead_events():       # recorded once port_status is written, just after the verdict
             return [e for e in handler.events if not e.alive and (e.switch, e.port) in link.ends()]
@@ -250,7 +256,7 @@ def test_aggregation_switch_killed_then_restarted(lab):
     node.process.wait(timeout=10)
     try:
         _wait("the switch's neighbours marking it dead",
-              lambda: any(f.kind == "switch" and f.name == AGG for f in handler.failures()))
+              lambda: any(f.kind == "switch" and f.name == AGG for f in handler.failures()), handler=handler)
         assert handler.failures() == [Failure("switch", AGG, tuple(sorted(l.name for l in own)))]
         # a reroute marks the model's links down first and recomputes after: wait for its record
         _wait("the reroute around the switch",
@@ -380,7 +386,7 @@ def test_data_plane_failover_alone_carries_the_way_up_without_a_reroute(lab):
             f"none of the flows crosses {up.agg}-{up.core} ({sent}): the test proves nothing"
         _set_link(lab, up.core, up.agg, up=False)
         link = handler.link(up.core, up.agg)
-        _wait("both ends of the link marked dead", lambda: set(link.ends()) <= handler.dead_ports())
+        _wait("both ends of the link marked dead", lambda: set(link.ends()) <= handler.dead_ports(), handler=handler)
         _wait("port_status written at both ends",
               lambda: len([e for e in handler.events if not e.alive and e.written is not None]) == 2)
         up.check_carried_by_backup(300)

@@ -28,6 +28,7 @@ BLOCK_VALUES = 64  # values of one block (SwitchML's packet); p4src: AGG_BLOCK_V
 MAX_BLOCKS = 5  # blocks of the largest frame (1324 bytes of IPv4 in a 1500-byte MTU); p4src: AGG_MAX_BLOCKS
 FRAME_VALUES = tuple(BLOCK_VALUES * b for b in range(1, MAX_BLOCKS + 1))  # a job's choices: 64 .. 320
 DEFAULT_FRAME_VALUES = BLOCK_VALUES  # SwitchML's 64, until a job chooses
+MAX_FRAME_VALUES = FRAME_VALUES[-1]  # 320: the largest frame
 VALUE_BYTES = 4
 HEADER_FORMAT = "!BBHHBBBBIH"
 HEADER = struct.Struct(HEADER_FORMAT)
