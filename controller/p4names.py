@@ -27,7 +27,9 @@ class Table:
     PORT_FAILOVER_PORT_STATUS = 'FabricIngress.port_failover.port_status'
     PORT_FAILOVER_FAILOVER = 'FabricIngress.port_failover.failover'
     FLOW_SAMPLING_FLOW_SAMPLING = 'FabricIngress.flow_sampling.flow_sampling'
+    TRAFFIC_CLASS_DSCP_CLASS = 'FabricIngress.traffic_class.dscp_class'
     ECN_ECN_CONFIG = 'FabricEgress.ecn.ecn_config'
+    ECN_ECN_CLASS_CONFIG = 'FabricEgress.ecn.ecn_class_config'
     INT_EGRESS_INT_CONFIG = 'FabricEgress.int_egress.int_config'
     INT_EGRESS_SINK_PORTS = 'FabricEgress.int_egress.sink_ports'
     INT_EGRESS_REPORT_CONFIG = 'FabricEgress.int_egress.report_config'
@@ -63,6 +65,7 @@ class Action:
     PORT_FAILOVER_WATCH = 'FabricIngress.port_failover.watch'
     PORT_FAILOVER_REROUTE = 'FabricIngress.port_failover.reroute'
     FLOW_SAMPLING_SAMPLE = 'FabricIngress.flow_sampling.sample'
+    TRAFFIC_CLASS_SET_CLASS = 'FabricIngress.traffic_class.set_class'
     ECN_SET_THRESHOLDS = 'FabricEgress.ecn.set_thresholds'
     INT_EGRESS_CONFIGURE = 'FabricEgress.int_egress.configure'
     INT_EGRESS_MARK_SINK = 'FabricEgress.int_egress.mark_sink'
@@ -145,7 +148,9 @@ MATCH_FIELDS: dict[str, tuple[str, ...]] = {
     Table.PORT_FAILOVER_PORT_STATUS: ('port',),
     Table.PORT_FAILOVER_FAILOVER: ('next_id', 'port'),
     Table.FLOW_SAMPLING_FLOW_SAMPLING: ('ig_port',),
+    Table.TRAFFIC_CLASS_DSCP_CLASS: ('dscp',),
     Table.ECN_ECN_CONFIG: ('egress_port',),
+    Table.ECN_ECN_CLASS_CONFIG: ('egress_port', 'priority'),
     Table.INT_EGRESS_INT_CONFIG: (),
     Table.INT_EGRESS_SINK_PORTS: ('egress_port',),
     Table.INT_EGRESS_REPORT_CONFIG: (),
@@ -180,6 +185,7 @@ ACTION_PARAMS: dict[str, tuple[str, ...]] = {
     Action.PORT_FAILOVER_WATCH: ('timeout_us',),
     Action.PORT_FAILOVER_REROUTE: ('port', 'smac', 'dmac'),
     Action.FLOW_SAMPLING_SAMPLE: ('probability',),
+    Action.TRAFFIC_CLASS_SET_CLASS: ('tc',),
     Action.ECN_SET_THRESHOLDS: ('kmin', 'kmax', 'pmax'),
     Action.INT_EGRESS_CONFIGURE: ('switch_id', 'mtu'),
     Action.INT_EGRESS_MARK_SINK: (),
@@ -238,7 +244,6 @@ INT_VERSION = 2  # INT-MD header Ver
 INT_HOP_ML = 8  # Hop ML: words of metadata per hop
 INT_INSTRUCTIONS = 0xFC00  # bits 0-5: node id, L1 ports, latency, queue, ingress/egress tstamps
 INT_DOMAIN_ID = 0  # Domain Specific ID: default domain only
-INT_QUEUE_ID = 0  # queue id in the hop (one egress queue per port)
 INT_MD_WORDS = 3  # shim length of an INT-MD header with no hops
 INT_HOP_WORDS = 8  # shim length added per hop (= Hop ML)
 INT_HEADERS_BYTES = 16  # shim (4) + INT-MD header (12), added by the source
@@ -314,5 +319,7 @@ ECMP_SELECTOR_SIZE = 1024  # members of all ECMP groups together
 ECMP_SELECTOR_WIDTH = 16  # bits of the selector hash
 ECMP_SEED_SCRAMBLE = 0x9E3779B1  # odd (2^32 / golden ratio): hash seed -> ECMP multiplier
 ECN_CONFIG_TABLE_SIZE = 512  # one entry per egress port
+ECN_CLASS_CONFIG_TABLE_SIZE = 4096  # one entry per (egress port, traffic class)
+TRAFFIC_CLASS_TABLE_SIZE = 64  # one entry per DSCP
 INT_WATCHLIST_TABLE_SIZE = 1024
 INT_SINK_PORTS_TABLE_SIZE = 512  # one entry per egress port

@@ -22,6 +22,7 @@
 #include "include/control/load_balance.p4"
 #include "include/control/failover.p4"
 #include "include/control/sampling.p4"
+#include "include/control/traffic_class.p4"
 
 control FabricIngress(inout headers_t hdr,
                       inout fabric_metadata_t meta,
@@ -40,6 +41,7 @@ control FabricIngress(inout headers_t hdr,
     LinkHeartbeat() link_heartbeat;
     PortFailover() port_failover;
     FlowSampling() flow_sampling;
+    TrafficClass() traffic_class;
 
     apply {
         meta.cpu_ig_port = standard_metadata.ingress_port;
@@ -64,6 +66,7 @@ control FabricIngress(inout headers_t hdr,
             int_watchlist.apply(hdr, meta, standard_metadata);
             flow_sampling.apply(hdr, meta, standard_metadata);   // before the ACL: its copy wins
         }
+        traffic_class.apply(hdr, meta, standard_metadata);   // the egress queue: DSCP -> class
         acl.apply(hdr, meta, standard_metadata);
     }
 }

@@ -1,17 +1,35 @@
-"""Run-time control of a softswitch, outside P4Runtime: queue rate and depth, statistics.
+"""Run-time control of a softswitch, outside P4Runtime: queues and traffic classes, lossless
+classes (priority flow control), statistics.
 
-The commands mirror simple_switch_CLI's, so scripts can drive either target (set_queue_bitrate
-is softswitch's alone):
+The queue commands mirror simple_switch_CLI's, so scripts can drive either target (BMv2 takes
+the first two, with their optional priority; the others are softswitch's alone). Without a port
+a setting is every port's; with a port, each of its classes'; with a priority too, that class's
+alone (softswitch/queues.py):
 
-    set_queue_rate <rate_pps> [<egress_port>]     packets per second, 0 = unlimited
-    set_queue_bitrate <bits_per_s> [<egress_port>]
-                                                   bits per second as a link's, 0 = unlimited, else
+    set_queue_rate <rate_pps> [<egress_port> [<priority>]]
+                                                   packets per second of each class, 0 = unlimited
+    set_queue_depth <depth_pkts> [<egress_port> [<priority>]]
+    set_queue_bitrate <bits_per_s> [<egress_port> [<priority>]]
+                                                   bits per second of the port's link (with a priority:
+                                                   of the class alone, a shaper), 0 = unlimited, else
                                                    1000..400000000000; a frame costs its bytes on the
-                                                   wire (softswitch/queues.py); clears the packet rate
-                                                   (set_queue_rate clears the bit rate)
-    set_queue_depth <depth_pkts> [<egress_port>]
-    get_queue <egress_port>                        depth, rate_pps, bitrate, occupancy, drops,
-                                                   priority_queues (JSON)
+                                                   wire; clears the packet rate (set_queue_rate clears
+                                                   the bit rate)
+    set_queue_weight <weight> [<egress_port> [<priority>]]
+                                                   0 = strict priority (the default), else 1..1000
+                                                   packets a turn of the weighted round robin between
+                                                   the weighted classes (softswitch/classes.py)
+    get_queue <egress_port>                        depth, rate_pps, bitrate (the link's), occupancy,
+                                                   drops, priority_queues, and "classes": each class's
+                                                   settings, counters and PFC figures (JSON)
+    classes                                        every port's classes as get_queue gives them, and
+                                                   the watchdog (JSON)
+    set_lossless <priority> <xoff_bytes> <xon_bytes> <headroom_bytes> <quanta> [<port>]
+                                                   the class lossless on the port (every data port
+                                                   without one): 802.1Qbb PFC (softswitch/pfc.py)
+    clear_lossless <priority> [<port>]             the class lossy again
+    set_pfc_watchdog <detect_ms> <restore_ms> <poll_ms> <drop|forward>
+                                                   the PFC watchdog (detect_ms 0: off)
     stats                                          packet counters (JSON; an AF_XDP port's also counts
                                                    kernel_drops: frames the kernel dropped before the
                                                    switch read them)
@@ -37,6 +55,7 @@ import threading
 
 from .addr import host_port_arg, parse_host_port
 from .args import OneLineErrors
+from .pfc import Lossless, Watchdog
 
 MAX_LINE = 4096    # bytes of one command line; the longest real command is a few dozen
 
@@ -86,22 +105,34 @@ class RuntimeControlServer:
             return "error: empty command (try get_queue <egress_port> or stats)"
         cmd, args = words[0], words[1:]
         dp = self.switch.dataplane
+        action = None
+        if cmd == "set_pfc_watchdog" and args:      # its last word is the action
+            action, args = args[-1], args[:-1]
         try:
             nums = [int(a) for a in args]
         except ValueError:
             return f"error: {cmd}: arguments must be integers"
         try:
             setter = {"set_queue_rate": dp.set_queue_rate, "set_queue_bitrate": dp.set_queue_bitrate,
-                      "set_queue_depth": dp.set_queue_depth}.get(cmd)
-            if setter is not None and len(nums) in (1, 2):
-                setter(nums[0], nums[1] if len(nums) == 2 else None)
+                      "set_queue_depth": dp.set_queue_depth, "set_queue_weight": dp.set_queue_weight}.get(cmd)
+            if setter is not None and len(nums) in (1, 2, 3):
+                setter(*nums)
                 return "ok"
             if cmd == "get_queue" and len(nums) == 1:
                 dp.check_port(nums[0])
-                qs = dp.port_queues(nums[0])       # depth and pace are set per port: the same in each
-                return json.dumps({"port": nums[0], "depth": qs[0].depth, "rate_pps": qs[0].rate_pps,
-                                   "bitrate": qs[0].bitrate, "occupancy": sum(len(q) for q in qs),
-                                   "drops": sum(q.drops for q in qs), "priority_queues": dp.priority_queues})
+                return json.dumps(port_view(dp, nums[0]))
+            if cmd == "classes" and not nums:
+                return json.dumps({"ports": {p: port_view(dp, p) for p in sorted(dp.ports)},
+                                   "watchdog": dataclasses.asdict(dp.pfc_watchdog), "now_us": dp.now_us()})
+            if cmd == "set_lossless" and len(nums) in (5, 6):
+                dp.set_lossless(nums[0], Lossless(*nums[1:5]), nums[5] if len(nums) == 6 else None)
+                return "ok"
+            if cmd == "clear_lossless" and len(nums) in (1, 2):
+                dp.set_lossless(nums[0], None, nums[1] if len(nums) == 2 else None)
+                return "ok"
+            if cmd == "set_pfc_watchdog" and len(nums) == 3:
+                dp.set_pfc_watchdog(Watchdog(nums[0] * 1000, nums[1] * 1000, nums[2] * 1000, action))
+                return "ok"
             if cmd == "stats" and not nums:
                 ports = {p.number: dict(zip(("iface", "rx", "tx"), (p.iface, *dp.port_counters(p.number)[:2])))
                          for p in dp.ports.values()}
@@ -117,6 +148,16 @@ class RuntimeControlServer:
         except ValueError as e:
             return f"error: {e}"
         return f"error: unknown command or wrong arguments: {line!r}"
+
+
+def port_view(dp, port: int) -> dict:
+    """``get_queue``'s answer: the port's queues (depth and packet rate of its lowest class, as
+    simple_switch_CLI users read them; bitrate: its link's), and every class's figures."""
+    classes = dp.class_stats(port)
+    return {"port": port, "depth": classes[-1]["depth"], "rate_pps": classes[-1]["rate_pps"],
+            "bitrate": dp.link_bitrate(port), "occupancy": sum(c["occupancy"] for c in classes),
+            "drops": sum(c["drops"] for c in classes), "priority_queues": dp.priority_queues,
+            "classes": classes, "malformed": dp.mac_control_malformed(port)}
 
 
 def send_command(addr: str, command: str, timeout: float = 5.0) -> str:

@@ -1,9 +1,12 @@
 """The packet loop: simple_switch's ingress, replication, queueing and egress in one thread.
 
 One thread waits on the port sockets (epoll), runs each received packet through the parser
-and the ingress pipeline, hands copies to the replication engine and puts them in per-port
-egress queues; the same loop takes packets off the queues when their departure time has
-come, runs egress, deparses and sends them. The steps a packet takes are the program's
+and the ingress pipeline, hands copies to the replication engine and puts them in per-port,
+per-class egress queues (queues.py); the same loop takes packets off the queues when their port
+serves them (classes.py: each port's link, strict priority or weighted round robin), runs
+egress, deparses and sends them. A MAC control frame that comes in never reaches the pipeline:
+802.1Qbb PFC takes it (pfc.py), which also counts the lossless classes' buffers and sends their
+PAUSE frames. The steps a packet takes are the program's
 packet path (packet_path.py, specialised when the program is set); copies, resubmission and
 recirculation are here. Frames are read from a port and sent to one a batch at a time
 (port_io.py: one system call per batch where the compiled path runs). The order of steps, the
@@ -28,6 +31,8 @@ from .packet_path import EGRESS_CLONE, INGRESS_CLONE, NO_TRUNCATION, PacketPath
 from .pipeline.helpers import Abort
 from .pipeline.compiled import loaded_support
 from .pipeline.program import Program
+from .classes import PortLink
+from .pfc import Lossless, LosslessSettings, Pfc, Watchdog
 from .ports import Port
 from .queues import DEFAULT_BITRATE, DEFAULT_DEPTH, DEFAULT_RATE, EgressQueue, QueueSettings, check_priority_queues
 from .runtime.pre import ReplicationEngine
@@ -60,6 +65,9 @@ class Counters:
     packet_in: int = 0
     packet_out: int = 0
     packet_in_lost: int = 0     # packet-ins the native data plane's ring had no room for
+    lossless_drops: int = 0     # packets of a lossless class dropped (pfc.py: headroom or queue too small)
+    watchdog_drops: int = 0     # packets the PFC watchdog dropped (pfc.py)
+    mac_control: int = 0        # MAC control frames that came in (PFC's and malformed ones): never the pipeline's
 
 
 def check_packet_out(frame: bytes) -> None:
@@ -68,12 +76,13 @@ def check_packet_out(frame: bytes) -> None:
         raise ValueError(f"packet-out of {len(frame)} bytes is over the {MAX_FRAME} bytes a frame may have")
 
 
-class Dataplane(QueueSettings):
+class Dataplane(QueueSettings, LosslessSettings):
     def __init__(self, ports: dict[int, Port], cpu_port: int | None = None,
                  drop_port: int = DEFAULT_DROP_PORT, queue_depth: int = DEFAULT_DEPTH,
                  queue_rate: int = DEFAULT_RATE, priority_queues: int = 1, queue_bitrate: int = DEFAULT_BITRATE):
         check_priority_queues(priority_queues)
         self._init_queue_settings(queue_depth, queue_rate, queue_bitrate)
+        self._init_lossless()
         self.ports = ports
         self.cpu_port = cpu_port
         self.drop_port = drop_port
@@ -83,14 +92,16 @@ class Dataplane(QueueSettings):
         self.lock = threading.RLock()
         self.counters = Counters()
         self.priority_queues = priority_queues
-        # (port, priority) -> queue, highest priority first: the order they are served in
+        # (port, priority) -> queue, highest priority first; each port's link serves its own (classes.py)
         self.queues: dict[tuple[int, int], EgressQueue] = {}
+        self.links: dict[int, PortLink] = {}
         self.queued = 0            # packets in all the queues (0: the loop has none to look for)
         self.on_packet_in: Callable[[bytes], None] | None = None
         self._internal: deque = deque()        # resubmitted and recirculated packets
         self._packet_outs: deque = deque()     # frames from the controller
         self._tx_waiting: list[tuple[int, bytes]] = []   # (port, frame) sent at the end of the loop's turn
         self._io = port_io.PortIO()            # port_io.py; its compiled twin with a compiled path
+        self.pfc = Pfc(self, self.transmit, {n: p.mac for n, p in ports.items() if hasattr(p, "mac")})
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         self._stopping = False
@@ -103,8 +114,11 @@ class Dataplane(QueueSettings):
         with self.lock:
             self.program = program
             self._use_path(program)
+            now = self.now_us()
             for q in self.queues.values():
-                q.clear()
+                for _, _, length, buf in q.clear():
+                    if buf is not None:
+                        self.pfc.release(buf, length, now)
             self.queued = 0
             self._internal.clear()
 
@@ -138,12 +152,18 @@ class Dataplane(QueueSettings):
         q = self.queues.get((port, priority))
         if q is None:
             # made when first needed (a port whose packets all have one priority costs the loop
-            # one queue), with the port's settings, in a new dict (another thread may be
-            # iterating the old one), highest priority first: the order they are served in
+            # one queue), with its settings, in a new dict (another thread may be iterating the
+            # old one), highest priority first
             with self.lock:
-                s = self.queue_settings(port)
-                made = EgressQueue(port, s["depth"], s["rate"], priority, s["bitrate"])
+                link = self.links.get(port)
+                if link is None:
+                    link = PortLink(port, self.link_bitrate(port))
+                    self.links = {**self.links, port: link}
+                s = self.class_settings(port, priority)
+                made = EgressQueue(port, s["depth"], s["rate"], priority, s["bitrate"], s["weight"], link=link)
                 grown = {(port, priority): made, **self.queues}     # one made meanwhile stays
+                if grown[(port, priority)] is made:
+                    link.add(made)
                 self.queues = dict(sorted(grown.items(), key=lambda kv: -kv[0][1]))
                 q = self.queues[(port, priority)]
         return q
@@ -153,16 +173,48 @@ class Dataplane(QueueSettings):
         self.queue(port)
         return [q for (p, _), q in self.queues.items() if p == port]
 
-    def _apply_queue_setting(self, port: int | None, setting: str, value: int) -> None:
-        """``setting`` ("depth", "rate" or "bitrate") into one port's queues, or (port None)
-        every queue (QueueSettings remembered it for the queues made later)."""
-        queues = list(self.queues.values()) if port is None else self.port_queues(port)
-        apply = {"depth": EgressQueue.set_depth, "rate": EgressQueue.set_rate,
-                 "bitrate": EgressQueue.set_bitrate}[setting]
-        for q in queues:
-            apply(q, value)
-        if setting != "depth":
-            self._wake()           # the loop's wait may now be shorter
+    def _apply_queue_setting(self, port: int | None, priority: int | None) -> None:
+        """The effective settings into one class's queue, one port's queues and link, or (port
+        None) every queue and link (QueueSettings remembers them for the queues made later)."""
+        for (p, prio), q in list(self.queues.items()):
+            if (port is None or p == port) and (priority is None or prio == priority):
+                q.configure(self.class_settings(p, prio))
+        if priority is None:
+            for p, link in self.links.items():
+                if port is None or p == port:
+                    link.set_bitrate(self.link_bitrate(p))
+        self._wake()           # the loop's wait may now be shorter
+
+    def _apply_lossless(self, port: int, priority: int) -> None:
+        self.pfc.configure(port, priority, self.lossless(port, priority), self.now_us())
+        self._wake()
+
+    def _apply_watchdog(self) -> None:
+        self.pfc.set_watchdog(self.pfc_watchdog, self.now_us())
+        self._wake()
+
+    def class_stats(self, port: int) -> list[dict]:
+        """Every class of ``port``: its queue's settings and counters and PFC's figures (the
+        classes that have no queue yet: their settings), highest priority first."""
+        now = self.now_us()
+        out = []
+        for prio in reversed(range(self.priority_queues)):
+            q = self.queues.get((port, prio))
+            s = self.class_settings(port, prio)
+            row = {"priority": prio, "depth": s["depth"], "rate_pps": s["rate"], "bitrate": s["bitrate"],
+                   "weight": s["weight"], "occupancy": 0, "tx_packets": 0, "tx_bytes": 0, "drops": 0,
+                   "watchdog_drops": 0, "paused": False, "paused_us": 0.0}
+            if q is not None:
+                row.update(occupancy=len(q), tx_packets=q.tx_packets, tx_bytes=q.tx_bytes, drops=q.drops,
+                           watchdog_drops=q.watchdog_drops, paused=q.paused(now),
+                           paused_us=round(q.paused_total_us(now), 3))
+            row.update(self.pfc.class_stats(port, prio, now))
+            out.append(row)
+        return out
+
+    def mac_control_malformed(self, port: int) -> dict[str, int]:
+        """MAC control frames that came in on ``port`` malformed, by reason (pfc.MALFORMED)."""
+        return dict(self.pfc.malformed.get(port, {}))
 
     def port_counters(self, port: int) -> tuple[int, int, int]:
         """(rx, tx, tx_errors) of one of the switch's ports."""
@@ -227,9 +279,9 @@ class Dataplane(QueueSettings):
     def _timeout(self) -> float:
         if self._internal:
             return 0.0
-        nxt = None
-        for q in self.queues.values():
-            d = q.next_departure()
+        nxt = self.pfc.next_timer()
+        for link in self.links.values():
+            d = link.next_event()
             if d is not None and (nxt is None or d < nxt):
                 nxt = d
         if nxt is None:
@@ -278,27 +330,40 @@ class Dataplane(QueueSettings):
 
     def _drain_queues(self) -> None:
         path = self._path
+        pfc = self.pfc
+        now = self.now_us()
+        if pfc.refreshing or pfc.watchdog.on:
+            pfc.tick(now)
         if path is None or not (self.queued or self._internal):
             return
-        egress = path.egress
-        now = self.now_us()
+        egress, release = path.egress, pfc.release
         for _ in range(DRAIN_ROUNDS):   # bounded: a program that recirculates forever must not wedge the loop
             progress = False
-            for q in self.queues.values():   # queue() replaces the dict, never changes it: no copy
-                items = q.items
-                # most queues are empty most of the time; the head is the earliest departure
-                if items and items[0][0] <= now:
-                    progress = True
-                    self.queued -= 1
-                    try:
-                        egress(q, items.popleft()[1])
-                    except Exception as e:
-                        self._packet_failed(e)
+            for link in self.links.values():   # queue() replaces the dict, never changes it: no copy
+                # most ports are idle most of the time; the link says which class sends next
+                if link.queued:
+                    picked = link.pick(now)
+                    if picked is not None:
+                        progress = True
+                        self.queued -= 1
+                        q, departure = picked
+                        _, F, length, buf = q.take(departure)
+                        if buf is not None:
+                            release(buf, length, now)
+                        try:
+                            egress(q, F)
+                        except Exception as e:
+                            self._packet_failed(e)
             if self._internal:
                 self._run_internal()
                 progress = True
             if not progress:
                 return
+
+    def mac_control(self, port: int, frame: bytes) -> None:
+        """A MAC control frame that came in on ``port`` (never the pipeline's): PFC's (pfc.py)."""
+        self.counters.mac_control += 1
+        self.pfc.receive(port, frame, self.now_us())
 
     def _packet_failed(self, e: Exception) -> None:
         """One packet's processing failed: that packet is dropped, the switch goes on."""

@@ -16,8 +16,10 @@ from .native.mode import DEFAULT_MODE as NATIVE_DEFAULT, MODES as NATIVE_MODES, 
 from .native.xsk import DEFAULT_MODE as PORT_IO_DEFAULT, MODES as PORT_IO_MODES, PortIOUnavailable
 from .pipeline.compiled import CompileError
 from .pipeline.errors import ProgramError
+from .pfc import ACTIONS, Lossless, Watchdog
 from .ports import PortError, PortSpec
-from .queues import MAX_PRIORITY_QUEUES, check_bitrate, check_depth, check_port, check_priority_queues, check_rate
+from .queues import (MAX_PRIORITY_QUEUES, check_bitrate, check_depth, check_port, check_priority_queues, check_rate,
+                     check_weight)
 from .switch import SwitchConfig
 
 LOG_LEVELS = ("trace", "debug", "info", "warn", "error", "off")
@@ -35,6 +37,31 @@ def _per_port(text: str) -> tuple[int, int | None]:
         return int(value), (int(port) if sep else None)
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{text}' is not N or N@PORT") from None
+
+
+def _lossless(text: str) -> tuple[int, Lossless, int | None]:
+    """``PRIO:XOFF:XON:HEADROOM[:QUANTA][@PORT]`` (bytes; quanta 1..65535)."""
+    spec, sep, port = text.partition("@")
+    try:
+        numbers = [int(v) for v in spec.split(":")]
+        if len(numbers) not in (4, 5):
+            raise ValueError("four or five numbers")
+        return numbers[0], Lossless(*numbers[1:]), int(port) if sep else None
+    except (ValueError, TypeError) as e:
+        raise argparse.ArgumentTypeError(f"'{text}' is not PRIO:XOFF:XON:HEADROOM[:QUANTA][@PORT] ({e})") from None
+
+
+def _watchdog(text: str) -> Watchdog:
+    """``DETECT_MS:RESTORE_MS[:POLL_MS[:drop|forward]]``."""
+    parts = text.split(":")
+    try:
+        if not 2 <= len(parts) <= 4:
+            raise ValueError("two to four fields")
+        ms = [int(v) * 1000 for v in parts[:3]]
+        return Watchdog(*ms, *parts[3:])
+    except (ValueError, TypeError) as e:
+        raise argparse.ArgumentTypeError(f"'{text}' is not DETECT_MS:RESTORE_MS[:POLL_MS[:"
+                                         f"{'|'.join(ACTIONS)}]] ({e})") from None
 
 
 def build_parser(parser_class: type[argparse.ArgumentParser] = OneLineErrors) -> argparse.ArgumentParser:
@@ -64,6 +91,18 @@ def build_parser(parser_class: type[argparse.ArgumentParser] = OneLineErrors) ->
     p.add_argument("--priority-queues", type=int, default=1, metavar="N",
                    help=f"egress queues per port, served by standard_metadata.priority, highest first "
                         f"(1..{MAX_PRIORITY_QUEUES}; default 1: a packet of priority 1 or more is dropped)")
+    p.add_argument("--queue-weight", type=_per_port, action="append", default=[], metavar="W[@PORT]",
+                   help="the classes' weight, for all ports or one: 0 strict priority (default), else packets a "
+                        "turn of the weighted round robin (softswitch-ctl set_queue_weight: one class)")
+    p.add_argument("--lossless", type=_lossless, action="append", default=[],
+                   metavar="PRIO:XOFF:XON:HEADROOM[:QUANTA][@PORT]",
+                   help="class PRIO lossless (802.1Qbb PFC) on every data port or one: PAUSE at XOFF bytes of its "
+                        "ingress buffer, XON at XON, HEADROOM bytes more admitted, QUANTA asked (default 65535); "
+                        "repeatable")
+    p.add_argument("--pfc-watchdog", type=_watchdog, default=None, metavar="DETECT_MS:RESTORE_MS[:POLL_MS[:ACTION]]",
+                   help="the PFC watchdog: a lossless queue paused DETECT_MS with packets waiting is in a storm, PFC off "
+                        "on it (ACTION drop, the default: its packets dropped; forward: sent) until no PAUSE came "
+                        "for RESTORE_MS; it looks every POLL_MS (default 10)")
     p.add_argument("--compiled", choices=MODES, default=os.environ.get("SOFTSWITCH_COMPILED", "auto"),
                    help="the compiled packet path (Cython + a C compiler): auto = when built (in the "
                         "background, cached), now = before the program runs (or fail), off = Python only "
@@ -122,13 +161,14 @@ def parse_config(argv: list[str], parser_class: type[argparse.ArgumentParser] = 
                        drop_port=args.drop_port, grpc_addr=args.grpc_server_addr,
                        runtime_addr=args.runtime_addr, json_path=args.json,
                        priority_queues=args.priority_queues, compiled=args.compiled,
-                       native=args.native, port_io=args.port_io)
+                       native=args.native, port_io=args.port_io, pfc_watchdog=args.pfc_watchdog)
     known_ports = [p.number for p in ports] + ([args.cpu_port] if args.cpu_port is not None else [])
     # (flag, values, bounds check, per-port dict, default attribute)
     for flag, values, check, per_port, default in (
             ("--queue-depth", args.queue_depth, check_depth, cfg.port_queue_depths, "queue_depth"),
             ("--queue-rate", args.queue_rate, check_rate, cfg.port_queue_rates, "queue_rate"),
-            ("--queue-bitrate", args.queue_bitrate, check_bitrate, cfg.port_queue_bitrates, "queue_bitrate")):
+            ("--queue-bitrate", args.queue_bitrate, check_bitrate, cfg.port_queue_bitrates, "queue_bitrate"),
+            ("--queue-weight", args.queue_weight, check_weight, cfg.port_queue_weights, "queue_weight")):
         for value, port in values:
             try:
                 check(value)
@@ -141,6 +181,16 @@ def parse_config(argv: list[str], parser_class: type[argparse.ArgumentParser] = 
             else:
                 per_port[port] = value
     _one_pace_each(args)
+    for priority, lossless, port in args.lossless:
+        try:
+            check_priority_queues(priority + 1)
+            if priority >= args.priority_queues:
+                raise ValueError(f"priority {priority}: the ports have {args.priority_queues} priority queues")
+            if port is not None:
+                check_port(port, [p.number for p in ports])
+        except ValueError as e:
+            raise CliError(f"--lossless: {e}") from None
+        cfg.lossless.append((priority, lossless, port))
     return cfg, args
 
 

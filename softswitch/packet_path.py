@@ -21,6 +21,7 @@ from typing import Callable, Protocol
 # absolute imports: this module is also compiled on its own (pipeline/compiled.py)
 from softswitch.pipeline.program import INTRINSICS, Program
 from softswitch.runtime.pre import ReplicationEngine
+from softswitch.pfc import MAC_CONTROL
 from softswitch.queues import EgressQueue
 
 NORMAL, INGRESS_CLONE, EGRESS_CLONE, COALESCED, RECIRC, REPLICATION, RESUBMIT = range(7)
@@ -41,7 +42,10 @@ class PathOwner(Protocol):
     queued: int                         # packets in the egress queues
     _internal: object                   # resubmitted/recirculated packets waiting (a deque)
 
+    pfc: object                         # pfc.Pfc: lossless classes' buffers
+
     def transmit(self, port: int, frame: bytes) -> None: ...
+    def mac_control(self, port: int, frame: bytes) -> None: ...
     def queue(self, port: int, priority: int = 0) -> EgressQueue: ...
     def bad_priority(self, priority: int) -> None: ...
     def clone_ingress(self, prog: Program, F: list, frame: bytes, session: int, ingress_port: int) -> None: ...
@@ -90,9 +94,13 @@ def build_packet_path(dp: "PathOwner", prog: Program) -> PacketPath:
     not_dropped = (drop_port + 1) & 0x1FF          # egress_spec before egress runs, as BMv2
     monotonic_ns, start_ns = time.monotonic_ns, dp.start_ns
     waiting_internal, drain_queues, packet_failed = dp._internal, dp._drain_queues, dp._packet_failed
+    mac_control, pfc = dp.mac_control, dp.pfc
 
     def arrivals(port: int, frames: list) -> None:
         for frame in frames:
+            if frame[12:14] == MAC_CONTROL:        # the MAC's (PFC: pfc.py), never the pipeline's
+                mac_control(port, frame)
+                continue
             try:
                 arrival(port, frame)
             except Exception as e:
@@ -147,7 +155,8 @@ def build_packet_path(dp: "PathOwner", prog: Program) -> PacketPath:
         """To the egress queue of ``port`` (and its priority). A packet on the straight path
         (not a copy) skips a queue that would hold only it, due at once, when no packet
         waits anywhere in the switch: it departs now, as the loop's next look would have
-        sent it, with the same metadata (queue depths 0, no time waited)."""
+        sent it, with the same metadata (queue depths 0, no time waited). A packet of a
+        lossless class is counted in its ingress port's buffer while it waits (pfc.py)."""
         prio = F[priority] if priority is not None else 0
         q = dp.queues.get((port, prio))
         if q is None:
@@ -155,6 +164,10 @@ def build_packet_path(dp: "PathOwner", prog: Program) -> PacketPath:
                 dp.bad_priority(prio)
                 return
             q = dp.queue(port, prio)
+        if q.dropping:                       # the PFC watchdog's: a storm on this queue
+            q.watchdog_drops += 1
+            counters.watchdog_drops += 1
+            return
         now = (monotonic_ns() - start_ns) // 1000
         if queueing:
             F[enq_ts] = now & enq_ts_mask
@@ -164,10 +177,19 @@ def build_packet_path(dp: "PathOwner", prog: Program) -> PacketPath:
             length = F[h_truncate]
         if straight and not dp.queued and q.leaves_now(now, length):
             depart(q, F, now)
-        elif q.push(F, now, length):
+            return
+        buf = pfc.admit(F[ingress_port], prio, length) if pfc.lossless else True
+        if buf is False:
+            counters.lossless_drops += 1
+        elif q.push(F, now, length, None if buf is True else buf):
             dp.queued += 1
+            if buf is not True:
+                pfc.add(buf, length, now)
         else:
             counters.queue_drops += 1
+            if buf is not True:              # a lossless class lost to a queue too shallow
+                buf.lossless_drops += 1
+                counters.lossless_drops += 1
 
     def egress(q: EgressQueue, F: list) -> None:
         """A packet the loop took off ``q``: its departure time has come."""

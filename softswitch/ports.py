@@ -56,6 +56,7 @@ class Port:
             raise PortError(f"port {spec.number}: cannot bind to '{spec.iface}': {e.strerror}") from None
         sock.setblocking(False)
         self.sock = sock
+        self.mac = interface_mac(spec.iface)     # the source of the MAC control frames it sends (pfc.py)
         self.rx_packets = 0
         self.tx_packets = 0
         self.tx_errors = 0
@@ -65,6 +66,15 @@ class Port:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def interface_mac(iface: str) -> bytes:
+    """The 6-byte address of interface ``iface`` (zeros when it has none to read)."""
+    try:
+        with open(f"/sys/class/net/{iface}/address") as f:
+            return bytes.fromhex(f.read().strip().replace(":", ""))[:6].ljust(6, b"\0")
+    except (OSError, ValueError):
+        return bytes(6)
 
 
 def open_ports(specs: list[PortSpec]) -> dict[int, Port]:

@@ -11,6 +11,7 @@ from .fastpath import FastPath
 from .native.mode import DEFAULT_MODE as NATIVE_DEFAULT_MODE, NativePath, NativeProgram
 from .native.xsk import DEFAULT_MODE as PORT_IO_DEFAULT_MODE, PortIOChoice
 from .pipeline.program import Program
+from .pfc import Lossless, Watchdog
 from .ports import Port, PortSpec, open_ports
 from .queues import DEFAULT_BITRATE, DEFAULT_DEPTH, DEFAULT_RATE
 from .runtime.pre import ReplicationEngine
@@ -33,6 +34,10 @@ class SwitchConfig:
     port_queue_depths: dict[int, int] = field(default_factory=dict)
     port_queue_rates: dict[int, int] = field(default_factory=dict)
     port_queue_bitrates: dict[int, int] = field(default_factory=dict)   # a port in one of the two pace dicts
+    queue_weight: int = 0                      # every class's weight (classes.py): 0 strict priority
+    port_queue_weights: dict[int, int] = field(default_factory=dict)
+    lossless: list[tuple[int, Lossless, int | None]] = field(default_factory=list)   # (priority, thresholds, port)
+    pfc_watchdog: Watchdog | None = None
     priority_queues: int = 1                   # egress queues per port (simple_switch's --priority-queues)
     arbitration_timeout: float | None = None   # seconds a new StreamChannel has to arbitrate (None: default)
     compiled: str = "auto"                     # the compiled packet path: auto, now or off (fastpath.py)
@@ -85,6 +90,14 @@ class Switch:
                 dp.set_queue_rate(rate, port)
             for port, bits_per_s in cfg.port_queue_bitrates.items():
                 dp.set_queue_bitrate(bits_per_s, port)
+            if cfg.queue_weight:
+                dp.set_queue_weight(cfg.queue_weight)
+            for port, weight in cfg.port_queue_weights.items():
+                dp.set_queue_weight(weight, port)
+            for priority, lossless, port in cfg.lossless:
+                dp.set_lossless(priority, lossless, port)
+            if cfg.pfc_watchdog is not None:
+                dp.set_pfc_watchdog(cfg.pfc_watchdog)
             self.dataplane = dp
             self._set_program(dp, program, None, native)
             if cfg.runtime_addr:
@@ -141,6 +154,7 @@ class Switch:
             return
         new = self._new_dataplane(native)
         new.take_queue_settings(old)
+        new.take_lossless_settings(old)
         new.on_packet_in = old.on_packet_in
         self._set_program(new, program, engine, native)
         old.stop()             # closes its AF_XDP sockets, so that the new one can open its own

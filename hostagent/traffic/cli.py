@@ -40,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--rate-control-port", type=int, default=0,
                    help="take UDP flow rates from rate-control messages on 127.0.0.1:PORT (a host agent's "
                         "DCQCN; see hostagent.traffic.ratecontrol); 0: off")
+    s.add_argument("--pause", default=None, metavar="MAP_ID:IFINDEX",
+                   help="hold a UDP flow while its class (its priority) is paused by 802.1Qbb PFC, as a NIC "
+                        "holds its queue: the host's pause state (hostagent.lossless.HostPause.sender_arg)")
 
     r = sub.add_parser("receive", help="count the flows arriving at this host")
     r.add_argument("--udp-port", type=int, action="append", default=None,
@@ -70,8 +73,12 @@ def _read_flows(text: str) -> list[WireFlow]:
 def _send(args: argparse.Namespace) -> int:
     flows = _read_flows(args.flows)
     start_at = time.time() if args.start_at is None else args.start_at
+    pause = None
+    if args.pause:
+        from hostagent.lossless.pause import PauseReader
+        pause = PauseReader.from_arg(args.pause)
     sent = run_sender(flows, start_at, impair=Impairments(args.swap_every, args.drop_every),
-                      tcp_timeout=args.tcp_timeout, rate_control_port=args.rate_control_port)
+                      tcp_timeout=args.tcp_timeout, rate_control_port=args.rate_control_port, pause=pause)
     print(json.dumps(sent.to_dict()), flush=True)
     return 1 if any(f.error for f in sent.flows) else 0
 

@@ -110,6 +110,7 @@ class FlowResult:
                 "dport": f.dport, "size": f.size, "bytes": f.bytes, "start": f.start, "complete": self.complete,
                 "delivered_bytes": self.delivered_bytes, "fct_s": self.fct_s, "out_of_order": self.out_of_order,
                 "lost": self.lost, "throughput_bps": self.throughput_bps, "sender_late_s": self.sender_late_s,
+                "paused_s": self.sent.paused_s if self.sent is not None else 0.0,
                 "error": self.sent.error if self.sent is not None else "no sender record"}
 
 
@@ -185,11 +186,12 @@ def start_receivers(hosts: Mapping[str, object], flows: Sequence[FlowSpec], *, q
 def start_senders(hosts: Mapping[str, object], flows: Sequence[FlowSpec], *, start_delay: float = 1.0,
                   addr_of: Callable[[str], str] | None = None, python: str = sys.executable,
                   tcp_timeout: float = 30.0, swap_every: int = 0, drop_every: int = 0,
-                  rate_control_port: int = 0) -> list[ProcessHandle]:
+                  rate_control_port: int = 0, pause: Mapping[str, str] | None = None) -> list[ProcessHandle]:
     """One sender on every source host of ``flows``; all flows' ``start`` offsets count from
     ``start_delay`` s from now. ``addr_of(host name)`` gives a destination's address (default:
     the host's ``.IP()``). ``swap_every``/``drop_every``/``rate_control_port`` (a host agent's
-    DCQCN sets the UDP rates): see `hostagent.traffic.sender`."""
+    DCQCN sets the UDP rates), ``pause`` (host -> its PFC state, hostagent.lossless: paused classes
+    held): see `hostagent.traffic.sender`."""
     _check_flows(hosts, flows)
     addr = addr_of or (lambda name: hosts[name].IP())
     start_at = time.time() + start_delay
@@ -203,6 +205,8 @@ def start_senders(hosts: Mapping[str, object], flows: Sequence[FlowSpec], *, sta
                                  f"argument holds ({MAX_ARG_BYTES}); split the run")
             args = ["send", "--flows", text, "--start-at", repr(start_at), "--tcp-timeout", tcp_timeout,
                     "--swap-every", swap_every, "--drop-every", drop_every, "--rate-control-port", rate_control_port]
+            if pause and host in pause:
+                args += ["--pause", pause[host]]
             handles.append(ProcessHandle(host, hosts[host].popen(_traffic_cmd(python, *args)), ids))
     except BaseException:
         stop(handles)
@@ -255,14 +259,14 @@ def run_traffic(hosts: Mapping[str, object], flows: Sequence[FlowSpec], *, quiet
                 deadline: float = 60.0, reorder_buffer: bool = False, start_delay: float = 1.0,
                 addr_of: Callable[[str], str] | None = None, python: str = sys.executable,
                 tcp_timeout: float = 30.0, swap_every: int = 0, drop_every: int = 0,
-                rate_control_port: int = 0) -> list[FlowResult]:
+                rate_control_port: int = 0, pause: Mapping[str, str] | None = None) -> list[FlowResult]:
     """`start_receivers`, `start_senders` and `collect` in one, stopping everything on an error."""
     receivers = start_receivers(hosts, flows, quiet=quiet, deadline=deadline, reorder_buffer=reorder_buffer,
                                 python=python)
     try:
         senders = start_senders(hosts, flows, start_delay=start_delay, addr_of=addr_of, python=python,
                                 tcp_timeout=tcp_timeout, swap_every=swap_every, drop_every=drop_every,
-                                rate_control_port=rate_control_port)
+                                rate_control_port=rate_control_port, pause=pause)
     except BaseException:
         stop(receivers)
         raise

@@ -32,6 +32,8 @@ class FlowSpec:
     start: float = 0.0
     payload: int = 256
     rate_pps: float = 100.0
+    dscp: int = 0                 # the datagrams' DSCP (the switches map it to a traffic class)
+    priority: int = 0             # that class: what a PFC pause of the host holds (hostagent.lossless)
 
     def __post_init__(self) -> None:
         if self.protocol not in PROTOCOLS:
@@ -43,6 +45,8 @@ class FlowSpec:
                 raise ValueError(f"flow {self.src}->{self.dst}: {name} {port} is not in 1..65535")
         if self.size < 1:
             raise ValueError(f"flow {self.src}->{self.dst}: size {self.size} must be at least 1")
+        if not 0 <= self.dscp < 64 or not 0 <= self.priority < 8:
+            raise ValueError(f"flow {self.src}->{self.dst}: DSCP {self.dscp} (0..63), class {self.priority} (0..7)")
         if self.start < 0:
             raise ValueError(f"flow {self.src}->{self.dst}: start {self.start} must not be negative")
         if self.protocol == "udp":

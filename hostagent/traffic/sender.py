@@ -16,6 +16,11 @@ With ``rate_control_port`` the UDP flows' rates can be lowered from outside whil
 min(its rate_pps, the rate last set for it), the next datagram one new interval after the last
 one due. ``rate_updates`` and ``min_rate_pps`` in its record say what happened.
 
+With ``pause`` (a `hostagent.lossless.PauseReader`: the host's PFC state) a UDP flow's datagram
+is not sent while its class (``priority``) is paused: the flow waits, its schedule moved on by
+the time it waited (``paused_s``), as a NIC's queue of a paused class waits and then goes on at
+its pace. The datagrams carry the flow's DSCP (``dscp``).
+
 Two impairments exist to check receivers: ``swap_every`` K sends the datagrams with sequence
 numbers q and q+1 in swapped order for every q that is a multiple of K (one out-of-order
 datagram per swap), ``drop_every`` K skips sequence numbers K-1, 2K-1, ... (counted as
@@ -36,6 +41,7 @@ from hostagent.traffic.wire import TCP_ACK_BYTES, pack_datagram_header, pack_tcp
 
 MIN_SLEEP_S = 0.0005
 MAX_LAG_S = 0.02
+PAUSE_CHECK_S = 0.0005      # a paused flow looks again this soon at the latest (an XON ends a pause early)
 RATE_CHECK_S = 0.002        # how often rate-control messages are looked for (and the longest sleep then)
 TCP_CHUNK = 64 * 1024
 _ZEROS = memoryview(bytes(TCP_CHUNK))
@@ -62,6 +68,7 @@ class SentFlow:
     error: str | None = None
     rate_updates: int = 0       # UDP: rate-control messages applied to the flow
     min_rate_pps: float | None = None   # UDP: the lowest rate they set
+    paused_s: float = 0.0       # UDP: how long PFC held it (pause)
 
 
 @dataclass
@@ -116,6 +123,11 @@ def _bound_socket(flow: WireFlow, kind: socket.SocketKind) -> socket.socket:
     s = socket.socket(family, kind)
     try:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if flow.spec.dscp:
+            if family == socket.AF_INET6:
+                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, flow.spec.dscp << 2)
+            else:
+                s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, flow.spec.dscp << 2)
         s.bind(("::" if family == socket.AF_INET6 else "0.0.0.0", flow.spec.sport))
     except OSError as err:
         s.close()
@@ -160,7 +172,20 @@ def _apply_rates(flows: list[_UdpFlow], control: RateListener) -> bool:
     return changed
 
 
-def _send_udp(flows: list[_UdpFlow], impair: Impairments, control: RateListener | None = None) -> None:
+def _held(f: _UdpFlow, pause, now: float) -> float:
+    """Seconds to hold ``f`` now (its class paused: up to PAUSE_CHECK_S at a time), its schedule
+    moved on by them; 0 when it may send."""
+    held = pause.held_ns(f.wire.spec.priority) / 1e9
+    if not held:
+        return 0.0
+    held = min(held, PAUSE_CHECK_S)
+    f.base += held
+    f.record.paused_s += held
+    return held
+
+
+def _send_udp(flows: list[_UdpFlow], impair: Impairments, control: RateListener | None = None,
+              pause=None) -> None:
     heap = [(f.due(), i) for i, f in enumerate(flows)]
     heapq.heapify(heap)
     next_check = 0.0
@@ -177,6 +202,9 @@ def _send_udp(flows: list[_UdpFlow], impair: Impairments, control: RateListener 
             continue
         heapq.heappop(heap)
         f = flows[i]
+        if pause is not None and _held(f, pause, now):     # PFC: its class is paused
+            heapq.heappush(heap, (f.due(), i))
+            continue
         if now - due > MAX_LAG_S:             # stalled: move the schedule on instead of bursting
             shift = now - due - MAX_LAG_S
             f.base += shift
@@ -240,10 +268,11 @@ def _run_tcp(wire: WireFlow, rec: SentFlow, at: float, timeout: float) -> None:
 
 
 def run_sender(flows: list[WireFlow], start_at: float, *, impair: Impairments = Impairments(),
-               tcp_timeout: float = 30.0, rate_control_port: int = 0) -> Sent:
+               tcp_timeout: float = 30.0, rate_control_port: int = 0, pause=None) -> Sent:
     """Send ``flows`` starting at ``start_at`` (CLOCK_REALTIME seconds; if that has passed: now,
     with ``late_s`` reported) and return what was sent. Source ports are bound before the start, so a port in use fails at once.
-    ``rate_control_port`` (0: none): take UDP rates from there (see the module docstring)."""
+    ``rate_control_port`` (0: none): take UDP rates from there; ``pause``: hold paused classes
+    (see the module docstring)."""
     ids = [f.id for f in flows]
     if len(set(ids)) != len(ids):
         raise ValueError(f"flow ids repeat: {sorted({i for i in ids if ids.count(i) > 1})}")
@@ -264,7 +293,7 @@ def run_sender(flows: list[WireFlow], start_at: float, *, impair: Impairments = 
                    for w, r in zip(flows, records) if w.spec.protocol == "tcp"]
         for t in threads:
             t.start()
-        _send_udp(udp, impair, control)
+        _send_udp(udp, impair, control, pause)
         for t in threads:
             t.join()
     finally:

@@ -101,7 +101,6 @@ const bit<4>  INT_VERSION       = 2;      // INT-MD header Ver
 const bit<5>  INT_HOP_ML        = 8;      // Hop ML: words of metadata per hop
 const bit<16> INT_INSTRUCTIONS  = 0xFC00; // bits 0-5: node id, L1 ports, latency, queue, ingress/egress tstamps
 const bit<16> INT_DOMAIN_ID     = 0;      // Domain Specific ID: default domain only
-const bit<8>  INT_QUEUE_ID      = 0;      // queue id in the hop (one egress queue per port)
 const bit<8>  INT_MD_WORDS      = 3;      // shim length of an INT-MD header with no hops
 const bit<8>  INT_HOP_WORDS     = 8;      // shim length added per hop (= Hop ML)
 const bit<16> INT_HEADERS_BYTES = 16;     // shim (4) + INT-MD header (12), added by the source
@@ -194,6 +193,8 @@ const bit<32> ECMP_SELECTOR_SIZE  = 1024; // members of all ECMP groups together
 const bit<32> ECMP_SELECTOR_WIDTH = 16;   // bits of the selector hash
 const bit<32> ECMP_SEED_SCRAMBLE  = 0x9E3779B1;  // odd (2^32 / golden ratio): hash seed -> ECMP multiplier
 #define ECN_CONFIG_TABLE_SIZE      512    // one entry per egress port
+#define ECN_CLASS_CONFIG_TABLE_SIZE 4096  // one entry per (egress port, traffic class)
+#define TRAFFIC_CLASS_TABLE_SIZE   64     // one entry per DSCP
 #define INT_WATCHLIST_TABLE_SIZE   1024
 #define INT_SINK_PORTS_TABLE_SIZE  512    // one entry per egress port
 

@@ -153,7 +153,7 @@ header int_hop_t {
     bit<16> ingress_port_id;     // bit 1: L1 ingress port
     bit<16> egress_port_id;      //        L1 egress port
     bit<32> hop_latency;         // bit 2: egress - ingress global timestamp
-    bit<8>  queue_id;            // bit 3: INT_QUEUE_ID
+    bit<8>  queue_id;            // bit 3: the traffic class (its egress queue)
     bit<24> queue_occupancy;     //        enq_qdepth
     bit<64> ingress_tstamp;      // bit 4: ingress_global_timestamp
     bit<64> egress_tstamp;       // bit 5: egress_global_timestamp

@@ -130,6 +130,9 @@ uint64_t ss_now_us(const ss_dataplane *dp);
 typedef struct ss_counters {
     uint64_t rx, tx, dropped, queue_drops, errors, packet_in, packet_out;
     uint64_t packet_in_lost;            /* packet-ins the CPU port's ring had no room for */
+    uint64_t lossless_drops;            /* packets of a lossless class dropped (headroom or queue too small) */
+    uint64_t watchdog_drops;            /* packets the PFC watchdog dropped */
+    uint64_t mac_control;               /* MAC control frames that came in: PFC's, never the pipeline's */
     uint64_t by_status[SS_STATUS_COUNT];  /* errors by ss_status (ss_status_name) */
 } ss_counters;
 
@@ -155,21 +158,43 @@ void ss_dp_stop(ss_dataplane *dp);                            /* joins the loop'
 void ss_dp_free(ss_dataplane *dp);                            /* stopped first; fds not closed */
 void ss_dp_lock(ss_dataplane *dp);
 void ss_dp_unlock(ss_dataplane *dp);
-/* queues (BMv2's set_queue_depth/set_queue_rate, and a link's bit rate: softswitch/queues.py):
- * port SS_NO_PORT is every port and the default; a rate clears the bit rate and the other way round */
-void ss_dp_set_queue_depth(ss_dataplane *dp, int port, uint32_t depth);
-void ss_dp_set_queue_rate(ss_dataplane *dp, int port, uint32_t rate_pps);
-void ss_dp_set_queue_bitrate(ss_dataplane *dp, int port, uint64_t bits_per_s);
+/* traffic classes (softswitch/queues.py, classes.py): a class's settings as the Python side's
+ * QueueSettings.class_settings gives them (bitrate: the class's own shaper; weight 0: strict
+ * priority, else packets a turn of the weighted round robin), and a port's link's bit rate; port
+ * SS_NO_PORT is every port, priority -1 every class; a queue already made takes them from its
+ * last departure */
+void ss_dp_set_class(ss_dataplane *dp, int port, int priority, uint32_t depth, uint32_t rate_pps,
+                     uint64_t bitrate, uint32_t weight);
+void ss_dp_set_link(ss_dataplane *dp, int port, uint64_t bits_per_s);
 uint32_t ss_dp_queue_length(ss_dataplane *dp, int port, int priority);
-/* a queue's settings and state: 1, 0 when no packet made it yet (the settings it would get), -1.
- * last_departure: the last packet's departure, next_free: when the link is free of it (µs since
- * the start, as the departures the queue gives) */
-typedef struct ss_queue_info {
-    uint32_t depth, rate_pps, length;
-    uint64_t drops, bitrate;
-    double last_departure, next_free;
-} ss_queue_info;
-int ss_dp_queue_info(ss_dataplane *dp, int port, int priority, ss_queue_info *out);
+/* a class of a port: its queue's settings, state and counters, and PFC's figures (pfc.py). next_free:
+ * when the class may send next (its pace and its link both free); last_departure and the ring
+ * recent_*: µs since the start, as the departures the queue gives; detected_after_us < 0: no storm */
+typedef struct ss_class_info {
+    uint64_t bitrate, link_bitrate, drops, tx_packets, tx_bytes, watchdog_drops;
+    double last_departure, next_free, paused_us;
+    uint32_t depth, rate_pps, weight, length;
+    int32_t made, paused, dropping, pfc;
+    int32_t lossless, pausing, storm, recent_n;
+    uint32_t xoff, xon, headroom, quanta;
+    uint64_t buffer_bytes, buffer_frames, buffer_peak;
+    uint64_t pause_sent, xon_sent, lossless_drops, at_xoff_bytes, at_xoff_frames;
+    uint64_t pause_received, xon_received, storms, restores;
+    double pausing_us, detected_after_us;
+    double recent_at[16];
+    uint32_t recent_len[16];
+} ss_class_info;
+int ss_dp_class_info(ss_dataplane *dp, int port, int priority, ss_class_info *out);   /* 0, or -1 */
+/* priority flow control (softswitch/pfc.py): a port's own MAC address (the source of its PFC
+ * frames); a class lossless on a port (xoff 0: lossy again); the watchdog (detect_us 0: off;
+ * drop 1: its action drops, 0: forwards); malformed MAC control frames that came in on a port,
+ * by reason (short, destination, opcode, reserved) */
+#define SS_PFC_MALFORMED_REASONS 4
+void ss_dp_set_port_mac(ss_dataplane *dp, int port, const uint8_t *mac);
+void ss_dp_set_lossless(ss_dataplane *dp, int port, int priority, uint32_t xoff, uint32_t xon, uint32_t headroom,
+                        uint32_t quanta);
+void ss_dp_set_pfc_watchdog(ss_dataplane *dp, uint64_t detect_us, uint64_t restore_us, uint64_t poll_us, int drop);
+int ss_dp_pfc_malformed(ss_dataplane *dp, int port, uint64_t *out);
 /* replication: a group's or session's copies, (ports[i], rids[i]) in BMv2's order; replaces */
 int ss_dp_set_group(ss_dataplane *dp, uint32_t group, uint32_t n, const uint32_t *ports,
                     const uint32_t *rids);

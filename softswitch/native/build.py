@@ -23,7 +23,8 @@ from ..build_cache import CacheError
 NATIVE_DIR = Path(__file__).resolve().parent
 # -O2 as the compiled path; -fvisibility default: Python finds the control functions by name
 C_FLAGS = ("-shared", "-fPIC", "-O2", "-pthread", "-fno-strict-aliasing")
-DATAPLANE_SOURCES = (NATIVE_DIR / "dataplane.c", NATIVE_DIR / "xsk.c")   # the loop and its AF_XDP port I/O
+# the loop, its ports' links and classes, priority flow control, its AF_XDP port I/O
+DATAPLANE_SOURCES = tuple(NATIVE_DIR / f for f in ("dataplane.c", "classes.c", "pfc.c", "xsk.c"))
 
 
 class BuildError(CacheError):
@@ -54,7 +55,8 @@ FORMAT = 1                              # bump when the library's shape changes:
 LIBRARY_PREFIX = "softswitch_native_"   # softswitch_native_<digest>.so in the build cache
 KEEP_BUILDS = 24
 OBJECT_SOURCES = (NATIVE_DIR / "objects.c", NATIVE_DIR / "frame_run.c")
-HEADERS = tuple(NATIVE_DIR / h for h in ("abi.h", "xsk.h", "objects.h", "pipeline_support.h", "pipeline_helpers.h"))
+HEADERS = tuple(NATIVE_DIR / h for h in ("abi.h", "state.h", "xsk.h", "objects.h", "pipeline_support.h",
+                                         "pipeline_helpers.h"))
 _loaded: dict[str, ctypes.CDLL] = {}    # library name -> library, once per process
 
 

@@ -6,9 +6,12 @@
  * XDP, read and written through rings), which then carries the port's frames while the AF_PACKET
  * socket stays to read whatever XDP passes on. Each frame runs through the
  * program's pipeline (abi.h: parse, verify, ingress), hands copies to the replication engine
- * (multicast groups, clone sessions), puts packets in per-port, per-priority egress queues
- * (depth, a pace in packets or bits per second: queues.py), takes them off when their departure
- * time has come, runs egress, deparses and sends them with sendmmsg. The order of steps, the instance
+ * (multicast groups, clone sessions), puts packets in per-port, per-class egress queues (classes.c:
+ * depth, a pace in packets or bits per second, a link per port its classes share, served by strict
+ * priority or weighted round robin), takes them off when their port serves them, runs egress,
+ * deparses and sends them with sendmmsg. A MAC control frame (EtherType 0x8808) that comes in is
+ * the MAC's, never the pipeline's: pfc.c takes it (802.1Qbb PFC), and counts the lossless classes'
+ * buffers, whose PAUSE frames the loop sends with its turn's others. The order of steps, the instance
  * types and the metadata a copy keeps are the Python path's (which follows BMv2's
  * simple_switch.cpp); so are the loop's bounds (bursts, drain rounds, the internal queue).
  *
@@ -30,135 +33,24 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "abi.h"
-#include "xsk.h"
+#include "state.h"
 
-#define RX_BATCH 64                /* frames one recvmmsg reads (port_io.BATCH) */
 #define RX_BURST 128               /* frames read from one port before looking at the others */
 #define INTERNAL_CAPACITY 1024     /* resubmitted/recirculated packets waiting (simple_switch's) */
 #define DRAIN_ROUNDS 64            /* rounds of egress + internal per loop turn */
-#define TX_BATCH 32                /* frames held before they are sent back to back */
 #define MAX_TIMEOUT_MS 500
 #define XSK_EVENT 0x10000          /* epoll data: a port's AF_XDP socket (else its AF_PACKET socket) */
-#define PACKET_IN_RING 1024        /* packet-ins waiting for the Python side */
 #define MAX_DEPTH 100000           /* queues.MAX_DEPTH */
-#define MIN_BITRATE 1000ULL        /* queues.MIN_BITRATE */
 #define MAX_BITRATE 400000000000ULL  /* queues.MAX_BITRATE */
-/* what an Ethernet link spends on a frame beyond its bytes (queues.MIN_FRAME, queues.WIRE_OVERHEAD:
- * FCS 4 + preamble and SFD 8 + inter-frame gap 12) */
-#define MIN_FRAME 60
-#define WIRE_OVERHEAD 24
 #define NO_TRUNCATION (1ULL << 62)
 #define MIRROR_SESSION_ID_MASK 0x7FFF
-#define MAX_GROUP 0xFFFF
-#define MAX_SESSION 0x7FFF
 
 enum { NORMAL, INGRESS_CLONE, EGRESS_CLONE, COALESCED, RECIRC, REPLICATION, RESUBMIT };
-
-/* counters are written by the loop alone and read by the control side without the lock */
-#define COUNT(field, n) __atomic_store_n(&(field), (field) + (n), __ATOMIC_RELAXED)
-#define READ(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
-
-/* A packet: its state (abi.h, flat) and the frame it was parsed from; its payload is the
- * frame's bytes after the parsed headers. One allocation: header, state, frame; the header is
- * a multiple of 16 bytes so the state is as aligned as malloc's block (its 128-bit fields are
- * read with aligned SSE loads). */
-typedef struct __attribute__((aligned(16))) packet {
-    struct packet *next;
-    double departure;              /* µs since start, when queued */
-    uint32_t len, consumed;        /* frame bytes; bytes the headers took */
-    uint8_t *state, *frame;
-} packet;
-
-/* a queue's pace: packets/s (BMv2's) or bits/s, the other 0; both 0: unlimited */
-typedef struct pace { uint32_t rate_pps; uint64_t bitrate; } pace;
-
-typedef struct queue {
-    int port, priority;
-    uint32_t depth, count;
-    pace pace;
-    uint64_t drops;                /* packets a full queue refused */
-    double delay_us;               /* 1/rate_pps */
-    double last_departure, next_free;   /* µs; the link is busy until next_free (queues.py) */
-    uint32_t last_len;             /* bytes of the packet that departed last */
-    packet *head, *tail;
-    struct queue *next_served;     /* the queues in the order served: highest priority first */
-} queue;
-
-typedef struct replicas { uint32_t n, truncate; uint32_t *ports, *rids; } replicas;
-
-typedef struct tx_slot { int port; uint32_t len; } tx_slot;
-
-/* a port's AF_XDP socket: open, or closed when its interface was removed (ss_dp_port_io) */
-enum { PORT_PACKET, PORT_XSK, PORT_XSK_GONE };
-
-typedef struct ring_frame { uint32_t len; uint8_t *data; } ring_frame;
-
-struct ss_dataplane {
-    pthread_mutex_t lock;
-    int writers;                   /* control threads waiting for the lock: the loop lets them in */
-    pthread_t thread;
-    int running, stopping;
-    int epfd, wakefd;
-    struct timespec start;
-    int cpu_port, drop_port, priority_queues;
-    uint32_t default_depth;
-    pace default_pace;
-    int fds[SS_MAX_PORTS];         /* -1: no interface behind the number */
-    ss_port_counters port_counters[SS_MAX_PORTS];
-    int32_t port_depth[SS_MAX_PORTS];    /* -1: the default */
-    pace port_pace[SS_MAX_PORTS];
-    uint8_t own_pace[SS_MAX_PORTS];      /* 0: the default's */
-    queue *queues[SS_MAX_PORTS][SS_MAX_PRIORITY_QUEUES];
-    queue *served;                 /* every queue, highest priority first */
-    uint32_t queued;               /* packets in all the queues */
-    packet *internal_head, *internal_tail;
-    uint32_t internal_count;
-    replicas *groups[MAX_GROUP + 1];
-    replicas *sessions[MAX_SESSION + 1];
-    ss_objects *objects;
-    size_t state_size, state_alloc;
-    uint8_t *template_state;
-    ss_counters counters;
-    /* port I/O */
-    struct mmsghdr rx_msgs[RX_BATCH];
-    struct iovec rx_iov[RX_BATCH];
-    uint8_t *rx_buf;               /* RX_BATCH frames of SS_MAX_FRAME */
-    struct mmsghdr tx_msgs[TX_BATCH];
-    struct iovec tx_iov[TX_BATCH];
-    uint8_t *tx_buf;               /* TX_BATCH frames of SS_MAX_FRAME, deparsed into in place */
-    tx_slot tx[TX_BATCH];
-    uint32_t tx_count;
-    ss_xsk_frame frames[RX_BATCH];  /* a batch read from either socket, or a run to send by AF_XDP */
-    ss_xsk *xsks[SS_MAX_PORTS];    /* the ports' AF_XDP sockets, where open */
-    uint8_t port_io[SS_MAX_PORTS]; /* PORT_PACKET, PORT_XSK, PORT_XSK_GONE */
-    int xsk_ports[SS_MAX_PORTS];   /* the numbers of the ports with one, xsk_count of them */
-    uint32_t xsk_count;
-    int check_xsks;                /* a socket reported its interface down: is one gone? */
-    /* the CPU port (guarded by io_lock, not lock: Python drains it while the loop runs) */
-    pthread_mutex_t io_lock;
-    int packet_in_fd;
-    ring_frame ring[PACKET_IN_RING];
-    uint32_t ring_head, ring_count;
-    ring_frame *outs;              /* packet-outs waiting for the loop */
-    uint32_t outs_count, outs_cap;
-    /* meta slots the program has, resolved once */
-    int has_ingress_ts, has_egress_ts, has_queueing, has_qid, has_checksum_error, has_mcast,
-        has_priority, has_rid;
-    uint64_t mask_ingress_ts, mask_egress_ts, mask_enq_ts, mask_deq_timedelta;
-};
 
 __attribute__((weak)) const char *ss_status_name(int status) {
     static const char *names[SS_STATUS_COUNT] = {
         "ok", "abort", "bad_index", "div_zero", "too_long", "unsupported" };
     return status >= 0 && status < SS_STATUS_COUNT ? names[status] : "unknown";
-}
-
-static uint64_t now_us(const ss_dataplane *dp) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    int64_t ns = (int64_t)(t.tv_sec - dp->start.tv_sec) * 1000000000 + (t.tv_nsec - dp->start.tv_nsec);
-    return (uint64_t)(ns / 1000);
 }
 
 uint64_t ss_now_us(const ss_dataplane *dp) { return now_us(dp); }
@@ -172,6 +64,7 @@ static packet *packet_new(ss_dataplane *dp, const uint8_t *frame, uint32_t len) 
     p->frame = p->state + dp->state_alloc;
     p->len = len;
     p->consumed = 0;
+    p->buffer = NULL;
     if (len) memcpy(p->frame, frame, len);
     return p;
 }
@@ -193,87 +86,10 @@ static void failed(ss_dataplane *dp, int status) {
 static inline uint64_t get(const packet *p, int meta) { return ss_get(p->state, meta); }
 static inline void set(packet *p, int meta, uint64_t v) { ss_set(p->state, meta, v); }
 
-/* ---- queues (queues.py) ------------------------------------------------------------- */
-static uint32_t port_depth(const ss_dataplane *dp, int port) {
-    return dp->port_depth[port] >= 0 ? (uint32_t)dp->port_depth[port] : dp->default_depth;
-}
-static pace port_pace(const ss_dataplane *dp, int port) {
-    return dp->own_pace[port] ? dp->port_pace[port] : dp->default_pace;
-}
-
-/* queues.wire_bytes */
-static inline uint32_t wire_bytes(uint32_t len) { return (len > MIN_FRAME ? len : MIN_FRAME) + WIRE_OVERHEAD; }
-
-/* µs the link is busy with a packet of len bytes (queues.EgressQueue._link_us) */
-static inline double link_us(const queue *q, uint32_t len) {
-    return q->pace.bitrate ? (double)wire_bytes(len) * 8e6 / (double)q->pace.bitrate : q->delay_us;
-}
-
-/* from the last departure, as BMv2 adds a new rate's delay to its last departure */
-static void queue_set_pace(queue *q, pace pc) {
-    q->pace = pc;
-    q->delay_us = pc.rate_pps ? 1e6 / pc.rate_pps : 0.0;
-    q->next_free = q->last_departure + link_us(q, q->last_len);
-}
-
-static void queue_departs(queue *q, double departure, uint32_t len) {
-    q->last_departure = departure;
-    q->last_len = len;
-    q->next_free = departure + link_us(q, len);
-}
-
 /* the bytes the link will carry: the packet's length, truncated (queues.py) */
 static uint32_t wire_length(const packet *p) {
     uint64_t truncate = get(p, SS_TRUNCATE_LENGTH);
     return truncate < p->len ? (uint32_t)truncate : p->len;
-}
-
-static queue *queue_get(ss_dataplane *dp, int port, int priority) {
-    queue *q = dp->queues[port][priority];
-    if (q) return q;
-    q = calloc(1, sizeof(queue));
-    if (!q) return NULL;
-    q->port = port;
-    q->priority = priority;
-    q->depth = port_depth(dp, port);
-    queue_set_pace(q, port_pace(dp, port));
-    /* before the first of the same or a lower priority (the Python path's order) */
-    queue **at = &dp->served;
-    while (*at && (*at)->priority > priority) at = &(*at)->next_served;
-    q->next_served = *at;
-    *at = q;
-    dp->queues[port][priority] = q;
-    return q;
-}
-
-static int queue_push(queue *q, packet *p, double now) {
-    if (q->count >= q->depth) { q->drops++; return 0; }
-    p->departure = now > q->next_free ? now : q->next_free;
-    queue_departs(q, p->departure, wire_length(p));
-    p->next = NULL;
-    if (q->tail) q->tail->next = p; else q->head = p;
-    q->tail = p;
-    q->count++;
-    return 1;
-}
-
-/* p arriving now would be the queue's only packet, due at once: its departure recorded */
-static int queue_leaves_now(queue *q, const packet *p, double now) {
-    if (q->head || q->next_free > now) return 0;
-    queue_departs(q, now, wire_length(p));
-    return 1;
-}
-
-static packet *queue_pop(queue *q) {
-    packet *p = q->head;
-    q->head = p->next;
-    if (!q->head) q->tail = NULL;
-    q->count--;
-    return p;
-}
-
-static void queue_clear(queue *q) {
-    while (q->head) free(queue_pop(q));
 }
 
 /* ---- the packet path (packet_path.py) ------------------------------------------------ */
@@ -424,6 +240,13 @@ static void transmit(ss_dataplane *dp, int port, uint32_t len) {
     if (dp->tx_count == TX_BATCH) send_waiting(dp);
 }
 
+/* the PFC frames pfc.c asked for, with the turn's others (MAC control frames skip the queues) */
+static void send_pfc_frames(ss_dataplane *dp) {
+    int port;
+    uint32_t len;
+    while ((len = ss_pfc_pop_frame(dp, &port, tx_next(dp)))) transmit(dp, port, len);
+}
+
 /* a packet whose departure time has come: egress, deparse, send (or recirculate). Takes p. */
 static int depart(ss_dataplane *dp, queue *q, packet *p, uint64_t now) {
     int st;
@@ -474,7 +297,8 @@ out:
 
 /* to the egress queue of port (and the packet's priority). A packet on the straight path (not
  * a copy) skips a queue that would hold only it, due at once, when no packet waits anywhere
- * in the switch: it departs now, with the same metadata. Takes p. */
+ * in the switch: it departs now, with the same metadata. A packet of a lossless class is counted
+ * in its ingress port's buffer while it waits (pfc.c). Takes p. */
 static void enqueue(ss_dataplane *dp, int port, packet *p, int straight) {
     uint64_t prio = dp->has_priority ? get(p, SS_PRIORITY) : 0;
     if (port < 0 || port >= SS_MAX_PORTS || prio >= (uint64_t)dp->priority_queues) {
@@ -482,20 +306,41 @@ static void enqueue(ss_dataplane *dp, int port, packet *p, int straight) {
         free(p);
         return;
     }
-    queue *q = queue_get(dp, port, (int)prio);
+    queue *q = ss_queue_get(dp, port, (int)prio);
     if (!q) { failed(dp, SS_ERR_UNSUPPORTED); free(p); return; }
+    if (q->dropping) {                       /* the PFC watchdog's: a storm on this queue */
+        q->watchdog_drops++;
+        COUNT(dp->counters.watchdog_drops, 1);
+        free(p);
+        return;
+    }
     uint64_t now = now_us(dp);
     if (dp->has_queueing) {
         set(p, SS_ENQ_TIMESTAMP, now & dp->mask_enq_ts);
         set(p, SS_ENQ_QDEPTH, q->count);
     }
-    if (straight && !dp->queued && queue_leaves_now(q, p, (double)now)) {
+    p->wire_len = wire_length(p);
+    if (straight && !dp->queued && ss_queue_leaves_now(q, p->wire_len, (double)now)) {
         int st = depart(dp, q, p, now);
         if (st) failed(dp, st);
-    } else if (queue_push(q, p, (double)now)) {
+        return;
+    }
+    pfc_class *c = dp->lossless ? ss_pfc_admit(dp, (int)get(p, SS_INGRESS_PORT), (int)prio, p->wire_len) : NULL;
+    if (c == PFC_DROP) {
+        COUNT(dp->counters.lossless_drops, 1);
+        free(p);
+    } else if (ss_queue_push(q, p, (double)now)) {
         dp->queued++;
+        if (c) {
+            p->buffer = c;
+            ss_pfc_add(dp, c, p->wire_len, (double)now);
+        }
     } else {
         COUNT(dp->counters.queue_drops, 1);
+        if (c) {                             /* a lossless class lost to a queue too shallow */
+            c->lossless_drops++;
+            COUNT(dp->counters.lossless_drops, 1);
+        }
         free(p);
     }
 }
@@ -513,15 +358,21 @@ static void run_internal(ss_dataplane *dp) {
 }
 
 static void drain_queues(ss_dataplane *dp) {
-    if (!dp->queued && !dp->internal_head) return;
+    if (!dp->queued && !dp->internal_head && !dp->refreshing && !dp->wd.detect_us) return;
     uint64_t now = now_us(dp);
+    if (dp->refreshing || dp->wd.detect_us) ss_pfc_tick(dp, (double)now);
+    if (!dp->queued && !dp->internal_head) return;
     for (int round = 0; round < DRAIN_ROUNDS; round++) {   /* a program that recirculates forever must not wedge the loop */
         int progress = 0;
-        for (queue *q = dp->served; q; q = q->next_served) {
-            if (q->head && q->head->departure <= (double)now) {
+        for (port_link *l = dp->link_list; l; l = l->next) {
+            double departure;
+            queue *q;
+            if (l->queued && (q = ss_link_pick(l, (double)now, &departure))) {  /* the link says which class sends */
                 progress = 1;
                 dp->queued--;
-                int st = depart(dp, q, queue_pop(q), now);
+                packet *p = ss_queue_take(q, departure);
+                if (p->buffer) ss_pfc_release(dp, p->buffer, p->wire_len, (double)now);
+                int st = depart(dp, q, p, now);
                 if (st) failed(dp, st);
             }
         }
@@ -667,7 +518,13 @@ static void receive_burst(ss_dataplane *dp, int port, ss_xsk *x) {
                 failed(dp, SS_ERR_TOO_LONG);
                 continue;
             }
-            arrival(dp, port, dp->frames[i].data, dp->frames[i].len);
+            const uint8_t *f = dp->frames[i].data;
+            if (dp->frames[i].len >= 14 && f[12] == 0x88 && f[13] == 0x08) {   /* MAC control: the MAC's (pfc.c) */
+                COUNT(dp->counters.mac_control, 1);
+                ss_pfc_receive(dp, port, f, dp->frames[i].len, (double)now_us(dp));
+                continue;
+            }
+            arrival(dp, port, f, dp->frames[i].len);
             /* BMv2's egress runs while ingress takes the next packet: what may leave now leaves
              * before the next arrival is queued */
             if (dp->queued || dp->internal_head) drain_queues(dp);
@@ -699,9 +556,11 @@ static void take_packet_outs(ss_dataplane *dp) {
 static int timeout_ms(ss_dataplane *dp) {
     if (dp->internal_head) return 0;
     if (xsks_waiting(dp)) return 1;
-    double next = -1;
-    for (queue *q = dp->served; q; q = q->next_served)
-        if (q->head && (next < 0 || q->head->departure < next)) next = q->head->departure;
+    double next = ss_pfc_next_timer(dp);
+    for (const port_link *l = dp->link_list; l; l = l->next) {
+        double at = ss_link_next_event(l);
+        if (at >= 0 && (next < 0 || at < next)) next = at;
+    }
     if (next < 0) return MAX_TIMEOUT_MS;
     double wait = next - (double)now_us(dp);
     if (wait <= 0) return 0;
@@ -727,6 +586,7 @@ static void *loop(void *arg) {
         }
         run_internal(dp);
         drain_queues(dp);
+        send_pfc_frames(dp);
         send_waiting(dp);
         flush_xsks(dp);
         if (dp->check_xsks) close_gone_xsks(dp);
@@ -750,9 +610,12 @@ ss_dataplane *ss_dp_new(int cpu_port, int drop_port, int priority_queues,
     dp->cpu_port = cpu_port;
     dp->drop_port = drop_port;
     dp->priority_queues = priority_queues;
-    dp->default_depth = queue_depth;
-    dp->default_pace = queue_bitrate ? (pace){ 0, queue_bitrate } : (pace){ queue_rate_pps, 0 };
-    for (int i = 0; i < SS_MAX_PORTS; i++) dp->fds[i] = -1, dp->port_depth[i] = -1;
+    for (int i = 0; i < SS_MAX_PORTS; i++) {
+        dp->fds[i] = -1;
+        dp->link_bitrate[i] = queue_bitrate;
+        for (int c = 0; c < SS_MAX_PRIORITY_QUEUES; c++)
+            dp->classes[i][c] = (class_cfg){ queue_depth, queue_bitrate ? 0 : queue_rate_pps, 0, 0 };
+    }
     dp->state_size = ss_state_size();
     dp->state_alloc = (dp->state_size + 15) & ~(size_t)15;
     dp->template_state = calloc(1, dp->state_alloc ? dp->state_alloc : 16);
@@ -871,7 +734,16 @@ void ss_dp_clear_replication(ss_dataplane *dp) {
 void ss_dp_free(ss_dataplane *dp) {
     if (!dp) return;
     ss_dp_stop(dp);
-    for (queue *q = dp->served, *next; q; q = next) { next = q->next_served; queue_clear(q); free(q); }
+    for (port_link *l = dp->link_list, *nl; l; l = nl) {
+        nl = l->next;
+        for (queue *q = l->queues, *nq; q; q = nq) {
+            nq = q->next_in_link;
+            for (packet *p = ss_queue_clear(q), *np; p; p = np) { np = p->next; free(p); }
+            free(q);
+        }
+        free(l);
+    }
+    ss_pfc_free(dp);
     for (packet *p = dp->internal_head, *next; p; p = next) { next = p->next; free(p); }
     ss_dp_clear_replication(dp);
     ss_dp_close_xsks(dp);
@@ -898,41 +770,29 @@ void ss_dp_lock(ss_dataplane *dp) {
 
 void ss_dp_unlock(ss_dataplane *dp) { pthread_mutex_unlock(&dp->lock); }
 
-void ss_dp_set_queue_depth(ss_dataplane *dp, int port, uint32_t depth) {
-    if (depth < 1 || depth > MAX_DEPTH || port < SS_NO_PORT || port >= SS_MAX_PORTS) return;
-    if (port == SS_NO_PORT) {
-        dp->default_depth = depth;
-        for (int i = 0; i < SS_MAX_PORTS; i++) if (dp->port_depth[i] >= 0) dp->port_depth[i] = (int32_t)depth;
-    } else {
-        dp->port_depth[port] = (int32_t)depth;
+static void set_class(ss_dataplane *dp, int port, int priority, class_cfg cfg) {
+    dp->classes[port][priority] = cfg;
+    if (dp->queues[port][priority]) ss_queue_configure(dp->queues[port][priority], cfg);
+}
+
+void ss_dp_set_class(ss_dataplane *dp, int port, int priority, uint32_t depth, uint32_t rate_pps, uint64_t bitrate,
+                     uint32_t weight) {
+    if (port < SS_NO_PORT || port >= SS_MAX_PORTS || priority < -1 || priority >= SS_MAX_PRIORITY_QUEUES) return;
+    if (depth < 1 || depth > MAX_DEPTH || bitrate > MAX_BITRATE) return;
+    class_cfg cfg = { depth, bitrate ? 0 : rate_pps, weight, bitrate };
+    for (int p = port == SS_NO_PORT ? 0 : port; p < (port == SS_NO_PORT ? SS_MAX_PORTS : port + 1); p++)
+        for (int c = priority < 0 ? 0 : priority; c < (priority < 0 ? SS_MAX_PRIORITY_QUEUES : priority + 1); c++)
+            set_class(dp, p, c, cfg);
+    wake(dp);               /* the loop's timeout may now be shorter */
+}
+
+void ss_dp_set_link(ss_dataplane *dp, int port, uint64_t bits_per_s) {
+    if (port < SS_NO_PORT || port >= SS_MAX_PORTS || bits_per_s > MAX_BITRATE) return;
+    for (int p = port == SS_NO_PORT ? 0 : port; p < (port == SS_NO_PORT ? SS_MAX_PORTS : port + 1); p++) {
+        dp->link_bitrate[p] = bits_per_s;
+        if (dp->links[p]) ss_link_set_bitrate(dp->links[p], bits_per_s);
     }
-    for (queue *q = dp->served; q; q = q->next_served)
-        if (port == SS_NO_PORT || q->port == port) q->depth = depth;
-}
-
-static void set_pace(ss_dataplane *dp, int port, pace pc) {
-    if (port == SS_NO_PORT) {
-        dp->default_pace = pc;
-        for (int i = 0; i < SS_MAX_PORTS; i++) if (dp->own_pace[i]) dp->port_pace[i] = pc;
-    } else {
-        dp->port_pace[port] = pc;
-        dp->own_pace[port] = 1;
-    }
-    for (queue *q = dp->served; q; q = q->next_served)
-        if (port == SS_NO_PORT || q->port == port) queue_set_pace(q, pc);
-    uint64_t one = 1;       /* the loop's timeout may now be shorter */
-    if (write(dp->wakefd, &one, sizeof one) < 0) { /* full: readable anyway */ }
-}
-
-void ss_dp_set_queue_rate(ss_dataplane *dp, int port, uint32_t rate_pps) {
-    if (port < SS_NO_PORT || port >= SS_MAX_PORTS) return;
-    set_pace(dp, port, (pace){ rate_pps, 0 });
-}
-
-void ss_dp_set_queue_bitrate(ss_dataplane *dp, int port, uint64_t bits_per_s) {
-    if (port < SS_NO_PORT || port >= SS_MAX_PORTS) return;
-    if (bits_per_s && (bits_per_s < MIN_BITRATE || bits_per_s > MAX_BITRATE)) return;
-    set_pace(dp, port, (pace){ 0, bits_per_s });
+    wake(dp);
 }
 
 uint32_t ss_dp_queue_length(ss_dataplane *dp, int port, int priority) {
@@ -941,18 +801,55 @@ uint32_t ss_dp_queue_length(ss_dataplane *dp, int port, int priority) {
     return q ? q->count : 0;
 }
 
-int ss_dp_queue_info(ss_dataplane *dp, int port, int priority, ss_queue_info *out) {
+int ss_dp_class_info(ss_dataplane *dp, int port, int priority, ss_class_info *out) {
     if (port < 0 || port >= SS_MAX_PORTS || priority < 0 || priority >= SS_MAX_PRIORITY_QUEUES) return -1;
-    queue *q = dp->queues[port][priority];
-    if (!q) {       /* not made yet: what it would be made with */
-        queue made = { .depth = port_depth(dp, port) };
-        queue_set_pace(&made, port_pace(dp, port));
-        *out = (ss_queue_info){ made.depth, made.pace.rate_pps, 0, 0, made.pace.bitrate, 0.0, made.next_free };
-        return 0;
+    memset(out, 0, sizeof *out);
+    double now = (double)now_us(dp);
+    class_cfg cfg = dp->classes[port][priority];
+    const queue *q = dp->queues[port][priority];
+    out->depth = cfg.depth, out->rate_pps = cfg.rate_pps, out->weight = cfg.weight, out->bitrate = cfg.bitrate;
+    out->link_bitrate = dp->link_bitrate[port];
+    if (q) {         /* else: not made yet, what it would be made with */
+        out->made = 1;
+        out->length = q->count;
+        out->drops = q->drops, out->tx_packets = q->tx_packets, out->tx_bytes = q->tx_bytes;
+        out->watchdog_drops = q->watchdog_drops;
+        out->last_departure = q->last_departure;
+        out->next_free = ss_queue_next_free(q);
+        out->paused_us = ss_queue_paused_total(q, now);
+        out->paused = q->paused_until > now;
+        out->dropping = q->dropping;
+        uint32_t n = q->recent_n < RECENT ? q->recent_n : RECENT;
+        out->recent_n = (int32_t)n;
+        for (uint32_t i = 0; i < n; i++) {       /* oldest first */
+            uint32_t k = (q->recent_n - n + i) % RECENT;
+            out->recent_at[i] = q->recent_at[k];
+            out->recent_len[i] = q->recent_len[k];
+        }
+    } else {
+        queue made = { .last_len = 0 };
+        port_link link = { .bitrate = dp->link_bitrate[port] };
+        ss_link_set_bitrate(&link, link.bitrate);
+        made.link = &link;
+        ss_queue_configure(&made, cfg);
+        out->next_free = ss_queue_next_free(&made);
     }
-    *out = (ss_queue_info){ q->depth, q->pace.rate_pps, q->count, q->drops, q->pace.bitrate,
-                            q->last_departure, q->next_free };
-    return 1;
+    const pfc_class *c = dp->pfc[port][priority];
+    out->detected_after_us = -1;
+    if (c) {
+        out->pfc = 1;
+        out->lossless = c->lossless;
+        out->xoff = c->xoff, out->xon = c->xon, out->headroom = c->headroom, out->quanta = c->quanta;
+        out->buffer_bytes = c->used, out->buffer_frames = c->frames, out->buffer_peak = c->peak;
+        out->pausing = c->pausing;
+        out->pause_sent = c->pause_sent, out->xon_sent = c->xon_sent, out->lossless_drops = c->lossless_drops;
+        out->at_xoff_bytes = c->at_xoff_bytes, out->at_xoff_frames = c->at_xoff_frames;
+        out->pause_received = c->pause_received, out->xon_received = c->xon_received;
+        out->storm = c->storm, out->storms = c->storms, out->restores = c->restores;
+        out->pausing_us = c->pausing_us + (c->pausing ? now - c->pausing_since : 0.0);
+        out->detected_after_us = c->detected_after_us;
+    }
+    return 0;
 }
 
 static replicas *replicas_new(uint32_t n, const uint32_t *ports, const uint32_t *rids, uint32_t truncate) {

@@ -8,11 +8,15 @@ offers what softswitch.dataplane.Dataplane offers the control plane: ``lock`` (t
 whole), queue depth and pace (packets or bits per second), the replication engine
 (runtime/pre.py stays the reference that answers reads; every change is mirrored into the
 library), counters with errors by name, packet-out, and packet-in frames handed to
-``on_packet_in`` from a thread of its own.
+``on_packet_in`` from a thread of its own; the traffic classes' settings and the lossless classes
+(queues.QueueSettings and pfc.LosslessSettings keep them and say what they mean: the library is
+given each class's effective settings) with their counters (``class_stats``, in the Python data
+plane's shape).
 """
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import logging
 import os
 import select
@@ -24,7 +28,8 @@ from typing import Callable
 
 from ..dataplane import DEFAULT_DROP_PORT, MAX_FRAME, Counters, check_packet_out
 from ..ports import Port
-from ..queues import DEFAULT_BITRATE, DEFAULT_DEPTH, DEFAULT_RATE, QueueSettings, check_priority_queues
+from ..pfc import MALFORMED, LosslessSettings
+from ..queues import DEFAULT_BITRATE, DEFAULT_DEPTH, DEFAULT_RATE, RECENT, QueueSettings, check_priority_queues
 from ..runtime.pre import ReplicationEngine
 from . import xsk
 
@@ -41,6 +46,7 @@ class NativeError(Exception):
 class _Counters(ctypes.Structure):
     _fields_ = [(name, ctypes.c_uint64) for name in
                 ("rx", "tx", "dropped", "queue_drops", "errors", "packet_in", "packet_out", "packet_in_lost")] + \
+               [(name, ctypes.c_uint64) for name in ("lossless_drops", "watchdog_drops", "mac_control")] + \
                [("by_status", ctypes.c_uint64 * STATUS_COUNT)]
 
 
@@ -48,16 +54,27 @@ class _PortCounters(ctypes.Structure):
     _fields_ = [("rx", ctypes.c_uint64), ("tx", ctypes.c_uint64), ("tx_errors", ctypes.c_uint64)]
 
 
-class _QueueInfo(ctypes.Structure):
-    _fields_ = [("depth", ctypes.c_uint32), ("rate_pps", ctypes.c_uint32), ("length", ctypes.c_uint32),
-                ("drops", ctypes.c_uint64), ("bitrate", ctypes.c_uint64),
-                ("last_departure", ctypes.c_double), ("next_free", ctypes.c_double)]
+class _ClassInfo(ctypes.Structure):
+    """abi.h ss_class_info."""
+    _fields_ = [(n, ctypes.c_uint64) for n in ("bitrate", "link_bitrate", "drops", "tx_packets", "tx_bytes",
+                                               "watchdog_drops")] + \
+               [(n, ctypes.c_double) for n in ("last_departure", "next_free", "paused_us")] + \
+               [(n, ctypes.c_uint32) for n in ("depth", "rate_pps", "weight", "length")] + \
+               [(n, ctypes.c_int32) for n in ("made", "paused", "dropping", "pfc", "lossless", "pausing", "storm",
+                                              "recent_n")] + \
+               [(n, ctypes.c_uint32) for n in ("xoff", "xon", "headroom", "quanta")] + \
+               [(n, ctypes.c_uint64) for n in ("buffer_bytes", "buffer_frames", "buffer_peak", "pause_sent", "xon_sent",
+                                               "lossless_drops", "at_xoff_bytes", "at_xoff_frames", "pause_received",
+                                               "xon_received", "storms", "restores")] + \
+               [("pausing_us", ctypes.c_double), ("detected_after_us", ctypes.c_double),
+                ("recent_at", ctypes.c_double * RECENT), ("recent_len", ctypes.c_uint32 * RECENT)]
 
 
 @dataclass(frozen=True)
 class QueueInfo:
     """One native queue as softswitch-ctl's get_queue shows an EgressQueue (its departure times
-    too: the last packet's, and when the link is free of it, in us since the start)."""
+    too: the last packet's, and when it may send next, its pace and its port's link free, in us
+    since the start; ``recent``: its last departures, (time, bytes), oldest first)."""
     port: int
     priority: int
     depth: int
@@ -67,6 +84,8 @@ class QueueInfo:
     drops: int
     last_departure: float
     next_free: float
+    weight: int = 0
+    recent: tuple = ()
 
     def __len__(self) -> int:
         return self.length
@@ -91,11 +110,14 @@ def declare(lib: ctypes.CDLL) -> ctypes.CDLL:
         "ss_dp_free": (None, [P]),
         "ss_dp_lock": (None, [P]),
         "ss_dp_unlock": (None, [P]),
-        "ss_dp_set_queue_depth": (None, [P, i32, u32]),
-        "ss_dp_set_queue_rate": (None, [P, i32, u32]),
-        "ss_dp_set_queue_bitrate": (None, [P, i32, u64]),
+        "ss_dp_set_class": (None, [P, i32, i32, u32, u32, u64, u32]),
+        "ss_dp_set_link": (None, [P, i32, u64]),
         "ss_dp_queue_length": (u32, [P, i32, i32]),
-        "ss_dp_queue_info": (i32, [P, i32, i32, ctypes.POINTER(_QueueInfo)]),
+        "ss_dp_class_info": (i32, [P, i32, i32, ctypes.POINTER(_ClassInfo)]),
+        "ss_dp_set_port_mac": (None, [P, i32, ctypes.c_char_p]),
+        "ss_dp_set_lossless": (None, [P, i32, i32, u32, u32, u32, u32]),
+        "ss_dp_set_pfc_watchdog": (None, [P, u64, u64, u64, i32]),
+        "ss_dp_pfc_malformed": (i32, [P, i32, ctypes.POINTER(ctypes.c_uint64)]),
         "ss_dp_set_group": (i32, [P, u32, u32, u32p, u32p]),
         "ss_dp_delete_group": (None, [P, u32]),
         "ss_dp_set_session": (i32, [P, u32, u32, u32p, u32p, u32]),
@@ -146,13 +168,14 @@ class BatchLock:
         self.release()
 
 
-class NativeDataplane(QueueSettings):
+class NativeDataplane(QueueSettings, LosslessSettings):
     def __init__(self, library: Path | str | ctypes.CDLL, ports: dict[int, Port], cpu_port: int | None = None,
                  drop_port: int = DEFAULT_DROP_PORT, queue_depth: int = DEFAULT_DEPTH,
                  queue_rate: int = DEFAULT_RATE, priority_queues: int = 1, queue_bitrate: int = DEFAULT_BITRATE,
                  port_io: str = xsk.DEFAULT_MODE):
         check_priority_queues(priority_queues)
         self._init_queue_settings(queue_depth, queue_rate, queue_bitrate)    # carried to a successor
+        self._init_lossless()
         self.lib = declare(library) if isinstance(library, ctypes.CDLL) else load_library(library)
         self.ports = ports
         self.port_io_mode = xsk.check_mode(port_io)
@@ -169,6 +192,7 @@ class NativeDataplane(QueueSettings):
             if self.lib.ss_dp_add_port(self.handle, number, port.fileno()) != 0:
                 self.lib.ss_dp_free(self.handle)
                 raise NativeError(f"port {number}: its socket cannot be watched")
+            self.lib.ss_dp_set_port_mac(self.handle, number, getattr(port, "mac", bytes(6)))
         self.lock = BatchLock(self.lib, self.handle)
         self.objects = self.lib.ss_dp_objects(self.handle)     # the program's run-time objects
         self.mirror = None      # objects.NativeObjects writing the Python objects' changes into them
@@ -224,25 +248,86 @@ class NativeDataplane(QueueSettings):
             if rc != 0:
                 raise NativeError(f"{kind} {ident}: the native data plane refused its {n} copies")
 
-    # -- queues --------------------------------------------------------------------------
-    def _apply_queue_setting(self, port: int | None, setting: str, value: int) -> None:
-        fn = getattr(self.lib, f"ss_dp_set_queue_{setting}")     # depth, rate or bitrate
-        fn(self.handle, SS_NO_PORT if port is None else port, value)
+    # -- queues and classes -------------------------------------------------------------
+    def _apply_queue_setting(self, port: int | None, priority: int | None) -> None:
+        """The effective settings of the classes concerned, and of their links, into the library
+        (port None: the defaults for every port number first, then the ports with settings of
+        their own)."""
+        lib, h = self.lib, self.handle
+        if port is None:
+            d = self._defaults
+            lib.ss_dp_set_class(h, SS_NO_PORT, -1, d["depth"], d["rate"], 0, d["weight"])
+            lib.ss_dp_set_link(h, SS_NO_PORT, d["bitrate"])
+        ports = [port] if port is not None else sorted({*self._port_settings, *(p for p, _ in self._class_settings)})
+        for p in ports:
+            for prio in ([priority] if priority is not None else range(self.priority_queues)):
+                s = self.class_settings(p, prio)
+                lib.ss_dp_set_class(h, p, prio, s["depth"], s["rate"], s["bitrate"], s["weight"])
+            if priority is None:
+                lib.ss_dp_set_link(h, p, self.link_bitrate(p))
+
+    def _class_info(self, port: int, priority: int) -> _ClassInfo:
+        info = _ClassInfo()
+        if self.lib.ss_dp_class_info(self.handle, port, priority, ctypes.byref(info)) != 0:
+            raise ValueError(f"port {port} priority {priority}: no such queue")
+        return info
 
     def port_queues(self, port: int) -> list[QueueInfo]:
         """The port's queues so far (priority 0's at least), highest priority first."""
         out = []
         with self.lock:
             for prio in reversed(range(self.priority_queues)):
-                info = _QueueInfo()
-                if self.lib.ss_dp_queue_info(self.handle, port, prio, ctypes.byref(info)) == 1 or prio == 0:
-                    out.append(QueueInfo(port, prio, info.depth, info.rate_pps, info.bitrate, info.length,
-                                         info.drops, info.last_departure, info.next_free))
+                i = self._class_info(port, prio)
+                if i.made or prio == 0:
+                    recent = tuple((i.recent_at[k], i.recent_len[k]) for k in range(i.recent_n))
+                    out.append(QueueInfo(port, prio, i.depth, i.rate_pps, i.bitrate or i.link_bitrate, i.length,
+                                         i.drops, i.last_departure, i.next_free, i.weight, recent))
         return out
 
     def queue_length(self, port: int, priority: int = 0) -> int:
         with self.lock:
             return self.lib.ss_dp_queue_length(self.handle, port, priority)
+
+    def class_stats(self, port: int) -> list[dict]:
+        """Every class of ``port``: its queue's settings and counters and PFC's figures, highest
+        priority first (softswitch.dataplane.Dataplane.class_stats' shape)."""
+        with self.lock:
+            infos = [(prio, self._class_info(port, prio)) for prio in reversed(range(self.priority_queues))]
+        out = []
+        for prio, i in infos:
+            row = {"priority": prio, "depth": i.depth, "rate_pps": i.rate_pps, "bitrate": i.bitrate,
+                   "weight": i.weight, "occupancy": i.length, "tx_packets": i.tx_packets, "tx_bytes": i.tx_bytes,
+                   "drops": i.drops, "watchdog_drops": i.watchdog_drops, "paused": bool(i.paused),
+                   "paused_us": round(i.paused_us, 3)}
+            lossless = self.lossless(port, prio)
+            row["lossless"] = dataclasses.asdict(lossless) if i.lossless and lossless is not None else None
+            if i.pfc:
+                row.update(buffer_bytes=i.buffer_bytes, buffer_frames=i.buffer_frames, buffer_peak=i.buffer_peak,
+                           pausing=bool(i.pausing), pause_sent=i.pause_sent, xon_sent=i.xon_sent,
+                           lossless_drops=i.lossless_drops, pausing_us=round(i.pausing_us, 3),
+                           at_xoff_bytes=i.at_xoff_bytes, at_xoff_frames=i.at_xoff_frames,
+                           pause_received=i.pause_received, xon_received=i.xon_received, storm=bool(i.storm),
+                           storms=i.storms, restores=i.restores,
+                           detected_after_us=None if i.detected_after_us < 0 else round(i.detected_after_us, 3))
+            out.append(row)
+        return out
+
+    def mac_control_malformed(self, port: int) -> dict[str, int]:
+        """MAC control frames that came in on ``port`` malformed, by reason (pfc.MALFORMED)."""
+        counts = (ctypes.c_uint64 * len(MALFORMED))()
+        with self.lock:
+            self.lib.ss_dp_pfc_malformed(self.handle, port, counts)
+        return {reason: n for reason, n in zip(MALFORMED, counts) if n}
+
+    # -- lossless classes -----------------------------------------------------------------
+    def _apply_lossless(self, port: int, priority: int) -> None:
+        c = self.lossless(port, priority)
+        self.lib.ss_dp_set_lossless(self.handle, port, priority, *((c.xoff, c.xon, c.headroom, c.quanta) if c
+                                                                   else (0, 0, 0, 0)))
+
+    def _apply_watchdog(self) -> None:
+        w = self.pfc_watchdog
+        self.lib.ss_dp_set_pfc_watchdog(self.handle, w.detect_us, w.restore_us, w.poll_us, int(w.action == "drop"))
 
     # -- counters ------------------------------------------------------------------------
     @property
@@ -253,7 +338,8 @@ class NativeDataplane(QueueSettings):
         kinds = {self._status_names[i]: n for i, n in enumerate(c.by_status) if n}
         return Counters(rx=c.rx, tx=c.tx, dropped=c.dropped, queue_drops=c.queue_drops, errors=c.errors,
                         error_kinds=kinds, packet_in=c.packet_in, packet_out=c.packet_out,
-                        packet_in_lost=c.packet_in_lost)
+                        packet_in_lost=c.packet_in_lost, lossless_drops=c.lossless_drops,
+                        watchdog_drops=c.watchdog_drops, mac_control=c.mac_control)
 
     def port_counters(self, port: int) -> tuple[int, int, int]:
         """(rx, tx, tx_errors) of one port."""

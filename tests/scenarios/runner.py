@@ -137,6 +137,8 @@ class Scenario:
     timeout: float = 1.0
     # Explicit expectations, checked on softswitch's outputs (assertions inside).
     expect: Callable[["Outputs"], None] | None = None
+    # Why BMv2 cannot run it (None: it can, and must give what softswitch gives).
+    not_bmv2: str | None = None
 
 
 Outputs = list[list[tuple[int, bytes]]]     # per packet sent: sorted (port, frame)

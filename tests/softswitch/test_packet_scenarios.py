@@ -60,6 +60,8 @@ def test_softswitch(sc: Scenario):
 @pytest.mark.skipif(shutil.which("simple_switch_grpc") is None, reason="BMv2 simple_switch_grpc is not on PATH")
 @pytest.mark.parametrize("sc", SCENARIOS, ids=lambda s: s.name)
 def test_same_as_bmv2(sc: Scenario):
+    if sc.not_bmv2:
+        pytest.skip(sc.not_bmv2)
     soft = comparable(sc, _outputs("softswitch", sc))
     bmv2 = comparable(sc, _outputs("bmv2", sc))
     assert soft == bmv2, f"softswitch:\n{describe(soft)}\nBMv2:\n{describe(bmv2)}"
@@ -96,8 +98,8 @@ def _native_refusal(program: str) -> str | None:
 # copies, the CPU port, stateful objects, the fabric's multicast, ECN and INT metadata). Every
 # scenario's frames also go through the native pipeline in-process, against the Python path, in
 # tests/softswitch/test_native_pipeline.py: a switch process per scenario here would cost ~110 s.
-NATIVE_LOOP_SCENARIOS = ("queueing", "replication", "packetio", "stateful", "fabric_agg", "fabric_ecn",
-                         "fabric_int_transit")
+NATIVE_LOOP_SCENARIOS = ("queueing", "classes", "pfc", "replication", "packetio", "stateful", "fabric_agg",
+                         "fabric_ecn", "fabric_int_transit")
 
 
 @pytest.mark.parametrize("port_io", list(NATIVE_TARGETS))

@@ -3,11 +3,11 @@ holds the link for (max(L, 60) + 4 + 8 + 12) * 8 / bitrate seconds, and the next
 when the link is free of it (or when it arrives, if later).
 
 Checked on both packet paths (the native one on both port I/Os, AF_PACKET and AF_XDP) against
-that arithmetic, written out here, on the departure times the data plane records as each frame
-is queued (the queue's last departure and ``next_free``), not on a wall clock: a burst of frames
-of several sizes, each measured between two readings of the switch's clock, so that a frame
-that came after the link was free is told from one that waited; the frames then leave in order
-and none before its departure time (its egress timestamp, or the switch's clock when it is
+that arithmetic, written out here, on the departure times the data plane records as it serves
+each frame (the queue's last departures, ``recent``, and ``next_free``), not on a wall clock: a
+burst of frames of several sizes, each queued between two readings of the switch's clock, so that
+a frame that came after the link was free is told from one that waited; the frames then leave in
+order and none before its departure time (its egress timestamp, or the switch's clock when it is
 received). Also: a truncated frame paced by the
 bytes it keeps, a port switched between bits and packets per second, the bounds of a bit rate,
 and the command line's flag (softswitch-ctl's command: test_softswitch_cli.py; a data plane
@@ -129,16 +129,18 @@ def path(request):
     return NativePath(request.getfixturevalue("switch"), request.param.removeprefix("native-"))
 
 
-def assert_departs_after(queue, prev_free: float, clock: tuple[int, int], length: int, link: float) -> bool:
-    """The frame just queued departs at max(its arrival, ``prev_free``), and the link is busy with
-    it for ``link`` us; True when it had to wait. Its arrival is known to lie within ``clock``
-    (the switch's clock before and after): a departure past the previous frame's end is checked
-    exactly when the frame surely came before it, else within that window. Departure times are
-    doubles of us since the start: a few units of their last place are their arithmetic's error."""
+def departures(path, count: int) -> list[tuple[float, int]]:
+    """(departure, bytes) of the last ``count`` frames the queue served."""
+    got = list(path.queue().recent)[-count:]
+    assert len(got) == count, f"the queue remembers {len(got)} departures, not {count}"
+    return got
+
+
+def assert_departs_after(departure: float, prev_free: float, clock: tuple[int, int], length: int) -> bool:
+    """A frame queued within ``clock`` (the switch's clock before and after) departs at
+    max(its arrival, ``prev_free``); True when it had to wait: then exactly when the link was free
+    (a frame that surely came before that), else within that window."""
     before, after = clock
-    departure, free = queue.last_departure, queue.next_free
-    assert abs((free - departure) - link) <= 4 * math.ulp(free), \
-        f"a {length}-byte frame holds the link {free - departure:.3f} us, not {link:.3f}"
     if prev_free >= after:
         assert departure == prev_free, \
             f"a {length}-byte frame departs at {departure}, not when the link is free: {prev_free}"
@@ -148,21 +150,31 @@ def assert_departs_after(queue, prev_free: float, clock: tuple[int, int], length
     return False
 
 
+def assert_chain(path, free: float, clocks: list[tuple[int, int]], sizes, link) -> int:
+    """The frames queued within ``clocks`` left one after the other, each holding the link
+    ``link(bytes)`` us from its departure (``free``: when the link was free before the first);
+    the queue's ``next_free`` is the last one's end. How many had to wait."""
+    waited = 0
+    for (departure, length), clock, size in zip(departures(path, len(clocks)), clocks, sizes):
+        assert length == size, f"a frame left holding the link for {length} bytes, not {size}"
+        waited += assert_departs_after(departure, free, clock, length)
+        free = departure + link(length)
+    q = path.queue()
+    assert abs(q.next_free - free) <= 4 * math.ulp(free), f"the link is free at {q.next_free}, not {free}"
+    return waited
+
+
 def test_a_burst_leaves_a_frame_after_the_other_by_its_bytes_on_the_wire(path):
     path.dp.set_queue_bitrate(BITRATE, 2)
     q = path.queue()
     assert (q.bitrate, q.rate_pps) == (BITRATE, 0)
-    free, departures, waited = q.next_free, [], 0
-    for seq, size in enumerate(SIZES):
-        clock = path.send(seq, size)
-        q = path.queue()
-        waited += assert_departs_after(q, free, clock, size, link_us(size, BITRATE))
-        free = q.next_free
-        departures.append(q.last_departure)
-    assert waited >= 1, "no frame came while the link was busy: the pace was never tested"
+    free = q.next_free
+    clocks = [path.send(seq, size) for seq, size in enumerate(SIZES)]
     left = path.departed(len(SIZES))
     assert [(seq, length) for seq, length, _ in left] == list(enumerate(SIZES))     # in order, whole
-    early = [(seq, at, d) for (seq, _, at), d in zip(left, departures) if at < d]
+    waited = assert_chain(path, free, clocks, SIZES, lambda n: link_us(n, BITRATE))
+    assert waited >= 1, "no frame came while the link was busy: the pace was never tested"
+    early = [(seq, at, d) for (seq, _, at), (d, _) in zip(left, departures(path, len(SIZES))) if at < d]
     assert not early, f"frames (seq, left at, departure) left before their departure time: {early}"
 
 
@@ -170,6 +182,7 @@ def test_a_port_switches_between_bits_and_packets_per_second(path):
     dp = path.dp
     dp.set_queue_bitrate(BITRATE, 2)
     path.send(0, 1500)
+    path.departed(1)
     q = path.queue()
     last = q.last_departure
     assert q.next_free - last == pytest.approx(link_us(1500, BITRATE), abs=4 * math.ulp(q.next_free))
@@ -179,19 +192,17 @@ def test_a_port_switches_between_bits_and_packets_per_second(path):
     assert q.next_free - last == pytest.approx(1e6 / RATE_PPS, abs=4 * math.ulp(q.next_free))
     assert path.queue(3).bitrate == 0                  # another port keeps its own (the default)
     free = q.next_free
-    for seq, size in enumerate((42, 1500), start=1):   # a packet's time, whatever its size
-        clock = path.send(seq, size)
-        q = path.queue()
-        assert_departs_after(q, free, clock, size, 1e6 / RATE_PPS)
-        free = q.next_free
+    clocks = [path.send(seq, size) for seq, size in enumerate((42, 1500), start=1)]
+    path.departed(2)
+    assert_chain(path, free, clocks, (42, 1500), lambda n: 1e6 / RATE_PPS)     # a packet's time, whatever its size
     dp.set_queue_bitrate(BITRATE)                      # every port and the default: the rate cleared
     q = path.queue()
     assert (q.rate_pps, q.bitrate, path.queue(3).bitrate) == (0, BITRATE, BITRATE)
     free = q.next_free
     assert free - q.last_departure == pytest.approx(link_us(1500, BITRATE), abs=4 * math.ulp(free))
     clock = path.send(3, 42)
-    assert_departs_after(path.queue(), free, clock, 42, link_us(42, BITRATE))
-    assert len(path.departed(4)) == 4
+    path.departed(1)
+    assert_chain(path, free, [clock], (42,), lambda n: link_us(n, BITRATE))
 
 
 def test_a_truncated_frame_holds_the_link_for_the_bytes_it_keeps(path):
@@ -199,7 +210,8 @@ def test_a_truncated_frame_holds_the_link_for_the_bytes_it_keeps(path):
     path.dp.set_queue_bitrate(BITRATE, 2)
     free = path.queue().next_free
     clock = path.send(0, 1500)
-    assert_departs_after(path.queue(), free, clock, kept, link_us(kept, BITRATE))
+    path.departed(1)
+    assert_chain(path, free, [clock], (kept,), lambda n: link_us(n, BITRATE))
 
 
 @pytest.mark.parametrize("length, wire", [(0, 84), (42, 84), (60, 84), (61, 85), (64, 88), (1500, 1524)])

@@ -1,5 +1,6 @@
 // ECN marking in egress: DCQCN-style RED on the egress queue depth seen at
-// enqueue (standard_metadata.enq_qdepth, packets).
+// enqueue (standard_metadata.enq_qdepth, packets: the depth of the queue the
+// packet entered, which is its traffic class's own on both targets).
 
 #ifndef __ECN__
 #define __ECN__
@@ -42,6 +43,25 @@ control Ecn(inout headers_t hdr,
         size = ECN_CONFIG_TABLE_SIZE;
     }
 
+    // ecn_class_config: RED thresholds of one traffic class of an egress port,
+    // looked up before the port's own (ecn_config).
+    //   key:     egress port, traffic class (standard_metadata.priority; both exact)
+    //   actions: set_thresholds(kmin, kmax, pmax); default nop (ecn_config decides)
+    //   filled by the controller for the classes it gives thresholds of their own
+    //   (controller.lossless: e.g. a lossless class marked below its XOFF).
+    table ecn_class_config {
+        key = {
+            standard_metadata.egress_port: exact @name("egress_port");
+            standard_metadata.priority:    exact @name("priority");
+        }
+        actions = {
+            set_thresholds;
+            @defaultonly nop;
+        }
+        const default_action = nop();
+        size = ECN_CLASS_CONFIG_TABLE_SIZE;
+    }
+
     apply {
         bit<2> ecn = ECN_NOT_ECT;
         if (hdr.ipv4.isValid()) {
@@ -50,7 +70,11 @@ control Ecn(inout headers_t hdr,
             ecn = hdr.ipv6.ecn;
         }
         if (ecn == ECN_ECT0 || ecn == ECN_ECT1) {
-            if (ecn_config.apply().hit) {
+            bool configured = ecn_class_config.apply().hit;
+            if (!configured) {
+                configured = ecn_config.apply().hit;
+            }
+            if (configured) {
                 bit<19> depth = standard_metadata.enq_qdepth;
                 bool mark = false;
                 if (depth > meta.ecn.kmin) {

@@ -330,7 +330,7 @@ control IntEgress(inout headers_t hdr,
                     hdr.int_hops[0].egress_port_id = (bit<16>)standard_metadata.egress_port;
                     hdr.int_hops[0].hop_latency = (bit<32>)(standard_metadata.egress_global_timestamp
                                                            - standard_metadata.ingress_global_timestamp);
-                    hdr.int_hops[0].queue_id = INT_QUEUE_ID;
+                    hdr.int_hops[0].queue_id = (bit<8>)standard_metadata.priority;   // the traffic class's queue
                     hdr.int_hops[0].queue_occupancy = (bit<24>)standard_metadata.enq_qdepth;
                     hdr.int_hops[0].ingress_tstamp = (bit<64>)standard_metadata.ingress_global_timestamp;
                     hdr.int_hops[0].egress_tstamp = (bit<64>)standard_metadata.egress_global_timestamp;

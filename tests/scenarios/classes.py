@@ -1,0 +1,56 @@
+"""queueing.p4 with a class's own settings, the way BMv2's CLI sets them (``set_queue_rate <pps>
+<port> <priority>``): class 7 of port 2 alone at 50 packets/s, class 0 unlimited. Both targets
+must send the same frames (compared as sets: BMv2's threads order a burst as they race); on
+softswitch, class 0 leaves at once while class 7's frames leave 20 ms apart (their egress
+timestamps), and a port's setting is its classes' again (``set_queue_rate 0 2``). What BMv2 cannot
+express (a link its classes share, weights, a class's bit rate) is test_softswitch_classes.py's."""
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+from scapy.packet import raw
+
+from scenarios.queueing import PRIO_PORT, Q, Q_AT, _normalise, _setup
+from scenarios.runner import CONTROL, Scenario, Send, Setup, Step
+
+CLASS_RATE_PPS = 50
+
+
+def _frame(n: int) -> bytes:
+    return raw(Ether(dst="00:00:00:00:00:02", src="00:00:00:00:00:01") / IP(src="10.0.0.1", dst="10.0.0.2", id=n)
+               / UDP(sport=3000 + n, dport=2000) / b"class me")
+
+
+def _cli(*commands: str) -> Step:
+    def run(s: Setup) -> bytes:
+        s.switch_cli(*commands)
+        return " / ".join(commands).encode()
+    return Step(run)
+
+
+MIXED = Send(PRIO_PORT, _frame(700), after=(*((PRIO_PORT, _frame(701 + i)) for i in range(3)),
+                                             *((1, _frame(i)) for i in range(4))))
+PACKETS = [
+    _cli(f"set_queue_rate {CLASS_RATE_PPS} 2 7"),
+    MIXED,
+    _cli("set_queue_rate 0 2"),
+    Send(PRIO_PORT, _frame(800), after=((PRIO_PORT, _frame(801)), (PRIO_PORT, _frame(802)))),
+]
+
+
+def _expect(outputs) -> None:
+    got = outputs[PACKETS.index(MIXED)]
+    assert len(got) == 8 and {p for p, _ in got} == {2}, got
+    qs = [Q.unpack(f[Q_AT:]) for _, f in got]
+    high = sorted(q["egress_global_timestamp"] for q in qs if q["qid"] == 7)
+    low = [q for q in qs if q["qid"] == 0]
+    assert len(high) == 4 and len(low) == 4
+    gaps = [b - a for a, b in zip(high, high[1:])]
+    assert min(gaps) >= 1e6 / CLASS_RATE_PPS * 0.95, f"class 7 left {gaps} us apart, not {1e6 / CLASS_RATE_PPS}"
+    assert all(q["deq_timedelta"] < 10_000 for q in low), [q["deq_timedelta"] for q in low]
+    after = outputs[-1]
+    stamps = sorted(Q.unpack(f[Q_AT:])["egress_global_timestamp"] for _, f in after)
+    assert len(stamps) == 3 and stamps[-1] - stamps[0] < 1e6 / CLASS_RATE_PPS, "the port's rate is its classes' again"
+    assert all(o[0][0] == CONTROL for o, p in zip(outputs, PACKETS) if isinstance(p, Step))
+
+
+SCENARIOS = [Scenario("classes", "queueing", PACKETS, setup=_setup, normalise=_normalise, expect=_expect,
+                      ports=PRIO_PORT)]
