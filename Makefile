@@ -5,7 +5,7 @@ PY      := $(VENV)/bin/python
 P4C     ?= p4c-bm2-ss
 P4_MAIN := p4src/fabric.p4
 
-.PHONY: setup demo test p4 p4names bench clean
+.PHONY: setup demo test test-bmv2 p4 p4names bench clean
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -15,6 +15,10 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest -ra --durations=30 $(PYTEST_ARGS)
+
+# The BMv2 whole-fabric modules too (tests/targets.py: minutes each, where BMv2 is installed).
+test-bmv2: setup
+	AIFABRIC_BMV2_FULL=1 $(PY) -m pytest -ra --durations=30 -m bmv2 $(PYTEST_ARGS)
 
 # Rebuild the committed P4 outputs (needs p4c on PATH) and controller/p4names.py; see p4src/README.md.
 p4:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from targets import FABRIC_TARGETS
+from targets import FULL_FABRIC_TARGETS
 
 pytestmark = [
     pytest.mark.slow,
@@ -18,7 +18,7 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module", params=FABRIC_TARGETS)
+@pytest.fixture(scope="module", params=FULL_FABRIC_TARGETS)
 def fabric_lab(request):
     from aifabric.lab.lab import Lab
     from controller.aggregation import JobManager

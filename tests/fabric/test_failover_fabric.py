@@ -20,7 +20,7 @@ from dataclasses import replace
 
 import pytest
 from failure_waits import wait_for_verdict
-from targets import FABRIC_TARGETS
+from targets import FULL_FABRIC_TARGETS
 
 from controller.failover import start_failure_handling
 from controller.p4names import Table
@@ -47,7 +47,7 @@ QUEUE_DEPTH = 1024
 DEFAULT_QUEUE_DEPTH = 64
 
 
-@pytest.fixture(scope="module", params=FABRIC_TARGETS)
+@pytest.fixture(scope="module", params=FULL_FABRIC_TARGETS)
 def lab(request, tmp_path_factory):
     from aifabric.lab.lab import Lab
     from controller.failover import HeartbeatConfig

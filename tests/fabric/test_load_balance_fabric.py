@@ -20,7 +20,7 @@ import threading
 import time
 
 import pytest
-from targets import FABRIC_TARGETS
+from targets import FULL_FABRIC_TARGETS
 
 pytestmark = [
     pytest.mark.slow,
@@ -35,7 +35,7 @@ SRC, DST = "p0e0h0", "p2e1h1"
 SAMPLE_ONE_IN = 8
 
 
-@pytest.fixture(scope="module", params=FABRIC_TARGETS)
+@pytest.fixture(scope="module", params=FULL_FABRIC_TARGETS)
 def lb_lab(request):
     from aifabric.lab.lab import Lab
     from controller.load_balance import LbModes, TeOverrides

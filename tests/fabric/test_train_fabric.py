@@ -36,7 +36,7 @@ import re
 import pytest
 
 from hostagent_support import bcc_missing
-from targets import FABRIC_TARGETS
+from targets import FULL_FABRIC_TARGETS
 from teardown_check import assert_torn_down
 
 pytestmark = [
@@ -50,7 +50,7 @@ HOSTS = [f"p{p}e{e}h0" for e in range(2) for p in range(4)]
 SERVER = "p3e1h1"     # the in-network job's fallback aggregator (must see nothing)
 
 
-@pytest.fixture(scope="module", params=FABRIC_TARGETS)
+@pytest.fixture(scope="module", params=FULL_FABRIC_TARGETS)
 def lab(request):
     from aifabric.lab.lab import Lab
     from controller.aggregation import JobManager

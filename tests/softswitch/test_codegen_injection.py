@@ -259,6 +259,7 @@ def check_share(marker: Path, share: int, shares: int) -> tuple[int, int, list[s
     return checker.tried, checker.loaded, checker.failures
 
 
+@pytest.mark.timeout(1500)     # fabric.json's variants take most of it: several minutes on a busy 2-core machine
 def test_no_json_value_reaches_generated_code(tmp_path):
     """The variants are shared among one worker process per core, spawned, so that nothing of
     this process's state (gRPC's threads, sockets) is forked into them."""
