@@ -77,6 +77,7 @@ from emulation.p4switch import TARGETS
 
 CONTROLLERS = ("aifabric", "none")
 TARGET_HELP = "P4 target (default %(default)s)"
+P4_BUILD_HELP = "where fabric.json and fabric.p4info.txtpb are (default: the committed build)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -94,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="softswitch serves N switches a process (1: a process each, a failure injected into "
                          "a switch kills that switch alone); default: 1 while that takes at most half the available "
                          "memory, else groups of 32 (a k=16 fat-tree; aifabric.lab.memory_plan)")
-    up.add_argument("--p4-build", metavar="DIR", help="where fabric.json and fabric.p4info.txtpb are (default: the committed build)")
+    up.add_argument("--p4-build", metavar="DIR", help=P4_BUILD_HELP)
     up.add_argument("--int", action="store_true",
                     help="ECN marking, INT on every TCP/UDP flow, the telemetry network and the INT collector")
     up.add_argument("--metrics", metavar="HOST:PORT",
@@ -141,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--target", choices=TARGETS, default="softswitch",
                       help="P4 target (default: the embedded softswitch)")
     demo.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
-    demo.add_argument("--p4-build", metavar="DIR", help="where fabric.json and fabric.p4info.txtpb are (default: the committed build)")
+    demo.add_argument("--p4-build", metavar="DIR", help=P4_BUILD_HELP)
     demo.add_argument("--png", metavar="PATH",
                       help="demo int/allreduce/train: where to save the picture (default out/int_demo.png, "
                            "out/allreduce_demo.png, out/train_demo.png)")
@@ -166,7 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     lb = _command(bench_sub, "load-balance", aliases=["lb"],
                              help="ECMP, spraying, flowlets and TE on the same flows (k=4)")
     lb_arguments(lb)
-    lb.add_argument("--p4-build", metavar="DIR", help="where fabric.json and fabric.p4info.txtpb are (default: the committed build)")
+    lb.add_argument("--p4-build", metavar="DIR", help=P4_BUILD_HELP)
     coll = _command(bench_sub, "collectives", help="the process group's operations x algorithms x sizes on rate-limited "
                                                    "links: time, algbw, busbw against the links' bound (k=4)")
     from aifabric.experiments.collectives_bench import add_arguments as collectives_arguments
@@ -183,6 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     from aifabric.experiments.fidelity_bench import add_arguments as fidelity_arguments
     fidelity_arguments(fidelity)
     fidelity.add_argument("--target", choices=("softswitch", "bmv2"), default="softswitch", help=TARGET_HELP)
+    for bench_parser in (coll, train, fidelity):
+        bench_parser.add_argument("--p4-build", metavar="DIR", help=P4_BUILD_HELP)
 
     _command(sub, "clean", help="remove switch processes, namespaces and veths left by a crash")
     for verb, what in (("fail", "take a link down or kill a switch"), ("restore", "bring a link or switch back")):
@@ -283,6 +286,15 @@ def _interrupted(stop: BaseException) -> int:
     return exit_status(stop)
 
 
+def pipeline_of(args: argparse.Namespace):
+    """The P4 program (controller.fabric_controller.Pipeline) a command brings its fabric up with:
+    --p4-build's, else the committed build (commands without the option take the committed one)."""
+    from controller.fabric_controller import Pipeline
+
+    build_dir = getattr(args, "p4_build", None)
+    return Pipeline.from_build_dir(build_dir) if build_dir else Pipeline.from_build_dir()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -319,7 +331,6 @@ def main(argv: list[str] | None = None) -> int:
     from aifabric.lab.interrupts import SignalGate, Terminated, shielded
     from aifabric.lab.lab import Lab
     from aifabric.lab.report import progress
-    from controller.fabric_controller import Pipeline
     from emulation.cleanup import cleanup
     from emulation.p4switch import P4SwitchError
 
@@ -331,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1 if done else 0
         gate = SignalGate()     # first SIGINT/SIGTERM/SIGHUP unwinds into teardown; later ones wait
         with gate.installed():
-            pipeline = Pipeline.from_build_dir(args.p4_build) if args.p4_build else Pipeline.from_build_dir()
+            pipeline = pipeline_of(args)
             if args.command == "up":
                 fabric = topo_args.fabric_of(args)
                 telemetry = None

@@ -1,6 +1,7 @@
 """Every aifabric command line README.md shows gets through its parser and every check made
 before a fabric comes up, so none can end in a traceback there (`bench collectives` once crashed
-on every invocation in its checks, and nothing ran that line). Commands that need a running lab
+on every invocation in its checks, and then on the P4 build option it did not have, and nothing
+ran that line). Commands that need a running lab
 (fail, restore, clean, controller) are parsed only; those that write files only (workload show,
 compose) run whole, into a temporary directory."""
 from __future__ import annotations
@@ -39,12 +40,14 @@ def test_readme_shows_the_commands_this_test_runs():
 
 @pytest.mark.parametrize("line", readme_commands())
 def test_a_readme_command_passes_its_checks(line, tmp_path, monkeypatch):
-    from aifabric.cli import build_parser
+    from aifabric.cli import build_parser, pipeline_of
     from aifabric.cli.validate import validate
 
     monkeypatch.chdir(tmp_path)                        # out/... paths land in the temporary directory
     argv = shlex.split(line)[1:]
     args = build_parser().parse_args(argv)
+    if args.command in ("up", "demo", "bench", "train"):
+        assert pipeline_of(args).p4info is not None      # what main reads first for every fabric
     if args.command in ("up", "demo") or (args.command == "bench" and args.which not in ("train", "fidelity")):
         try:
             validate(args)
