@@ -135,7 +135,8 @@ def run_allreduce(lab: Lab, manager: JobManager, algorithm: str, workers: Sequen
     tensor = ["--size", elements, "--dtype", dtype, "--seed", seed, "--timeout", timeout, "--retries", retries]
     if algorithm == "ring":
         peers = ",".join(str(fabric.host(w).ip4.ip) for w in workers)
-        cmds = {w: _python_cmd("ring", "--peers", peers, "--rank", r, "--window", ring_window, *tensor)
+        cmds = {w: _python_cmd("ring", "--peers", peers, "--rank", r, "--window", ring_window,
+                               "--frame-values", frame_values, *tensor)
                 for r, w in enumerate(workers)}
         before = read_agg_ops(lab)
         _run_workers(lab, result, cmds)

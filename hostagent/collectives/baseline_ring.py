@@ -1,6 +1,6 @@
 """Ring AllReduce (reduce-scatter, then all-gather) over UDP, the baseline to in-network aggregation.
 
-The padded tensor is n segments of P packets of AGG_VALUES. Every worker sends one stream of
+The padded tensor is n segments of P packets of `frame_values` values (RingConfig; 64 to 320). Every worker sends one stream of
 2(n-1)P DATA messages to its right neighbour and receives one from its left: message m = step * P
 + chunk. Reduce-scatter step k sends segment (rank - k) mod n and adds what arrives into
 (rank - 1 - k) mod n; all-gather step j sends (rank + 1 - j) mod n and stores what arrives in
@@ -26,7 +26,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from hostagent.collectives.aggregation.aggregator import saturating_add
-from hostagent.collectives.aggregation.protocol import AGG_VALUES, FLAG_OVERFLOW, RING_UDP_PORT, MalformedPacket
+from hostagent.collectives.aggregation.protocol import (
+    DEFAULT_FRAME_VALUES,
+    FLAG_OVERFLOW,
+    RING_UDP_PORT,
+    MalformedPacket,
+    check_frame_values,
+)
 from hostagent.collectives.baseline_ringwire import (
     DTYPE_CODES,
     SACK_BITS,
@@ -61,8 +67,10 @@ class RingConfig:
     max_retries: int = 100
     drop_outgoing: float = 0.0
     drop_seed: int = 0
+    frame_values: int = DEFAULT_FRAME_VALUES   # values a DATA packet carries (every rank of a ring the same)
 
     def validate(self) -> None:
+        check_frame_values(self.frame_values)
         if not 0 <= self.rank < len(self.peers):
             raise ValueError(f"rank {self.rank} is outside 0..{len(self.peers) - 1}")
         if len(self.peers) > 256:
@@ -91,7 +99,8 @@ class _RingCall:
         self.op = op
         self.P = packets
         self.M = 2 * (self.n - 1) * packets
-        self.buf = padded.reshape(self.n, packets, AGG_VALUES)
+        self.V = self.cfg.frame_values
+        self.buf = padded.reshape(self.n, packets, self.V)
         self.is_int = padded.dtype == np.int32
         self.code = DTYPE_CODES[padded.dtype]
         self.ovf = np.zeros((self.n, packets), dtype=bool)
@@ -131,7 +140,7 @@ class _RingCall:
                 return
             seg = self.segment(step, outgoing=True)
             flags = FLAG_OVERFLOW if self.ovf[seg, i] else 0
-            header = self._header(RingKind.DATA, m, flags, step, i, (seg * self.P + i) * AGG_VALUES)
+            header = self._header(RingKind.DATA, m, flags, step, i, (seg * self.P + i) * self.V)
             data = pack_data(header, self.buf[seg, i])
             self.inflight[m] = _InFlight(data=data, sent_at=now)
             self.client.endpoint.send(data, self.right)
@@ -151,7 +160,7 @@ class _RingCall:
         m = h.seq
         step, i = divmod(m, self.P) if m < self.M else (-1, -1)
         seg = self.segment(step, outgoing=False) if step >= 0 else -1
-        if (h.step, h.chunk, h.offset, h.dtype_code) != (step, i, (seg * self.P + i) * AGG_VALUES, self.code):
+        if (h.step, h.chunk, h.offset, h.dtype_code) != (step, i, (seg * self.P + i) * self.V, self.code):
             stats.stale += 1
             return
         if self.received[m]:
@@ -235,9 +244,9 @@ class _RingCall:
     def result(self) -> np.ndarray:
         if self.ovf.any():
             seg, i = (int(x) for x in np.argwhere(self.ovf)[0])
-            first = (seg * self.P + i) * AGG_VALUES
+            first = (seg * self.P + i) * self.V
             raise OverflowError(
-                f"ring job {self.cfg.job_id}: chunk {seg * self.P + i} (elements {first}..{first + AGG_VALUES - 1}) "
+                f"ring job {self.cfg.job_id}: chunk {seg * self.P + i} (elements {first}..{first + self.V - 1}) "
                 f"overflowed int32"
             )
         return self.buf.reshape(-1)
@@ -270,10 +279,11 @@ class RingClient:
         if tensor.dtype not in DTYPE_CODES:
             raise TypeError(f"ring allreduce takes float32 or int32 tensors, not {tensor.dtype}")
         n = len(self.config.peers)
-        packets = max(1, -(-tensor.size // (n * AGG_VALUES)))
+        values = self.config.frame_values
+        packets = max(1, -(-tensor.size // (n * values)))
         if packets > MAX_PACKETS_PER_SEGMENT:
             raise ValueError(f"tensor of {tensor.size} elements needs {packets} packets per segment, over {MAX_PACKETS_PER_SEGMENT}")
-        padded = np.zeros(n * packets * AGG_VALUES, dtype=tensor.dtype)
+        padded = np.zeros(n * packets * values, dtype=tensor.dtype)
         padded[: tensor.size] = tensor.reshape(-1)
         call = _RingCall(self, padded, packets, self._op)
         self._take_socket()
@@ -307,7 +317,7 @@ class RingClient:
     def _dispatch(self, data: bytes, call: _RingCall | None, now: float) -> None:
         stats = self.endpoint.stats
         try:
-            h, payload = unpack_ring(data)
+            h, payload = unpack_ring(data, self.config.frame_values)
         except MalformedPacket:
             stats.stale += 1
             return

@@ -84,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--bind", type=_address(RING_UDP_PORT), help="local IP[:PORT] (default: this rank's peer address)")
     r.add_argument("--job", type=int, default=0)
     r.add_argument("--window", type=int, default=64, help="unacknowledged packets per link")
+    r.add_argument("--frame-values", type=int, choices=FRAME_VALUES, default=DEFAULT_FRAME_VALUES,
+                   help="values per packet, every rank's the same (the in-network job's frame size, to compare)")
     _tensor_args(r)
 
     s = sub.add_parser("ps", help="parameter server: the jobs' fallback aggregator")
@@ -158,7 +160,8 @@ def run_worker(args: argparse.Namespace) -> dict:
 
 def run_ring(args: argparse.Namespace) -> dict:
     peers = ring_peers([ip for ip in args.peers.split(",") if ip], args.port)
-    config = RingConfig(rank=args.rank, peers=peers, window=args.window, **_common(args))
+    config = RingConfig(rank=args.rank, peers=peers, window=args.window, frame_values=args.frame_values,
+                        **_common(args))
     with RingClient(config) as client:
         result, tensors = _measure(client, args, len(peers))
         return _report(args, "ring", len(peers), check_ring(result, tensors), client.last_stats)

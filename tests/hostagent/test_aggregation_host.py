@@ -45,7 +45,7 @@ from hostagent.collectives.aggregation.protocol import (
     unpack_packet,
 )
 from hostagent.collectives.baseline_ring import RingClient, RingConfig, ring_peers
-from hostagent.collectives.baseline_ringwire import RingHeader, RingKind, pack_data
+from hostagent.collectives.baseline_ringwire import RingHeader, RingKind, pack_data, unpack_ring
 from hostagent.collectives.ps import JobSpec, ParameterServer
 from hostagent.collectives.tensors import check_aggregated, check_ring, make_tensors
 from hostagent.collectives.aggregation.worker import AllReduceClient, AllReduceError, JobConfig
@@ -534,11 +534,11 @@ def test_worker_gives_up_naming_job_chunk_and_slot() -> None:
 # --- ring ----------------------------------------------------------------------------------
 
 
-def ring_clients(net: str, n: int, loss: float = 0.0) -> list[RingClient]:
+def ring_clients(net: str, n: int, loss: float = 0.0, frame_values: int = 64) -> list[RingClient]:
     peers = ring_peers([net + str(2 + r) for r in range(n)])
     return [
         RingClient(RingConfig(rank=r, peers=peers, job_id=3, window=16, timeout=TIMEOUT, max_retries=RETRIES,
-                              drop_outgoing=loss, drop_seed=200 + r))
+                              drop_outgoing=loss, drop_seed=200 + r, frame_values=frame_values))
         for r in range(n)
     ]
 
@@ -559,6 +559,32 @@ def test_ring_allreduce_equals_numpy(n: int, dtype: str) -> None:
         assert clients[0].last_stats.bytes_sent >= 2 * (n - 1) * 6 * (20 + 256)
     finally:
         close_all(clients)
+
+
+@pytest.mark.parametrize("frame_values", [192, 320])
+def test_ring_allreduce_in_larger_frames_equals_numpy(frame_values: int) -> None:
+    """The baseline ring in the frames an in-network job of that size uses: fewer, larger DATA
+    packets (their payload on the wire is frame_values x 4 bytes), the same sums."""
+    net, n = fresh_net(), 3
+    size = frame_values * 4 * n + 5            # five packets per segment, the last one mostly padding
+    tensors = make_tensors(seed=7, workers=n, size=size, dtype="int32")
+    clients = ring_clients(net, n, frame_values=frame_values)
+    try:
+        check_all(allreduce_all(clients, tensors), tensors, check_ring)
+        stats = clients[0].last_stats
+        assert stats.bytes_sent >= 2 * (n - 1) * 5 * (20 + 4 * frame_values)
+        assert stats.packets_sent < 2 * 2 * (n - 1) * 5          # DATA and at most as many ACKs
+    finally:
+        close_all(clients)
+
+
+def test_ring_data_of_another_frame_size_is_refused() -> None:
+    """A ring of 320-value frames takes a 64-value DATA packet for a malformed one, not a chunk."""
+    header = RingHeader(RingKind.DATA, 0, 0, rank=0, job_id=3, op=0, seq=0)
+    small = pack_data(header, np.zeros(64, dtype=np.int32))
+    with pytest.raises(MalformedPacket, match="expected 1300"):
+        unpack_ring(small, 320)
+    assert unpack_ring(pack_data(header, np.arange(320, dtype=np.int32)), 320)[1].tolist() == list(range(320))
 
 
 @pytest.mark.parametrize("n, loss", [(3, 0.01), (3, 0.05), (8, 0.05)])
