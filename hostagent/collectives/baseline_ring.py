@@ -1,6 +1,7 @@
 """Ring AllReduce (reduce-scatter, then all-gather) over UDP, the baseline to in-network aggregation.
 
-The padded tensor is n segments of P packets of `frame_values` values (RingConfig; 64 to 320). Every worker sends one stream of
+The padded tensor is n segments of P packets of `frame_values` values (RingConfig: 64 to 320,
+an in-network job's frame size, to compare like with like). Every worker sends one stream of
 2(n-1)P DATA messages to its right neighbour and receives one from its left: message m = step * P
 + chunk. Reduce-scatter step k sends segment (rank - k) mod n and adds what arrives into
 (rank - 1 - k) mod n; all-gather step j sends (rank + 1 - j) mod n and stores what arrives in
