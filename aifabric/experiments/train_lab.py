@@ -20,7 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
-from aifabric.experiments.aggregation_job import in_network_job
+from aifabric.experiments.aggregation_job import LAB_FRAME_VALUES, in_network_job
 from aifabric.experiments.host_agents import agents_on, rank_args
 from aifabric.experiments.rank_processes import collect_ranks
 from aifabric.lab.cpu_meter import busy_between, cpu_times
@@ -127,6 +127,8 @@ def require_ok(run: TrainRun) -> TrainRun:
     return run
 
 
-def references(split: Split, cfg: Config, ranks: int, steps: int) -> dict[str, list[dict]]:
-    """The single-process runs: exact sums, and the switches' quantised sums replayed."""
-    return {c: reference.train(split, cfg, ranks, steps, c) for c in reference.COMBINERS}
+def references(split: Split, cfg: Config, ranks: int, steps: int,
+               frame_values: int = LAB_FRAME_VALUES) -> dict[str, list[dict]]:
+    """The single-process runs: exact sums, and the switches' quantised sums replayed in frames of
+    ``frame_values`` (the in-network job's, which sets the quantisation's chunks)."""
+    return {c: reference.train(split, cfg, ranks, steps, c, frame_values) for c in reference.COMBINERS}

@@ -11,6 +11,8 @@ import os
 import pytest
 from targets import FULL_FABRIC_TARGETS
 
+from aifabric.experiments.aggregation_job import LAB_FRAME_VALUES
+
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.timeout(900),
@@ -68,7 +70,7 @@ def test_in_network_all_reduce_is_made_by_the_switches(fabric_lab):
                     manager=manager, server="p3e1h1", slots=8, timeout=60.0)
     assert run.ok, run.errors
     assert run.in_network
-    assert run.agg_ops["completed"] >= 2 * (-(-20000 // 64))      # the switches finished the chunks
+    assert run.agg_ops["completed"] >= 2 * (-(-20000 // LAB_FRAME_VALUES))  # the switches finished the chunks
     assert run.server.get("packets_in", -1) == 0                   # nothing reached the fallback aggregator
     assert [c.get("chose") for c in run.calls()][-1] == "in_network"  # auto took the switches for 80 kB
 

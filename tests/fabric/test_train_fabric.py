@@ -39,6 +39,8 @@ from hostagent_support import bcc_missing
 from targets import FULL_FABRIC_TARGETS
 from teardown_check import assert_torn_down
 
+from aifabric.experiments.aggregation_job import LAB_FRAME_VALUES
+
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.timeout(300),
@@ -98,7 +100,8 @@ def test_in_network_training_follows_the_quantised_reference(training):
     run = train_on_fabric(lab, HOSTS, "in_network", data, STEPS, manager=manager, server=SERVER)
     _every_rank_finished_alike(run)
     assert run.in_network
-    assert run.agg_ops["completed"] >= STEPS * -(-run.reports[0]["parameters"] // 64)   # the switches added
+    # the switches added every frame of the lab's size (LAB_FRAME_VALUES, the job's and the replay's)
+    assert run.agg_ops["completed"] >= STEPS * -(-run.reports[0]["parameters"] // LAB_FRAME_VALUES)
     assert run.server.get("packets_in", -1) == 0
     # the switches add integers (no order to differ in): the replay's sums to the bit, so its loss
     # curve (a ring's float additions already differ by ~1e-7); the replay itself stays within the

@@ -227,10 +227,10 @@ def test_an_allreduce_tree_is_drawn_while_it_runs_and_its_progress_counted(page)
 
     manager = JobManager(page.lab.controller)
     workers, server = spread_workers(page.lab.fabric, 4)
-    elements = 8192                              # 128 chunks of 64 values
+    elements = 8192                              # 128 chunks of 64 values: long enough to be seen running
     done: dict = {}
     runner = threading.Thread(target=lambda: done.update(result=run_allreduce(
-        page.lab, manager, "innetwork", workers, server, elements=elements)))
+        page.lab, manager, "innetwork", workers, server, elements=elements, frame_values=64)))
     runner.start()
     try:
         def tree_drawn() -> bool:
