@@ -32,7 +32,8 @@ from hostagent.collectives.algorithms import halving_doubling, hierarchical, pai
 from hostagent.collectives.arrays import CODES, DTYPES, ReduceOp, dtype_name
 from hostagent.collectives.headers import CallHeader, NonFinite, Refused, agree
 from hostagent.collectives.links import SUBGROUP_BITS, Link, call_id, make_tag
-from hostagent.collectives.reliable import Aborted, CollectiveError, ReliableTransport, TransportConfig
+from hostagent.collectives.host_path import open_transport
+from hostagent.collectives.reliable import Aborted, CollectiveError, TransportConfig
 
 P2P_CALL = 0  # send/recv tags live in call 0, which no collective uses
 DEFAULT_TIMEOUT_S = 30.0
@@ -114,7 +115,7 @@ class ProcessGroup:
         aggregation: Any = None,
         transport: TransportConfig = TransportConfig(),
     ) -> None:
-        self.transport = ReliableTransport(rank, peers, group_id, transport)
+        self.transport = open_transport(rank, peers, group_id, transport)
         self._start(list(range(len(peers))), 0, timeout_s, groups if groups is not None else choice.groups_by_subnet(peers),
                     aggregation)
 

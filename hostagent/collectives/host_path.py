@@ -7,7 +7,8 @@
     native   the native engine, or the transport refuses to start, saying why
     python   the Python reference (hostagent.collectives.reliable)
 
-Chosen by TransportConfig(host_path=...), else the environment's AIFABRIC_HOST_PATH, else auto.
+Chosen by TransportConfig(host_path=...), else the environment's AIFABRIC_HOST_PATH, else auto;
+`open_transport(rank, peers, group, config)` makes the transport on the chosen path.
 The library is built once per source text and compiler (cached in AIFABRIC_HOST_PATH_CACHE or
 ~/.cache/aifabric/hostpath; CC names the compiler) and loaded once per process. RoCEv2 framing
 (TransportConfig(rocev2=True)) runs on either path; a process's groups on one address share its
@@ -18,6 +19,8 @@ from __future__ import annotations
 import ctypes
 import os
 from dataclasses import dataclass
+
+from hostagent.collectives.reliable import HOST_PATHS, ReliableTransport, TransportConfig
 
 ENV = "AIFABRIC_HOST_PATH"
 
@@ -35,7 +38,6 @@ class Choice:
 
 def requested(config) -> tuple[str, str]:
     """(mode, where it was asked for): the config's host_path, else AIFABRIC_HOST_PATH, else auto."""
-    from hostagent.collectives.reliable import HOST_PATHS
     if config.host_path is not None:
         return config.host_path, "host_path"
     mode = os.environ.get(ENV, "").strip()
@@ -62,3 +64,18 @@ def choose(config) -> Choice:
     if mode == "native":
         raise HostPathUnavailable(f"host path native ({where}) cannot run: {why_not}")
     return Choice("python", f"auto: {why_not}")
+
+
+def open_transport(rank: int, peers: list[tuple[str, int]], group: int = 0,
+                   config: TransportConfig = TransportConfig()) -> ReliableTransport:
+    """A group's transport on the host path ``config`` chooses (`choose`): the native engine's
+    NativeTransport or the Python reference, either saying which it is and why (host_path,
+    host_path_reason); HostPathUnavailable when "native" was asked for and cannot run."""
+    choice = choose(config)
+    if choice.path == "native":
+        from hostagent.collectives.native import NativeTransport
+        transport: ReliableTransport = NativeTransport(rank, peers, group, config, library=choice.library)
+    else:
+        transport = ReliableTransport(rank, peers, group, config)
+    transport.host_path, transport.host_path_reason = choice.path, choice.reason
+    return transport

@@ -19,10 +19,10 @@ starting and is only given up at the call's deadline.
 A rank that gives up on a call sends ABORT (a few unacknowledged copies) to everyone naming the
 cause, so the others raise at once instead of waiting out their own deadline.
 
-This module is the reference. `ReliableTransport(...)` is made on the host path its config asks
-for (`TransportConfig.host_path`, hostagent.collectives.host_path): by default the native
-engine (hostagent.collectives.native: the same protocol in C, its own thread, batched socket
-calls) where the machine's C compiler builds it, else this Python code; `host_path` and
+This module is the reference. `hostagent.collectives.host_path.open_transport(...)` makes a
+transport on the host path its config asks for (`TransportConfig.host_path`): by default the
+native engine (hostagent.collectives.native: the same protocol in C, its own thread, batched
+socket calls) where the machine's C compiler builds it, else this Python code; `host_path` and
 `host_path_reason` on the transport (and in ProcessGroup.stats()) say which runs and why.
 """
 
@@ -135,20 +135,10 @@ class TransportConfig:
 
 class ReliableTransport:
     """Messages to and from the other ranks of one group; `peers[r]` is rank r's (ip, port).
-    Made on the host path the config chooses: this class (the Python reference) or its native
-    twin, hostagent.collectives.native.NativeTransport (same methods, same errors)."""
+    The Python reference; its native twin, hostagent.collectives.native.NativeTransport, has the
+    same methods and errors, and host_path.open_transport makes the one the config chooses."""
 
-    def __new__(cls, rank: int, peers: list[tuple[str, int]], group: int = 0,
-                config: TransportConfig = TransportConfig()) -> ReliableTransport:
-        from hostagent.collectives import host_path
-        choice = host_path.choose(config)
-        if cls is ReliableTransport and choice.path == "native":
-            from hostagent.collectives.native import NativeTransport
-            cls = NativeTransport
-        transport = super().__new__(cls)
-        transport.host_path, transport.host_path_reason = choice.path, choice.reason
-        transport._library = choice.library
-        return transport
+    host_path, host_path_reason = "python", "made as the Python reference itself"
 
     def __init__(self, rank: int, peers: list[tuple[str, int]], group: int = 0,
                  config: TransportConfig = TransportConfig()) -> None:

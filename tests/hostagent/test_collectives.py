@@ -27,7 +27,8 @@ from hostagent.collectives.arrays import DTYPES, UNIT_ROUNDOFF, sum_error_bound
 from hostagent.collectives.group import ALGORITHMS, Op, ProcessGroup, Work
 from hostagent.collectives.headers import Mismatch, NonFinite
 from hostagent.collectives.ps import JobSpec, ParameterServer
-from hostagent.collectives.reliable import CollectiveError, ReliableTransport, TransportConfig
+from hostagent.collectives.host_path import open_transport
+from hostagent.collectives.reliable import CollectiveError, TransportConfig
 from hostagent.collectives.tensors import check_aggregated
 
 pytestmark = pytest.mark.usefixtures("host_path")  # every test once per host path (conftest.py)
@@ -278,7 +279,7 @@ def test_delayed_acknowledgements_cover_every_packet_without_a_resend() -> None:
     delayed) before the first retransmission timeout could pass, so nothing is sent twice."""
     net = fresh_net()
     peers = [(net + "10", PORT), (net + "11", PORT)]
-    a, b = (ReliableTransport(r, peers, config=TransportConfig(rto_s=1.5)) for r in range(2))
+    a, b = (open_transport(r, peers, config=TransportConfig(rto_s=1.5)) for r in range(2))
     try:
         deadline = time.monotonic() + 5.0
         for tag in range(3):

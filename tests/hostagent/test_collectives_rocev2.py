@@ -15,7 +15,8 @@ from loopback_ranks import fresh_net, run_parallel
 
 from hostagent.collectives import rocev2
 from hostagent.collectives.group import ProcessGroup
-from hostagent.collectives.reliable import HEADER, MAGIC, PAYLOAD, Kind, ReliableTransport, TransportConfig
+from hostagent.collectives.host_path import open_transport
+from hostagent.collectives.reliable import HEADER, MAGIC, PAYLOAD, Kind, TransportConfig
 from hostagent.collectives.rocev2 import frame, qp_for, unframe
 from hostagent.traffic.flows import ROCEV2_PORT
 from hostagent.traffic.ratecontrol import RateClient, frame_bytes
@@ -46,7 +47,7 @@ def test_on_the_wire_a_bth_to_port_4791_ecn_capable_from_the_groups_port() -> No
     sniff.bind((net + "2", ROCEV2_PORT))
     sniff.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
     sniff.settimeout(2.0)
-    t = ReliableTransport(0, peers, 7, TransportConfig(rocev2=True, rto_s=5.0))
+    t = open_transport(0, peers, 7, TransportConfig(rocev2=True, rto_s=5.0))
     try:
         t.send(1, 0x33, b"CL-packet", time.monotonic() + 2.0)
         packets = []
@@ -105,7 +106,7 @@ def test_a_rate_message_paces_its_queue_pair_and_no_other() -> None:
     sinks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in peers[1:]]
     for s, p in zip(sinks, peers[1:]):
         s.bind((p[0], ROCEV2_PORT))
-    t = ReliableTransport(0, peers, 2, TransportConfig(rocev2=True, rate_control_port=rate_port, rto_s=5.0))
+    t = open_transport(0, peers, 2, TransportConfig(rocev2=True, rate_control_port=rate_port, rto_s=5.0))
     client = RateClient(rate_port)
     try:
         count = 21

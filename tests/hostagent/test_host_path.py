@@ -26,7 +26,7 @@ from loopback_ranks import fresh_net, run_parallel
 from test_collectives import MATRIX, assert_equal, check_cell, tensor
 
 from hostagent.collectives.group import ProcessGroup
-from hostagent.collectives.host_path import ENV, HostPathUnavailable
+from hostagent.collectives.host_path import ENV, HostPathUnavailable, open_transport
 from hostagent.collectives.native.binding import CACHE_ENV
 from hostagent.collectives.reliable import (HEADER, MAGIC, PAYLOAD, SACK, Kind, ReliableTransport,
                                             TransportConfig)
@@ -71,7 +71,7 @@ def facing_a_bare_peer(path: str, rank: int, rto_s: float) -> Iterator[tuple[Rel
     net = fresh_net()
     peers = [(net + "10", PORT), (net + "11", PORT)]
     peer = bare_peer(peers[1 - rank])
-    t = ReliableTransport(rank, peers, GROUP, TransportConfig(host_path=path, rto_s=rto_s))
+    t = open_transport(rank, peers, GROUP, TransportConfig(host_path=path, rto_s=rto_s))
     try:
         assert t.host_path == path
         yield t, peer, peers
@@ -112,8 +112,8 @@ def test_acknowledgements_are_cumulative_selective_delayed_and_at_once_for_a_cop
 def test_lost_packets_are_sent_again_counted_and_every_message_arrives(path: str) -> None:
     net = fresh_net()
     peers = [(net + "10", PORT), (net + "11", PORT)]
-    a = ReliableTransport(0, peers, GROUP, TransportConfig(host_path=path, rto_s=0.02, drop_outgoing=0.1, drop_seed=4))
-    b = ReliableTransport(1, peers, GROUP, TransportConfig(host_path=path, rto_s=0.02))
+    a = open_transport(0, peers, GROUP, TransportConfig(host_path=path, rto_s=0.02, drop_outgoing=0.1, drop_seed=4))
+    b = open_transport(1, peers, GROUP, TransportConfig(host_path=path, rto_s=0.02))
     try:
         messages = [np.random.default_rng(i).integers(0, 255, 10_000 + i, dtype=np.uint8) for i in range(20)]
         deadline = time.monotonic() + 20.0
@@ -134,7 +134,7 @@ def test_malformed_datagrams_are_counted_stale_and_never_stop_the_transport(path
     net = fresh_net()
     peers = [(net + str(10 + r), PORT) for r in range(3)]
     junk_from = bare_peer(peers[0])
-    t = ReliableTransport(1, peers, GROUP, TransportConfig(host_path=path, rto_s=5.0))
+    t = open_transport(1, peers, GROUP, TransportConfig(host_path=path, rto_s=5.0))
     junk = [b"", b"C", b"XL" + bytes(40), packet(Kind.DATA, 0, 0, 1, 0, 1)[:HEADER.size - 1],
             packet(Kind.DATA, 0, 0, 1, 0, 1, b"x", group=GROUP + 1),      # another group
             packet(Kind.DATA, 7, 0, 1, 0, 1, b"x"),                         # no rank 7 in a group of 3
@@ -271,7 +271,7 @@ def test_auto_falls_back_to_python_saying_why_when_the_engine_cannot_build(monke
     net = fresh_net()
     peers = [(net + "10", PORT), (net + "11", PORT)]
     if native_missing() is None:                # where it builds, auto is native
-        t = ReliableTransport(0, peers, GROUP)
+        t = open_transport(0, peers, GROUP)
         assert t.host_path == "native" and "auto: the machine's C compiler built it" in t.host_path_reason
         t.close()
     monkeypatch.setenv("CC", "no-such-cc")
@@ -289,7 +289,7 @@ def test_auto_falls_back_to_python_saying_why_when_the_engine_cannot_build(monke
         for pg in pgs:
             pg.close()
     with pytest.raises(HostPathUnavailable, match="host path native .* cannot run: .*no C compiler"):
-        ReliableTransport(0, peers, GROUP, TransportConfig(host_path="native"))
+        open_transport(0, peers, GROUP, TransportConfig(host_path="native"))
 
 
 def test_rank_programs_report_the_path_they_ran_and_why(tmp_path) -> None:
@@ -313,7 +313,7 @@ def test_choices_that_cannot_be_are_refused(monkeypatch) -> None:
         TransportConfig(host_path="fast")
     monkeypatch.setenv(ENV, "fast")
     with pytest.raises(ValueError, match="AIFABRIC_HOST_PATH='fast' is not one of"):
-        ReliableTransport(0, [("127.0.0.1", PORT)])
+        open_transport(0, [("127.0.0.1", PORT)])
 
 
 def test_a_mixed_rocev2_group_sums_with_every_algorithm(mixed: list[ProcessGroup]) -> None:

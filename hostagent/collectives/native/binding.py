@@ -107,16 +107,16 @@ def _ipv4(host: str) -> int:
 
 
 class NativeTransport(ReliableTransport):
-    """ReliableTransport on the native engine (made by ReliableTransport(...) when the host path
-    is native): the same methods, attributes and errors."""
+    """ReliableTransport on the native engine ``library`` (host_path.open_transport makes it when
+    the host path is native): the same methods, attributes and errors."""
 
     def __init__(self, rank: int, peers: list[tuple[str, int]], group: int = 0,
-                 config: TransportConfig = TransportConfig()) -> None:
+                 config: TransportConfig = TransportConfig(), *, library: ctypes.CDLL) -> None:
         if not 0.0 <= config.drop_outgoing < 1.0:
             raise ValueError(f"drop_outgoing {config.drop_outgoing} is outside [0, 1)")
         self._settings(rank, peers, group, config)
         self.endpoint = None            # no Python endpoint: the engine owns the socket
-        lib = self._lib = self._library
+        lib = self._lib = library
         sock = bound_socket(self.peers[rank])
         if config.rocev2:
             sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, ECT0)     # switches mark instead of dropping
