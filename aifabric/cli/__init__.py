@@ -66,11 +66,10 @@ os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 from aifabric.cli import topo_args
 from aifabric.containers.compose_project import LINK_POOL
 from aifabric.cli.validate import failover_config, validate
-from aifabric.experiments.aggregation_job import LAB_FRAME_VALUES
 from aifabric.lab.links import rate_arg
 from controller.failover.config import HeartbeatConfig as HeartbeatDefaults
 from hostagent.agent.config import MODES as AGENT_MODES
-from hostagent.collectives.aggregation.protocol import FRAME_VALUES
+from hostagent.collectives.aggregation.protocol import FRAME_VALUES, MAX_FRAME_VALUES
 from softswitch.addr import parse_host_port
 from softswitch.args import OneLineErrors
 from emulation.p4switch import TARGETS
@@ -151,9 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--workers", type=int, default=8,
                       help="demo allreduce/train: workers, spread over racks and pods (default %(default)s)")
     demo.add_argument("--size", type=int, default=262144, help="demo allreduce: tensor elements (default %(default)s)")
-    demo.add_argument("--frame-values", type=int, choices=FRAME_VALUES, default=LAB_FRAME_VALUES,
+    demo.add_argument("--frame-values", type=int, choices=FRAME_VALUES,
                       help="demo allreduce: values an in-network frame carries, whole 64-value blocks; 64 is "
-                           "SwitchML's (default %(default)s, the most a 1500-byte MTU holds)")
+                           f"SwitchML's (default: the lab's jobs', {MAX_FRAME_VALUES}, the most a 1500-byte MTU holds)")
     demo.add_argument("--dtype", choices=("float32", "int32"), default="float32",
                       help="demo allreduce: tensor type (default %(default)s)")
     demo.add_argument("--rate", type=rate_arg, help="demo allreduce/train: every link's rate per direction, "
@@ -400,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
                 return demo_allreduce.run(k=args.k, target=args.target, workers=args.workers, size=args.size,
                                           dtype=args.dtype, json_path=args.json, png_path=args.png,
                                           pipeline=pipeline, rate=args.rate or demo_allreduce.DEFAULT_RATE,
-                                          frame_values=args.frame_values)
+                                          frame_values=args.frame_values or demo_allreduce.LAB_FRAME_VALUES)
             if args.which == "train":
                 from aifabric.experiments import demo_train
                 return demo_train.run(k=args.k, target=args.target, workers=args.workers, steps=args.steps,

@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -157,9 +158,19 @@ def test_each_log_line_is_written_once_and_ends_its_line(tmp_path: Path) -> None
     proc = subprocess.Popen([*AIFABRIC, "controller", "--fabric", str(describe(nowhere, tmp_path / "fabric.json"))],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})     # nothing lost to the kill
-    time.sleep(3)           # its first line is written before it tries the switches
+    # its first line is written before it tries the switches: read until it came (a busy machine
+    # may take many seconds to start the command), then stop the service
+    seen: list[str] = []
+    reader = threading.Thread(target=lambda: seen.extend(iter(proc.stdout.readline, "")), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not any("controlling 3 switches" in line for line in list(seen)):
+        time.sleep(0.1)
+    time.sleep(1)           # a second copy of the line, if the logging wrote one, comes at once
     proc.kill()
-    out, _ = proc.communicate(timeout=30)
+    proc.wait(timeout=30)
+    reader.join(10)
+    out = "".join(seen)
     assert out.count("controlling 3 switches") == 1, out
     first = next(line for line in out.splitlines() if "controlling 3 switches" in line)
     assert first.endswith("(leaf_spine(leaves=2, spines=1, hosts_per_leaf=1))"), out
