@@ -218,8 +218,9 @@ def test_data_parallel_all_reduces_in_the_switches(lab, tmp_path):
     run = run_workload(the_lab, workload, 1, tmp_path / "plan.json", manager=manager)
     _accounting_holds(run, workload, 1)
     assert run.in_network and run.estimate["in_network"]
-    # every chunk of 64 values of every DP all-reduce was finished by a root switch, per group
-    chunks = sum(math.ceil(max(1, op.emulated_bytes // 4) / 64) for g in groups for op in workload.ops(g[0])
+    # every chunk (a frame of the lab's LAB_FRAME_VALUES values) of every DP all-reduce was finished
+    # by a root switch, per group
+    chunks = sum(math.ceil(max(1, op.emulated_bytes // 4) / LAB_FRAME_VALUES) for g in groups for op in workload.ops(g[0])
                  if op.stream.value == "dp" and op.kind.value == "all_reduce")
     assert chunks > 0 and run.agg_ops["completed"] >= chunks, (run.agg_ops, chunks)
     assert run.server_stats.get("packets_in", -1) == 0                   # the fallback aggregator saw nothing
