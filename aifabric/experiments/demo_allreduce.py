@@ -9,6 +9,7 @@ from pathlib import Path
 
 from aifabric.lab import report
 from aifabric.experiments.aggregation_job import LAB_FRAME_VALUES
+from aifabric.experiments.collectives_bench import in_network_ceiling
 from aifabric.experiments.allreduce_lab import ALGORITHMS, CELLS, RunResult, run_allreduce, spread_workers
 from aifabric.lab.links import LinkPlan, LinkRate, limit_links
 from aifabric.lab.lab import Lab
@@ -54,7 +55,7 @@ def run(k: int = 4, target: str = "softswitch", workers: int = 8, size: int = 26
     innet, ring = results[0], results[1]
     if innet.ok and ring.ok:
         print(f"\nin-network / ring algorithm bandwidth: {innet.algbw_mbps / ring.algbw_mbps:.2f}x "
-              f"(the bytes on each host link bound it at {in_network_bound(plan, workers, frame_values):.2f}x: "
+              f"(the bytes on each host link bound it at {in_network_ceiling(plan, workers, frame_values):.2f}x: "
               f"{frame_values}-value frames against the ring's)")
         print(f"switches: {innet.agg_ops}; parameter server packets during the in-network run: "
               f"{innet.server.get('packets_in', 0)}")
@@ -106,10 +107,3 @@ def draw(path: Path, results: list[RunResult]) -> None:
     b.legend()
     report.save_figure(fig, path)
 
-
-def in_network_bound(plan: LinkPlan, workers: int, frame_values: int) -> float:
-    """How much faster in-network all_reduce can be than the ring on these links: each worker
-    sends its tensor once in frames of ``frame_values`` values, the ring 2(n-1)/n of it in its own
-    frames (collectives_bench.in_network_ceiling)."""
-    from aifabric.experiments.collectives_bench import in_network_ceiling
-    return in_network_ceiling(plan, workers, frame_values)
