@@ -137,6 +137,7 @@ class FailureHandler:
         if link_timeout_us is not None and self.link_timeout_us is not None:
             self.link_timeout_us = max(self.link_timeout_us, min(link_timeout_us, LT.MAX_TIMEOUT_US))
         self.link_timeout_changes: list[LT.Change] = []
+        self.skips = LT.Skips()       # ports skipped by a switch, waiting to be judged spurious or real
         self._seq = 0
         self._sessions: dict[str, int] = {}
         self._resync: set[str] = set()
@@ -375,27 +376,28 @@ class FailureHandler:
     # --- the data plane's link-heartbeat timeout ------------------------------------------
 
     def _link_timeout_loop(self) -> None:
-        """Every CHECK_EVERY_S, the packets each switch moved off each port; moves between the
-        two readings before are spurious if the controller heard that port in a round sent after
-        the second of them (the link was up after the moves) and its state did not change: then
-        the timeout is raised; after CALM_S without any it is lowered again
-        (`controller.failover.link_timeout`)."""
-        older = newer = None             # (time, round sent by then, moved per port)
-        calm_since = time.monotonic()
+        """Every CHECK_EVERY_S, the packets each switch moved off each port; a move is spurious
+        once the controller hears that port, alive, in a round sent after the move was read, and
+        its state did not change: then the timeout is raised; after CALM_S without any it is
+        lowered again (`controller.failover.link_timeout`)."""
+        skips, calm_since = self.skips, time.monotonic()
         while not self._stop.wait(LT.CHECK_EVERY_S):
-            reading = (time.monotonic(), self._seq, self._moved_per_port())
-            if older is not None and newer is not None:
-                since, seq, changed = older[0], newer[1], {(e.switch, e.port) for e in self.events if e.decided >= older[0]}
-                ports = LT.spurious(older[2], newer[2], lambda p: self.monitor.last_round(p) > seq
-                                    and self.monitor.is_alive(p) and p not in changed)
-                if ports:
-                    calm_since = reading[0]
-                    if self.link_timeout_us < LT.MAX_TIMEOUT_US:
-                        self._set_link_timeout(LT.raised(self.link_timeout_us), sorted(ports), since)
-                elif reading[0] - calm_since > LT.CALM_S and self.link_timeout_us > self.config.link_timeout_us:
-                    calm_since = reading[0]
-                    self._set_link_timeout(LT.lowered(self.link_timeout_us, self.config.link_timeout_us), [], since)
-            older, newer = newer, reading
+            moved = self._moved_per_port()
+            now = time.monotonic()
+            skips.read(moved, self._seq, now)
+            found = skips.spurious(lambda p, seq: self.monitor.last_round(p) > seq and self.monitor.is_alive(p),
+                                   self._changed_since, now)
+            if found:
+                calm_since = now
+                if self.link_timeout_us < LT.MAX_TIMEOUT_US:
+                    self._set_link_timeout(LT.raised(self.link_timeout_us), sorted(found), min(found.values()))
+            elif now - calm_since > LT.CALM_S and self.link_timeout_us > self.config.link_timeout_us:
+                calm_since = now
+                self._set_link_timeout(LT.lowered(self.link_timeout_us, self.config.link_timeout_us), [], now)
+
+    def _changed_since(self, port: PortKey, since: float) -> bool:
+        """A state change of ``port`` (found dead or alive again) decided at ``since`` or later."""
+        return any((e.switch, e.port) == port and e.decided >= since for e in reversed(self.events))
 
     def _moved_per_port(self) -> dict[PortKey, int]:
         """Packets each switch moved off each of its fabric ports so far (one Read per switch)."""

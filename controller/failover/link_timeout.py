@@ -11,18 +11,22 @@ move it is halved again, down to the configured value. So detection stays as fas
 machine allows and no slower than it must; every change is recorded and logged, a raise with the
 ports that caused it.
 
-`spurious(moved_before, moved_after, heard_since)` is the decision, without I/O.
+A switch's skip is judged once the controller hears that port in a round sent after the move was
+read (spurious), or sees its state change (a real failure): on a busy machine that round can
+arrive several readings later, so a skipped port waits for its verdict (`Skips`, without I/O)
+rather than being judged on the next reading alone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 PortKey = tuple[str, int]
 MAX_TIMEOUT_US = 500_000       # never wait more than half a second before skipping a silent port
 CHECK_EVERY_S = 2.0            # how often the failed_over counters are read
 CALM_S = 60.0                  # no spurious move for this long: the timeout is halved again
+VERDICT_WAIT_S = 20.0          # a skipped port neither heard nor changed for this long gets no verdict
 
 
 @dataclass(frozen=True)
@@ -37,11 +41,39 @@ class Change:
     ports: tuple[PortKey, ...]
 
 
-def spurious(moved_before: Mapping[PortKey, int], moved_after: Mapping[PortKey, int],
-             heard_since: Callable[[PortKey], bool]) -> set[PortKey]:
-    """Ports whose ``failed_over`` count grew between the two readings although the port was
-    heard since the second one (``heard_since``): a switch skipped a port that was alive."""
-    return {port for port, n in moved_after.items() if n > moved_before.get(port, 0) and heard_since(port)}
+@dataclass
+class Skips:
+    """Ports a switch moved packets off (their ``failed_over`` count grew between two readings),
+    each waiting for its verdict: heard again after the move, alive, with no state change since
+    (a spurious skip: the link was up), or its state changed (a real failure: no verdict)."""
+
+    last: dict[PortKey, int] | None = None
+    # port -> (the heartbeat round sent after the reading that saw its move, when the move may have begun)
+    waiting: dict[PortKey, tuple[int, float]] = field(default_factory=dict)
+    last_at: float = 0.0
+
+    def read(self, moved: Mapping[PortKey, int], round_sent: int, now: float) -> None:
+        """``moved``: the ``failed_over`` counts read at ``now``; ``round_sent``: the newest
+        heartbeat round, taken after they were read (a later round was sent after the moves)."""
+        if self.last is not None:
+            for port, n in moved.items():
+                if n > self.last.get(port, 0):
+                    self.waiting.setdefault(port, (round_sent, self.last_at))
+        self.last, self.last_at = dict(moved), now
+
+    def spurious(self, heard_after: Callable[[PortKey, int], bool],
+                 changed_since: Callable[[PortKey, float], bool], now: float) -> dict[PortKey, float]:
+        """Waiting ports heard (``heard_after(port, round)``: alive, a later round heard) with no
+        state change since their move (``changed_since(port, t)``), each with when its move may
+        have begun; they wait no more, nor do those that changed or waited VERDICT_WAIT_S."""
+        found = {}
+        for port, (round_sent, since) in list(self.waiting.items()):
+            if changed_since(port, since) or now - since > VERDICT_WAIT_S:
+                del self.waiting[port]
+            elif heard_after(port, round_sent):
+                found[port] = since
+                del self.waiting[port]
+        return found
 
 
 def raised(timeout_us: int) -> int:

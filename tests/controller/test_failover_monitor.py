@@ -111,14 +111,28 @@ def test_the_stretch_is_capped():
 
 
 def test_moves_off_a_port_still_heard_are_spurious_and_raise_the_link_timeout():
-    from controller.failover.link_timeout import MAX_TIMEOUT_US, lowered, raised, spurious
+    from controller.failover.link_timeout import MAX_TIMEOUT_US, VERDICT_WAIT_S, Skips, lowered, raised
 
-    before = {A: 10, B: 0, ("s3", 1): 5}
-    after = {A: 25, B: 7, ("s3", 1): 5}
-    heard = {A: True, B: False, ("s3", 1): True}      # B went silent: a cut, its moves are real
-    assert spurious(before, after, heard.__getitem__) == {A}
-    assert spurious(after, after, heard.__getitem__) == set()
-    assert spurious({}, {A: 1}, heard.__getitem__) == {A}                  # a first move counts
+    C = ("s3", 1)
+    heard_round = {A: 0, B: 0, C: 0}                  # the newest round heard on each port
+    changed: set = set()                              # ports whose state changed
+    skips = Skips()
+
+    def reading(t: float, moved: dict, round_sent: int) -> dict:
+        skips.read(moved, round_sent, t)
+        return skips.spurious(lambda p, r: heard_round[p] > r, lambda p, since: p in changed, t)
+
+    assert reading(0.0, {A: 10, B: 0, C: 5}, 1) == {}                      # the first reading: nothing moved yet
+    assert reading(2.0, {A: 25, B: 7, C: 5}, 3) == {}                      # A and B moved; no later round heard yet
+    heard_round[A] = 2                                                     # a round sent before the reading: no proof
+    assert reading(4.0, {A: 25, B: 7, C: 5}, 5) == {}
+    heard_round[A] = 4                                                     # heard late, two readings on: still judged
+    assert reading(6.0, {A: 25, B: 7, C: 5}, 7) == {A: 0.0}
+    changed.add(B)                                                         # B was found dead: its moves were real
+    heard_round[B] = 9
+    assert reading(8.0, {A: 25, B: 7, C: 5}, 9) == {} and skips.waiting == {}
+    assert reading(10.0, {A: 25, B: 7, C: 6}, 11) == {}                    # C moved, never heard again
+    assert reading(10.0 + VERDICT_WAIT_S + 2.1, {A: 25, B: 7, C: 6}, 13) == {} and skips.waiting == {}
     assert raised(30_000) == 60_000 and raised(400_000) == MAX_TIMEOUT_US == raised(MAX_TIMEOUT_US)
     assert lowered(480_000, 30_000) == 240_000 and lowered(50_000, 30_000) == 30_000 == lowered(30_000, 30_000)
 

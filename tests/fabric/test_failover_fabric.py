@@ -196,7 +196,11 @@ def test_a_switch_starved_of_cpu_raises_the_link_timeout_instead_of_failing_its_
                    for r in handler.link_timeout_changes[changes_before:] for sw, port in r.ports)
 
     # load elsewhere may raise it first, for ports of other switches: wait for the paused one's
-    _wait("the link timeout raised for the paused switch's neighbours", neighbours_named, timeout=4 * CHECK_EVERY_S + 10)
+    try:
+        _wait("the link timeout raised for the paused switch's neighbours", neighbours_named, timeout=4 * CHECK_EVERY_S + 10)
+    except AssertionError as err:
+        raise AssertionError(f"{err}; raises since the pause: {handler.link_timeout_changes[changes_before:]}; "
+                             f"skipped ports still waiting for a verdict: {handler.skips.waiting}") from None
     raises = handler.link_timeout_changes[changes_before:]
     assert all(r.new_us == min(2 * r.old_us, MAX_TIMEOUT_US) and r.ports for r in raises), raises
     assert handler.events[events_before:] == [], "a port of a paused (not failed) switch was found dead"
