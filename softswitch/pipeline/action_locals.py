@@ -53,9 +53,16 @@ def action_locals(js: dict) -> dict[int, tuple[str, ...]]:
 def _action_locals(js: dict) -> dict[int, tuple[str, ...]]:
     if not any(h.get("name") == LOCALS_INSTANCE and h.get("metadata") for h in js.get("headers", [])):
         return {}
+    # one pass: every reference outside the actions, then each action's own (summed into everywhere)
     everywhere: Counter = Counter()
     whole_header = [False]
-    _count_refs(js, everywhere, whole_header)
+    _count_refs({k: v for k, v in js.items() if k != "actions"}, everywhere, whole_header)
+    own: list[tuple[dict, Counter]] = []
+    for action in js.get("actions", []):
+        mine: Counter = Counter()
+        _count_refs(action, mine, whole_header)
+        everywhere.update(mine)
+        own.append((action, mine))
     if whole_header[0]:
         return {}
     callers: Counter = Counter()          # action id -> tables and direct calls that may run it
@@ -69,11 +76,9 @@ def _action_locals(js: dict) -> dict[int, tuple[str, ...]]:
             callers[call.get("action_id")] += 1
     declared = Counter(a.get("id") for a in js.get("actions", []))     # an id declared twice: no locals
     found: dict[int, tuple[str, ...]] = {}
-    for action in js.get("actions", []):
+    for action, mine in own:
         if callers[action.get("id")] != 1 or declared[action.get("id")] != 1:
             continue
-        mine: Counter = Counter()
-        _count_refs(action, mine, whole_header)
         names = tuple(sorted(f for f, n in mine.items() if everywhere[f] == n))
         if names:
             found[action["id"]] = names

@@ -15,6 +15,7 @@ recirculate field lists, packet length, truncation length).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from .action_locals import LOCALS_INSTANCE
 from .errors import ProgramError
@@ -44,11 +45,19 @@ class HeaderType:
     def slots(self) -> int:
         return 1 + len(self.fields) + (1 if self.varbit else 0)
 
-    def field(self, name: str) -> FieldInfo:
+    @cached_property
+    def _by_name(self) -> dict[str, FieldInfo]:
+        # the first of a repeated name, as a scan would find (p4c's scalars type has 540 fields)
+        by_name: dict[str, FieldInfo] = {}
         for f in self.fields:
-            if f.name == name:
-                return f
-        raise ProgramError(f"header type '{self.name}' has no field '{name}'")
+            by_name.setdefault(f.name, f)
+        return by_name
+
+    def field(self, name: str) -> FieldInfo:
+        try:
+            return self._by_name[name]
+        except (KeyError, TypeError):
+            raise ProgramError(f"header type '{self.name}' has no field '{name}'") from None
 
 
 @dataclass(frozen=True)
