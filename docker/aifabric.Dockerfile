@@ -3,7 +3,8 @@
 # dependencies are built once and kept by Docker's layer cache until pyproject.toml changes.
 #
 #   controller          the P4Runtime controller service (`aifabric controller --fabric FILE`)
-#   fabric-softswitch   Mininet and the softswitch target (`docker/fabric-entrypoint.sh`)
+#   fabric-softswitch   Mininet and the softswitch target (`docker/fabric-entrypoint.sh`), its
+#                       switches and hosts on the native paths built in the `native` stage
 #   fabric-bmv2         the same with BMv2's simple_switch_grpc taken from the pinned p4lang image
 #                       (BMV2_IMAGE); only this stage needs that image, so the others build without it
 #
@@ -32,6 +33,17 @@ RUN python3 -c "import tomllib; print('\n'.join(tomllib.load(open('/src/pyprojec
       > /tmp/requirements.txt \
  && aifabric-pip-install 'setuptools>=61' wheel -r /tmp/requirements.txt && rm /tmp/requirements.txt
 
+# The native libraries (softswitch's data path for the committed fabric program, the hosts'
+# engine), compiled here: the fabric image copies the build caches, not the compiler
+# (a cached library needs none: aifabric/containers/native_libraries.py).
+FROM python AS native
+RUN apt-get update -qq \
+ && apt-get install -y -qq --no-install-recommends gcc libc6-dev \
+ && rm -rf /var/lib/apt/lists/*
+COPY . /src
+RUN pip install -q --no-deps --no-build-isolation -e /src    # offline: all it needs is above
+RUN python3 -m aifabric.containers.native_libraries
+
 FROM python AS controller
 COPY . /src
 RUN pip install -q --no-deps --no-build-isolation -e /src    # offline: all it needs is above
@@ -50,6 +62,7 @@ RUN apt-get update -qq \
  && rm -rf /var/lib/apt/lists/*
 COPY . /src
 RUN pip install -q --no-deps --no-build-isolation -e /src    # offline: all it needs is above
+COPY --from=native /root/.cache/aifabric /root/.cache/aifabric
 COPY docker/fabric-entrypoint.sh /usr/local/bin/aifabric-fabric
 WORKDIR /run/aifabric
 ENTRYPOINT ["aifabric-fabric"]

@@ -30,16 +30,16 @@ def build_ahead(program_json: bytes, progress: Callable[[str], None] = lambda ms
 
 def _build_native(program: Program, progress: Callable[[str], None]) -> tuple[bool, str]:
     """(True, what was done) when the native library is built or cached, else (False, why not)."""
-    why = build.missing()
-    if why:
-        return False, f"no native data path: {why}"
     try:
         source = codegen.generate(program).source
     except codegen.Unsupported as e:
         return False, f"no native data path: the native generator cannot do this program: {e}"
     builder = build.NativeBuilder()
     if builder.path(source).exists():
-        return True, "native data path cached"
+        return True, "native data path cached"      # no compiler needed: a container image's case
+    why = build.missing()
+    if why:
+        return False, f"no native data path: {why}"
     progress("building softswitch's native data path for this program (once per machine and program)")
     started = time.monotonic()
     try:

@@ -40,6 +40,7 @@ LINK_POOL = "10.250.0.0/16"     # outside every topology's plan (topologies/READ
 LINK_PREFIX = 29                # two ends, Docker's gateway, room for a restarted task
 MGMT_SUBNET = "10.251.0.0/16"   # the controller and every switch
 P4RUNTIME_PORT = 9559           # P4Runtime's registered port; one switch per container
+RUNTIME_PORT = 9090             # a softswitch's run-time control, on the container's loopback (softswitch-ctl's default)
 DESCRIPTION_PATH = "/etc/aifabric/fabric.json"
 MGMT_NETWORK = "mgmt"
 CONTROLLER = "controller"

@@ -37,7 +37,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from aifabric.containers.compose_project import LINK_POOL, P4RUNTIME_PORT, link_networks
+from aifabric.containers.compose_project import LINK_POOL, P4RUNTIME_PORT, RUNTIME_PORT, link_networks
 from aifabric.lab.description import load
 from topologies.fabric import Fabric, Host, Switch
 from emulation.mininet_topo import OFFLOADS
@@ -167,7 +167,8 @@ def switch_command(target: str, switch: Switch, links: list[Attachment]) -> list
     LOG_DIR.mkdir(parents=True, exist_ok=True)
     return target_command(target, executable, name=switch.name, device_id=switch.device_id,
                           ports=[(at.port, at.interface) for at in links], grpc_port=P4RUNTIME_PORT,
-                          grpc_host="0.0.0.0", log_dir=LOG_DIR)
+                          grpc_host="0.0.0.0", log_dir=LOG_DIR,
+                          runtime_port=None if target == "bmv2" else RUNTIME_PORT)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -83,15 +83,19 @@ class LibraryBuilder:
     def path(self, c_source: str = "") -> Path:
         return self.cache_dir / (self.name(c_source) + ".so")
 
+    def ready(self, c_source: str = "") -> str | None:
+        """Why the library cannot be had here (None: it is cached, or the compiler can build it)."""
+        return None if self.path(c_source).exists() else missing(self.cc)
+
     def build(self, c_source: str = "") -> Path:
         """The library in the cache, built unless it is there (another process building it is
-        waited for). BuildError says what is missing or what failed."""
-        why = missing(self.cc)
-        if why:
-            raise BuildError(why)
-        build_cache.safe_dir(self.cache_dir, BuildError)
+        waited for): a cached library needs no compiler (an image can carry the libraries it
+        was built with and not the compiler). BuildError says what is missing or what failed."""
         name = self.name(c_source)
         path = self.cache_dir / (name + ".so")
+        if not path.exists() and (why := missing(self.cc)):
+            raise BuildError(why)
+        build_cache.safe_dir(self.cache_dir, BuildError)
         with build_cache.locked(self.cache_dir, name):
             if not path.exists():
                 for stale in self.cache_dir.glob(f".{name}-*"):    # a build whose process was killed

@@ -88,13 +88,14 @@ class NativePath:
 
     def _build(self, program: Program) -> NativeProgram:
         from . import build, codegen
-        why = build.missing()
-        if why:
-            raise NativeUnavailable(why)
         try:
             native = codegen.generate(program)
         except codegen.Unsupported as e:
             raise NativeRefused(f"the native generator cannot do this program: {e}") from None
+        builder = build.NativeBuilder(self.cache_dir)
+        why = builder.ready(native.source)      # a cached library needs no compiler
+        if why:
+            raise NativeUnavailable(why)
         try:
             objects = importlib.import_module(f"{__package__}.objects")
         except ImportError:
@@ -103,7 +104,7 @@ class NativePath:
             raise NativeUnavailable("no mirror of P4Runtime writes into the native objects "
                                     "(softswitch.native.objects.NativeObjects) in this build")
         try:
-            library = build.NativeBuilder(self.cache_dir).load(native.source)
+            library = builder.load(native.source)
         except build.BuildError as e:
             raise NativeUnavailable(f"the native library did not build: {e}") from None
         return NativeProgram(program, native, library, partial(_attach, objects.NativeObjects))

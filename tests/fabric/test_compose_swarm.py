@@ -1,6 +1,7 @@
 """`aifabric compose` run for real on Docker Swarm: a k=4 fat-tree with every switch and host a
 container and every link an overlay network, deployed with ``docker stack deploy``; all pairs
-reachable over IPv4 and IPv6, each at its first echo request, ECMP over every core switch, then
+reachable over IPv4 and IPv6, each at its first echo request, ECMP over every core switch, every
+switch on the native data path (the image's prebuilt libraries, no compiler in it), then
 removed with nothing left (services, containers, networks, configs; the swarm itself and its
 docker_gwbridge when this test made them). Twice: on a single-node Swarm, and on two nodes, the second a Docker engine in
 a privileged container (docker/swarm-node.Dockerfile) joined as a worker, with ``--place-pods``
@@ -101,6 +102,17 @@ def test_ecmp_spreads_inter_pod_traffic_over_every_core(deployment: SwarmFabric)
     delta = {core: after[core] - before[core] for core in before}
     assert len(delta) == 4
     assert all(n >= MIN_CORE_PACKETS for n in delta.values()), f"packets per core switch: {delta}"
+
+
+def test_every_switch_container_runs_the_native_data_path(deployment: SwarmFabric) -> None:
+    """The image carries the native libraries built in its `native` stage, not the compiler: each
+    switch runs the fabric program natively, as on a machine with gcc (softswitch-ctl's
+    packet_path in the switch's container)."""
+    paths = {sw.name: json.loads(run(*deployment.exec_argv(sw.name), "softswitch-ctl", "packet_path"))
+             for sw in deployment.fabric.switches}
+    print(f"\npacket_path of {next(iter(paths))}: {paths[next(iter(paths))]}")
+    not_native = {name: p.get("native_refused") for name, p in paths.items() if p.get("native") is not True}
+    assert not_native == {}, f"switches not on the native data path, and why: {not_native}"
 
 
 def test_removal_leaves_nothing(deployment: SwarmFabric) -> None:

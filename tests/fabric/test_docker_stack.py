@@ -1,7 +1,8 @@
 """The Docker stack (docker-compose.yml) run for real: build, up, a live fabric, Prometheus and
-every Grafana panel's query, the live page the controller serves (over HTTP, its changes with and
-without the token it logged, and drawn in a real browser where chromium is installed), the
-controller killed and back, then down with nothing left.
+every Grafana panel's query, switches and hosts on the native paths the image carries prebuilt,
+the live page the controller serves (over HTTP, its changes with and without the token it
+logged, and drawn in a real browser where chromium is installed), the controller killed and
+back, then down with nothing left.
 
 Needs a Docker engine and docker-compose: where they are installed (scripts/bootstrap.sh installs
 them) the test starts dockerd when it is not running and makes the debian:bookworm base image
@@ -246,6 +247,31 @@ def test_stack_fabric_prometheus_and_every_dashboard_query(stack: Stack) -> None
     # the AllReduce panels show the run the ranks reported: its slowest rank's time
     (run,) = stack.query('aifabric_allreduce_run_seconds{algorithm="ring", job_id="1"}')
     assert float(run["value"][1]) == pytest.approx(max(r["time_s"] for r in ranks))
+
+
+def test_switches_and_hosts_run_on_the_native_paths(stack: Stack) -> None:
+    """The fabric image carries the native libraries built in its `native` stage, not a compiler:
+    every switch runs the fabric program natively (softswitch-ctl's packet_path) and a process
+    group's transport runs on the hosts' native engine (its stats' host_path), as on a machine
+    with gcc."""
+    fabric, desc = stack.container("fabric"), stack.description()
+    paths = {sw.name: json.loads(run("docker", "exec", fabric, "softswitch-ctl", "--addr", sw.runtime_address,
+                                     "packet_path")) for sw in desc.switches}
+    print(f"\npacket_path of {desc.switches[0].name}: {paths[desc.switches[0].name]}")
+    not_native = {name: p.get("native_refused") for name, p in paths.items() if p.get("native") is not True}
+    assert not_native == {}, f"switches not on the native data path, and why: {not_native}"
+    h = {x.name: x for x in hosts(stack)}
+    names = ["l0h0", "l1h0"]
+    peers = ",".join(desc.host(n).ipv4.split("/")[0] for n in names)
+    procs = [h[n].popen([CONTAINER_PYTHON, "-m", "hostagent.collectives.runner", "--peers", peers, "--rank", str(r),
+                         "--calls", "all_reduce:ring", "--elements", "4097"]) for r, n in enumerate(names)]
+    for name, proc in zip(names, procs):
+        out, _ = proc.communicate(timeout=ALLREDUCE_TIMEOUT_S)
+        lines = [line for line in out.decode().splitlines() if line.startswith("{")]
+        assert proc.returncode == 0 and lines, f"{name}: {out.decode()[-500:]}"
+        report = json.loads(lines[-1])
+        assert report["ok"], report
+        assert report["stats"]["host_path"] == "native", report["stats"].get("host_path_reason")
 
 
 def test_the_controller_serves_the_live_page(stack: Stack) -> None:

@@ -93,3 +93,19 @@ def test_a_fabric_s_program_is_built_ahead_natively_and_its_switches_start_nativ
                                                "native_refusals": 0}
     finally:
         switch.stop()
+
+
+@pytest.mark.skipif(build.missing() is not None, reason=f"native data path: {build.missing()}")
+def test_a_cached_library_runs_where_no_compiler_is(tmp_path: Path, monkeypatch):
+    """An image carries the native libraries built in a stage with a compiler, not the compiler
+    (docker/aifabric.Dockerfile): the program's cached library is used with no compiler on PATH,
+    and build_ahead finds it; where nothing is cached, the missing compiler is named."""
+    program = Program(FABRIC.read_bytes())
+    assert NativePath("on", cache_dir=tmp_path).prepare(program) is not None        # built here
+    monkeypatch.setenv("PATH", str(tmp_path / "no-bin"))
+    assert build.missing() is not None
+    assert NativePath("on", cache_dir=tmp_path).prepare(program) is not None        # loaded, not built
+    monkeypatch.setenv("SOFTSWITCH_CACHE", str(tmp_path))
+    assert build_ahead(FABRIC.read_bytes()) == "native data path cached"
+    with pytest.raises(NativeUnavailable, match="no C compiler"):
+        NativePath("on", cache_dir=tmp_path / "empty").prepare(program)
