@@ -171,6 +171,14 @@ class PortMonitor:
         with self._lock:
             return self._ports[port].alive
 
+    def state(self, port: PortKey, now: float) -> dict:
+        """What the monitor holds of ``port`` (for a report of why it is or is not dead yet)."""
+        with self._lock:
+            st = self._ports[port]
+            return {"alive": st.alive, "silent_s": round(now - st.last_heard, 3), "last_round": st.last_seq,
+                    "missed": st.missed, "deadline_in_s": round(st.deadline - now, 3),
+                    "stretch_s": round(self._stretch(), 3)}
+
     def last_round(self, port: PortKey) -> int:
         """The newest heartbeat round heard on ``port`` (0: none yet)."""
         with self._lock:

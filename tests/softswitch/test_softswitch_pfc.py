@@ -127,10 +127,15 @@ def test_headroom_absorbs_what_came_after_xoff_and_beyond_it_drops_are_counted_a
         sw.send(1, [frame(i, SIZE) for i in range(12)])
     got = sw.seqs(2, 12, timeout=1.0 + 12 * 0.02048)
     c = sw.klass(1, CLASS)
-    # 1 left at once; XOFF at the 3rd counted; headroom held what came after it
-    assert c["at_xoff_frames"] == 3 and c["lossless_drops"] == lost
-    assert len(got) == 12 - lost and c["buffer_peak"] == min(11, 3 + headroom // SIZE) * SIZE
-    assert sw.dp.counters.lossless_drops == lost and sw.klass(2, CLASS)["drops"] == 0
+    drops, peak = c["lossless_drops"], c["buffer_peak"] // SIZE
+    # Each of the 12 frames was dropped, in the buffer at its peak, or gone out before: the first
+    # leaves at once where the switch reads the burst in two batches, none where it reads all 12
+    # in one (a busy machine's case). XOFF at the 3rd buffered frame; the headroom held what came after.
+    left_before = 12 - drops - peak
+    assert left_before in (0, 1) and peak == min(12 - left_before, 3 + headroom // SIZE), c
+    assert c["at_xoff_frames"] == 3 and drops == lost + (1 - left_before if lost else 0), c
+    assert len(got) == 12 - drops
+    assert sw.dp.counters.lossless_drops == drops and sw.klass(2, CLASS)["drops"] == 0
 
 
 @pytest.mark.parametrize("action", ["drop", "forward"])
