@@ -12,13 +12,16 @@ from topologies.fabric import Role
 Progress = Callable[[str], None]
 
 
-def all_pairs(lab: Lab, family: str, progress: Progress | None = None, nic: int = 0) -> traffic.Reachability:
+def all_pairs(lab: Lab, family: str, progress: Progress | None = None, nic: int = 0,
+              wait_s: int = 2) -> traffic.Reachability:
     """Every host pings every other host over ``ipv4`` or ``ipv6``, at the address of its NIC
-    number ``nic`` (1: a dual-plane host's NIC on the second plane)."""
+    number ``nic`` (1: a dual-plane host's NIC on the second plane), waiting ``wait_s`` for
+    each answer."""
     plan = {h.name: h.nics()[nic] for h in lab.fabric.hosts}
     hosts = [lab.host(h.name) for h in lab.fabric.hosts]
     attr = "ip4" if family == "ipv4" else "ip6"
-    return traffic.all_pairs_ping(hosts, lambda h: str(getattr(plan[h.name], attr).ip), family, progress)
+    return traffic.all_pairs_ping(hosts, lambda h: str(getattr(plan[h.name], attr).ip), family, progress,
+                                  wait_s=wait_s)
 
 
 def memory_mib(pids: dict[str, int]) -> dict[str, Measured[float]]:

@@ -40,20 +40,20 @@ class Reachability:
 
 
 def all_pairs_ping(hosts: Sequence, addr_of: Callable[[object], str], family: str = "ipv4",
-                   progress: Progress | None = None, attempts: int = 3) -> Reachability:
+                   progress: Progress | None = None, attempts: int = 3, wait_s: int = 2) -> Reachability:
     """Ping every other host from every host; a pair counts as reached when any of
     ``attempts`` echo requests is answered.
 
     Paced by the fabric itself: the sources run in parallel, but each sends one echo request
-    at a time and waits for its answer (or 2 s) before the next, so at most one request per
-    host is in flight and a slow but correct target is never flooded; a lossy one still
-    loses pairs."""
+    at a time and waits for its answer (or ``wait_s``, whole seconds) before the next, so at
+    most one request per host is in flight and a slow but correct target is never flooded; a
+    lossy one still loses pairs."""
     procs = []
     flag = "-6" if family == "ipv6" else "-4"
     for src in hosts:
         targets = " ".join(shlex.quote(addr_of(d)) for d in hosts if d is not src)
         script = (f"for d in {targets}; do r=fail; for i in $(seq {attempts}); do "
-                  f"if ping {flag} -n -q -c 1 -W 2 $d >/dev/null 2>&1; then r=ok; break; fi; done; "
+                  f"if ping {flag} -n -q -c 1 -W {int(wait_s)} $d >/dev/null 2>&1; then r=ok; break; fi; done; "
                   f"echo $r $i $d; done")
         procs.append((src, src.popen(["bash", "-c", script])))
     by_addr = {addr_of(h): h.name for h in hosts}
@@ -80,7 +80,7 @@ def all_pairs_ping(hosts: Sequence, addr_of: Callable[[object], str], family: st
     by_name = {h.name: h for h in hosts}
     retried = [pair for pair, ok in results.items() if not ok]
     for a, b in retried:
-        out = by_name[a].cmd(f"ping {flag} -n -q -c {attempts} -i 0.2 -W 2 {shlex.quote(addr_of(by_name[b]))}")
+        out = by_name[a].cmd(f"ping {flag} -n -q -c {attempts} -i 0.2 -W {int(wait_s)} {shlex.quote(addr_of(by_name[b]))}")
         received = re.search(r"(\d+) received", out)
         results[(a, b)] = bool(received) and int(received.group(1)) > 0
     if retried and progress:
