@@ -133,6 +133,10 @@ class FailureHandler:
         # per (switch, port): a port's egress counter counts these packet-outs besides its data
         self.heartbeats_sent_on: Counter[PortKey] = Counter()
         self.heartbeats_heard = 0
+        # heartbeats this handler did not send (an earlier handler's, delivered late): not evidence
+        # of anything here, and their rounds would stand ahead of this handler's own
+        self.heartbeats_not_ours = 0
+        self._started_ns = time.monotonic_ns()
         self.link_timeout_us = self.config.link_timeout_us     # raised when the machine makes it too short
         if link_timeout_us is not None and self.link_timeout_us is not None:
             self.link_timeout_us = max(self.link_timeout_us, min(link_timeout_us, LT.MAX_TIMEOUT_US))
@@ -259,6 +263,9 @@ class FailureHandler:
             if beat is None:
                 return False
             now_ns = time.monotonic_ns()
+            if beat.sent_ns < self._started_ns or beat.seq > self._seq:
+                self.heartbeats_not_ours += 1
+                return True
             port = self.p4info.packet_in_metadata(packet).get(PacketIn.INGRESS_PORT)
             expected = self._peer.get((switch, port))  # type: ignore[arg-type]
             if expected == (self._names.get(beat.device_id), beat.port):
@@ -394,6 +401,11 @@ class FailureHandler:
             elif now - calm_since > LT.CALM_S and self.link_timeout_us > self.config.link_timeout_us:
                 calm_since = now
                 self._set_link_timeout(LT.lowered(self.link_timeout_us, self.config.link_timeout_us), [], now)
+
+    @property
+    def rounds_sent(self) -> int:
+        """Heartbeat rounds sent so far (a round: one heartbeat out of every fabric port)."""
+        return self._seq
 
     def _changed_since(self, port: PortKey, since: float) -> bool:
         """A state change of ``port`` (found dead or alive again) decided at ``since`` or later."""

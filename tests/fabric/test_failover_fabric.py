@@ -67,7 +67,13 @@ def _wait(what: str, predicate, timeout: float = WAIT_S, handler=None) -> None:
     """``predicate`` true within ``timeout`` s; for a verdict of ``handler``'s, within ``timeout``
     beyond its detection time as heartbeats arriving late stretch it (tests/failure_waits.py)."""
     if handler is not None:
-        wait_for_verdict(handler, what, predicate, timeout)
+        try:
+            wait_for_verdict(handler, what, predicate, timeout)
+        except AssertionError as err:     # were heartbeats heard at all meanwhile?
+            newest = max(handler.monitor.last_round(p) for p in handler.monitor.ports)
+            raise AssertionError(f"{err}; the newest heartbeat round heard on any port {newest} of "
+                                 f"{handler.rounds_sent} sent, {handler.heartbeats_heard} heard, "
+                                 f"{handler.heartbeats_not_ours} not its own") from None
         return
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -429,8 +435,7 @@ def test_data_plane_failover_alone_carries_the_way_up_without_a_reroute(lab):
             links = subprocess.run(["ip", "-br", "link", "show"], capture_output=True, text=True).stdout
             names = {f"{sw}-eth{port}" for sw, port in link.ends()}
             cut = [line for line in links.splitlines() if line.split("@")[0] in names]
-            raise AssertionError(f"{err}; the ends: {ends}; their interfaces: {cut}; "
-                                 f"heartbeats heard: {handler.heartbeats_heard}") from None
+            raise AssertionError(f"{err}; the ends: {ends}; their interfaces: {cut}") from None
         _wait("port_status written at both ends",
               lambda: len([e for e in handler.events if not e.alive and e.written is not None]) == 2)
         up.check_carried_by_backup(300)
