@@ -166,6 +166,9 @@ class SwitchAgent:
         self.connect_timeout = connect_timeout
         self._on_stream_broken = on_stream_broken
         self.conn: SwitchConnection | None = None
+        # the session on which the switch was last reconciled: it runs the pipeline and its tables
+        # (a restarted switch has a session before that, and answers packet-outs with errors)
+        self.programmed_on: SwitchConnection | None = None
         # Packet-in handlers of every session with this switch (see SwitchConnection).
         self.packet_handlers: list[PacketHandler] = []
         self.status = SwitchStatus(switch.name, switch.device_id, switch.grpc_address)
@@ -310,6 +313,7 @@ class SwitchAgent:
                 self._failed(err)
                 raise
             self._synced(version, todo)
+            self.programmed_on = conn
             log.info("%s: in sync (%s)", self.label, todo.summary())
             return todo
 

@@ -444,6 +444,12 @@ class SwitchConnection:
         self._require_stub()
         self._requests.put(p4runtime_pb2.StreamMessageRequest(packet=packet))
 
+    @property
+    def pending_out(self) -> int:
+        """Stream messages (packet-outs) queued here that the stream has not taken yet: they
+        pile up while this process is too busy to send them."""
+        return self._requests.qsize()
+
     def packet_in(self, timeout: float | None = None) -> p4runtime_pb2.PacketIn | None:
         """The next packet-in, or None after ``timeout`` seconds."""
         try:

@@ -1,6 +1,7 @@
 """Measurements on a running fabric, shared by the demos and the end-to-end tests."""
 from __future__ import annotations
 
+import math
 import time
 from typing import Callable
 
@@ -13,15 +14,25 @@ Progress = Callable[[str], None]
 
 
 def all_pairs(lab: Lab, family: str, progress: Progress | None = None, nic: int = 0,
-              wait_s: int = 2) -> traffic.Reachability:
+              wait_s: int | None = None) -> traffic.Reachability:
     """Every host pings every other host over ``ipv4`` or ``ipv6``, at the address of its NIC
     number ``nic`` (1: a dual-plane host's NIC on the second plane), waiting ``wait_s`` for
-    each answer."""
+    each answer (default: `echo_wait_s`)."""
+    wait_s = echo_wait_s(lab) if wait_s is None else wait_s
     plan = {h.name: h.nics()[nic] for h in lab.fabric.hosts}
     hosts = [lab.host(h.name) for h in lab.fabric.hosts]
     attr = "ip4" if family == "ipv4" else "ip6"
     return traffic.all_pairs_ping(hosts, lambda h: str(getattr(plan[h.name], attr).ip), family, progress,
                                   wait_s=wait_s)
+
+
+def echo_wait_s(lab: Lab) -> int:
+    """How long an echo request is waited for: 2 s, or twice as long as the lab's failure handler
+    measures heartbeats arriving late now, whichever is longer (the machine is that slow: first
+    echoes between pods went unanswered within 2 s while heartbeats ran 4-5 s late)."""
+    handler = lab.failure_handler
+    late_s = handler.monitor.lateness if handler is not None else 0.0
+    return max(2, math.ceil(2 * late_s))
 
 
 def memory_mib(pids: dict[str, int]) -> dict[str, Measured[float]]:

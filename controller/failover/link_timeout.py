@@ -9,7 +9,7 @@ heartbeats kept arriving on that port after the moves. Each time it sees one, th
 doubled (at most `MAX_TIMEOUT_US`) and rewritten on every switch; after `CALM_S` with no such
 move it is halved again, down to the configured value. So detection stays as fast as the
 machine allows and no slower than it must; every change is recorded and logged, a raise with the
-ports that caused it.
+ports that caused it, and so is a spurious move with the timeout at its cap.
 
 A switch's skip is judged once the controller hears that port in a round sent after the move was
 read (spurious), or sees its state change (a real failure): on a busy machine that round can
@@ -32,8 +32,9 @@ VERDICT_WAIT_S = 20.0          # a skipped port neither heard nor changed for th
 @dataclass(frozen=True)
 class Change:
     """The timeout changed from ``old_us`` to ``new_us`` at ``at`` (time.monotonic()): raised
-    because packets were moved off ``ports`` while the controller still heard them, or lowered
-    (no ports) after CALM_S without such a move."""
+    because packets were moved off ``ports`` while the controller still heard them (``new_us ==
+    old_us``: it was at MAX_TIMEOUT_US already, the spurious moves are recorded all the same), or
+    lowered (no ports) after CALM_S without such a move."""
 
     at: float
     old_us: int

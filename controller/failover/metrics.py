@@ -7,6 +7,8 @@ aifabric_port_alive          gauge  per monitored port (labels ``switch``, ``por
 aifabric_failure             gauge  1 per localised failure (labels ``kind``: link|switch, ``name``)
 aifabric_reroutes_total      counter routes recomputed after a failure or a repair
 aifabric_reroute_seconds     gauge  duration of the last reroute
+aifabric_heartbeats_held_back_total  counter  heartbeats not queued: a round was still waiting to
+                                    be sent (the controller too busy to send them on time)
 ===========================  =====  =========================================================
 """
 
@@ -50,6 +52,8 @@ class FailureCollector(Collector):
         yield from (up, alive, failure)
         yield CounterMetricFamily("aifabric_reroutes", "Route recomputations after failures and repairs",
                                   value=len(reroutes))
+        yield CounterMetricFamily("aifabric_heartbeats_held_back", "Heartbeats not queued behind a round "
+                                  "still waiting to be sent", value=handler.heartbeats_held_back)
         if reroutes:
             yield GaugeMetricFamily("aifabric_reroute_seconds", "Duration of the last reroute",
                                     value=reroutes[-1].seconds)

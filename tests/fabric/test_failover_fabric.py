@@ -73,7 +73,7 @@ def _wait(what: str, predicate, timeout: float = WAIT_S, handler=None) -> None:
             newest = max(handler.monitor.last_round(p) for p in handler.monitor.ports)
             raise AssertionError(f"{err}; the newest heartbeat round heard on any port {newest} of "
                                  f"{handler.rounds_sent} sent, {handler.heartbeats_heard} heard, "
-                                 f"{handler.heartbeats_not_ours} not its own") from None
+                                 f"{handler.heartbeats_not_ours} not its own, {handler.heartbeats_held_back} held back") from None
         return
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -97,13 +97,10 @@ def _rerouted_back(handler, since: int) -> bool:
 
 
 def _all_pairs_reached(lab) -> None:
-    """Every pair answers its first echo request: within 2 s, or twice as long as heartbeats
-    arrive late on this machine now (the failure handler measures it), whichever is longer."""
+    """Every pair answers its first echo request (within `checks.echo_wait_s`)."""
     from aifabric.lab import checks
 
-    handler = lab.failure_handler
-    late_s = handler.monitor.lateness if handler is not None else 0.0
-    reach = checks.all_pairs(lab, "ipv4", wait_s=max(2, math.ceil(2 * late_s)))
+    reach = checks.all_pairs(lab, "ipv4")
     assert reach.reached == reach.pairs == 240, f"unreached: {reach.failures()}"
     assert not reach.needed_retry, f"pairs whose first echo request was lost: {reach.needed_retry}"
 
@@ -181,15 +178,13 @@ def test_a_switch_starved_of_cpu_raises_the_link_timeout_instead_of_failing_its_
     its link heartbeats stop, so its neighbours skip their ports to it (packets moved to the
     backup), yet the controller's heartbeats on those ports arrive afterwards, late: no port is
     found dead, and the data plane's timeout is raised, with the skipped ports named and the new
-    value written to the switches' heartbeat_watch."""
+    value written to the switches' heartbeat_watch (where load had raised it to its cap already,
+    the skips are recorded at the cap)."""
     from controller.failover.link_timeout import CHECK_EVERY_S, MAX_TIMEOUT_US
     from controller.p4names import Table
     from hostagent.traffic.drive import run_traffic
 
     handler, up = lab.failure_handler, _WayUp(lab)
-    if handler.link_timeout_us >= MAX_TIMEOUT_US:
-        pytest.skip(f"load on this machine had already raised the link timeout to its cap "
-                    f"({handler.link_timeout_us / 1000:g} ms): {handler.link_timeout_changes}")
     events_before, changes_before = len(handler.events), len(handler.link_timeout_changes)
     core = lab.switch(up.core)
     done: list = []
@@ -286,7 +281,7 @@ def test_aggregation_switch_killed_then_restarted(lab):
         node.restart_target(30)      # with its queue settings
     _wait("the switch programmed again", lambda: controller.agents[AGG].status.in_sync, timeout=60)
     _wait("its links alive again and the routes through it back",
-          lambda: handler.failures() == [] and _rerouted_back(handler, rerouted), timeout=30)
+          lambda: handler.failures() == [] and _rerouted_back(handler, rerouted), timeout=30, handler=handler)
     assert controller.wait_in_sync(30)
     # programmed is not yet forwarding everywhere: until its data plane hears a neighbour's link
     # heartbeat on a port, it skips that port (seen on a machine 5 s late with heartbeats: the
@@ -436,8 +431,11 @@ def test_data_plane_failover_alone_carries_the_way_up_without_a_reroute(lab):
             names = {f"{sw}-eth{port}" for sw, port in link.ends()}
             cut = [line for line in links.splitlines() if line.split("@")[0] in names]
             raise AssertionError(f"{err}; the ends: {ends}; their interfaces: {cut}") from None
+        # both ends' verdicts written (a healthy port found dead meanwhile is the under-load
+        # test's to catch; this one's is the backup port carrying the flows)
         _wait("port_status written at both ends",
-              lambda: len([e for e in handler.events if not e.alive and e.written is not None]) == 2)
+              lambda: {(e.switch, e.port) for e in handler.events if not e.alive and e.written is not None}
+              >= set(link.ends()))
         up.check_carried_by_backup(300)
         assert handler.reroutes == [] and lab.controller.model.down_links() == []
     finally:

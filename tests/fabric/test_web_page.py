@@ -38,6 +38,9 @@ FLOW = ("p0e0h0", "p2e0h0", 40000, 5001)    # the loading flow: source, destinat
 INT_FLOW = ("p1e0h0", "p3e1h1", 41000, 5002)  # the flow INT watches (and only it)
 MARKED_S = 2.0          # the page marks a link taken down from it within this
 DETECTED_S = 15.0       # failure handling's verdict, beyond its detection time then (failure_waits.py)
+# alive again takes recover_after heartbeats in a row at both ends and a reroute back: on a busy
+# machine whose heartbeats ran 5 s late, the page showed it after more than 20 s
+RECOVERED_S = 40.0
 
 
 @dataclass
@@ -134,8 +137,13 @@ def test_loaded_links_change_colour_and_idle_ones_do_not(page):
     try:
         # two rounds of the pollers after the flow starts, as long as the first round took here (on a
         # busy machine the pollers, the page and the sender share what CPU is left)
-        page.wait("the loaded links coloured", lambda: all(page.colour(d) != IDLE for d in loaded)
-                  and any(page.colour(d) != IDLE for d in uplinks), max(10.0, 3 * first_round))
+        try:
+            page.wait("the loaded links coloured", lambda: all(page.colour(d) != IDLE for d in loaded)
+                      and any(page.colour(d) != IDLE for d in uplinks), max(10.0, 3 * first_round))
+        except AssertionError as err:     # what the page and the server held then
+            loads = page.state()["loads"]
+            raise AssertionError(f"{err} (the first round of the pollers took {first_round:.1f} s): "
+                                 + "; ".join(f"{d}: {page.colour(d)}, {loads.get(d)}" for d in loaded + uplinks)) from None
         loads = page.state()["loads"]
         # against the port's queue rate; how much of the 0.6 arrives depends on how busy the machine
         # keeps the sender (seen: 0.4-0.8 on a quiet machine, 0.03 with every core taken), so only its basis is checked
@@ -218,7 +226,7 @@ def test_a_link_failed_from_the_page_needs_the_token_and_is_marked(page):
           f"verdict drawn {detected:.2f} s after that")
     assert _click_change(page, "restore-link", page.server.token) == "restore-link: done"
     wait_for_verdict(page.lab.failure_handler, "the page showing the link up again",
-                     lambda: not {"injected", "failed"} & set(page.classes(direction)), DETECTED_S, poll_s=0.1)
+                     lambda: not {"injected", "failed"} & set(page.classes(direction)), RECOVERED_S, poll_s=0.1)
 
 
 def test_an_allreduce_tree_is_drawn_while_it_runs_and_its_progress_counted(page):
