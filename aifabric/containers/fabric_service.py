@@ -21,14 +21,13 @@ import sys
 import threading
 from pathlib import Path
 
-from mininet.log import setLogLevel
-
 from aifabric.lab.description import FabricDescription, PipelineFiles
 from aifabric.lab.lab import fabric_nodes
 from controller.fabric_controller import Pipeline
 from softswitch.args import OneLineErrors
 from topologies.fabric import Fabric, fat_tree, leaf_spine
 from emulation.mininet_topo import make_net, stop_net
+from mininet.log import setLogLevel      # after emulation: it undoes Mininet's logger class
 from emulation.cleanup import cleanup
 from emulation.p4switch import RUN_DIR, TARGETS, P4Switch, P4SwitchError
 

@@ -42,8 +42,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from mininet.log import setLogLevel
-
 from aifabric.lab import memory_plan, packet_errors
 from aifabric.lab.interrupts import Terminated, exception_for, shielded
 from controller.failover import FailureHandler, HeartbeatConfig, start_failure_handling
@@ -55,6 +53,7 @@ from hostagent.agent.launch import AgentSet, start_agents
 from topologies.fabric import Fabric
 from topologies.addressing import TELEMETRY_BRIDGE
 from emulation.failover_heartbeat_generator import NODE_NAME as HEARTBEATS_NODE
+from mininet.log import setLogLevel      # after emulation: it undoes Mininet's logger class
 from emulation.failover_heartbeat_generator import HeartbeatGenerator
 from emulation.mininet_topo import make_net, stop_net
 from softswitch.build_ahead import build_ahead
