@@ -91,6 +91,7 @@ class Run:
     latency_estimate_s: float | None = None
     kinds: dict = field(default_factory=dict)   # kind -> (measured, link-bound, latency-aware estimate)
     cpu_busy: float = 0.0
+    resent: int | None = None                # packets the ranks sent again (a retransmission timeout each)
     error: str = ""
     ratio: float | None = None               # the SwitchML sweep's communication / computation
 
@@ -122,7 +123,7 @@ def one_run(lab: Lab, conditions: FabricConditions, manager: JobManager, workloa
     except Exception as exc:        # noqa: BLE001 - named in the table, the next run goes on
         run.error = f"{type(exc).__name__}: {exc}"[:300]
         return run
-    run.cpu_busy = r.cpu_busy
+    run.cpu_busy, run.resent = r.cpu_busy, r.resent
     if not r.ok:
         run.error = "; ".join(r.errors)[:300]
         return run
@@ -242,6 +243,7 @@ def medians(runs: list[Run]) -> dict[tuple, dict]:
                     "estimate_s": median([r.estimate_s for r in ok]),
                     "latency_estimate_s": median([r.latency_estimate_s for r in ok if r.latency_estimate_s]),
                     "cpu_busy": median([r.cpu_busy for r in sel]),
+                    "resent": median([r.resent for r in ok if r.resent is not None]),
                     "kinds": _kind_medians(ok)}
     return out
 
@@ -288,10 +290,12 @@ def estimate_rows(plan: FidelityPlan, m: dict[tuple, dict]) -> list[tuple]:
             continue
         goal = GOAL_DP if name == "DP8" else GOAL_HYBRID
         aware = v["latency_estimate_s"]
+        resent = "-" if v.get("resent") is None else f"{v['resent']:.0f}"
         rows.append((name, design, rate, "step", v["step_s"], v["estimate_s"], aware,
-                     v["step_s"] / aware if aware else None, f"{goal:.0%}"))
+                     v["step_s"] / aware if aware else None, resent, f"{goal:.0%}"))
         for kind, (measured, bound, est) in v["kinds"].items():
-            rows.append((name, design, rate, kind, measured, bound or "-", est or "-", measured / est if est else "-", ""))
+            rows.append((name, design, rate, kind, measured, bound or "-", est or "-", measured / est if est else "-",
+                         "", ""))
     return rows
 
 
@@ -366,7 +370,8 @@ def render(plan: FidelityPlan, m: dict[tuple, dict], res: Results) -> str:
                                 title=f"\n(a) Rate invariance: the same real iteration at {r1} and {r2} "
                                       f"(goal: spread within {GOAL_INVARIANCE:.0%})"))
         out.append(report.table(["workload", "design", "rate", "what", "measured (s)", "link-bound (s)",
-                                 "latency-aware (s)", "measured / latency-aware", "goal"], estimate_rows(plan, m),
+                                 "latency-aware (s)", "measured / latency-aware", "packets resent", "goal"],
+                                estimate_rows(plan, m),
                                 title="\n(b) Measured against the estimates (medians over seeds; per kind: the rank "
                                       "that spent the most)"))
     if res.micro:

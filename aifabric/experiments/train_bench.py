@@ -44,7 +44,7 @@ TOPOLOGIES: dict[str, tuple[str, dict[str, int]]] = {
     "dualplane": ("dual_plane", {"leaves": 4, "spines": 2, "hosts_per_leaf": 3}),
 }
 KEYS = ("step_s", "exposed_comm_s", "estimate_step_s", "latency_estimate_step_s", "busiest_share",
-        "fabric_imbalance", "cpu_busy")
+        "fabric_imbalance", "cpu_busy", "resent")
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def figures(run: WorkloadRun) -> dict:
             "latency_estimate_step_s": run.latency_estimate.get("step_s"),
             "busiest_share": run.link_load["busiest_share"], "fabric_imbalance": run.link_load["fabric_imbalance"],
             "busiest": run.link_load["busiest"], "cpu_busy": run.cpu_busy, "in_network": run.in_network,
-            "agg_completed": run.agg_ops.get("completed", 0),
+            "agg_completed": run.agg_ops.get("completed", 0), "resent": run.resent,
             "aggregator_packets": run.server_stats.get("packets_in"),
             "repaths": run.agents.get("repaths"), "cnps": run.agents.get("cnps_sent")}
 
@@ -169,11 +169,12 @@ def _over(row: dict, estimate_key: str) -> str | Failed:
 def render(plan: TrainBenchPlan, scale: Scale, rows: list[dict]) -> str:
     headers = ["topology", "mode", "DP all-reduce", "runs ok", "step (s)", "exposed comm (s)", "link-bound (s)",
                "measured / link-bound", "latency-aware (s)", "measured / latency-aware", "busiest link",
-               "fabric max/mean", "CPU busy"]
+               "fabric max/mean", "packets resent", "CPU busy"]
     body = [(r["topology"], r["mode"], r["collectives"], f"{r['runs'] - r['failed']}/{r['runs']}",
              _cell(r, "step_s", ".2f"), _cell(r, "exposed_comm_s", ".2f"), _cell(r, "estimate_step_s", ".2f"),
              _over(r, "estimate_step_s"), _cell(r, "latency_estimate_step_s", ".2f"), _over(r, "latency_estimate_step_s"),
-             _cell(r, "busiest_share", ".0%"), _cell(r, "fabric_imbalance", ".2f"), _cell(r, "cpu_busy", ".0%"))
+             _cell(r, "busiest_share", ".0%"), _cell(r, "fabric_imbalance", ".2f"), _cell(r, "resent", ".0f"),
+             _cell(r, "cpu_busy", ".0%"))
             for r in rows]
     job = plan.job()
     title = (f"{plan.preset} DP{plan.dp} x TP{plan.tp} x PP{plan.pp}, {job.parallelism.world} ranks, links "

@@ -142,13 +142,18 @@ class WorkloadRun:
                 "wall_s": round(self.wall_s, 2), "in_network": self.in_network, "agg_ops": self.agg_ops,
                 "server": self.server_stats, "link_load": self.link_load, "estimate": self.estimate,
                 "latency_estimate": self.latency_estimate,
-                "agents": self.agents,
+                "agents": self.agents, "resent": self.resent,
                 "iterations": [{k: v for k, v in self.slowest(i).items() if k != "ops"}
                                for i in range(len(self.reports[0]["iterations"]))] if self.ok else []}
 
     @property
     def ok(self) -> bool:
         return not self.errors and len(self.reports) == len(self.hosts)
+
+    @property
+    def resent(self) -> int:
+        """Packets the ranks sent again over the run (their transports' and in-network frames')."""
+        return sum(sum(r.get("resent", {}).values()) for r in self.reports)
 
     def iteration_rows(self) -> list[tuple]:
         rows = []

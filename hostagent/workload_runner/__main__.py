@@ -62,6 +62,13 @@ class Rank:
         for pg in self.groups.values():
             pg.close()
 
+    def resent(self) -> dict[str, int]:
+        """Packets this rank sent again, summed over its groups: ``transport`` (ring, all-to-all,
+        point to point) and ``in_network`` (aggregation frames whose result came too late)."""
+        return {"transport": sum(pg.transport.stats.retransmissions for pg in self.groups.values()),
+                "in_network": sum(pg.in_network.totals.retransmissions
+                                  for pg in self.groups.values() if pg.in_network is not None)}
+
     def _pair(self, op: dict) -> tuple[ProcessGroup, int]:
         a, b = op["group"]
         pg = self.groups[tuple(sorted((a, b)))]
@@ -175,6 +182,7 @@ def main(argv=None) -> int:
     except RuntimeError as exc:
         report["error"] = f"iteration {len(report['iterations'])}: {exc}"
     finally:
+        report["resent"] = rank.resent()
         rank.close()
     report["ok"] = "error" not in report
     print(json.dumps(report), flush=True)

@@ -168,10 +168,13 @@ def _workload(fabric, **par):
 
 def _accounting_holds(run, workload, iterations):
     assert run.ok, run.errors
+    assert run.resent == sum(sum(r["resent"].values()) for r in run.reports)
     lateness: list[float] = []      # a compute op's measured / emulated seconds, every rank
     for rank, rep in enumerate(run.reports):
         ops = workload.ops(rank)
         assert len(rep["iterations"]) == iterations
+        # what each rank sent again, by kind, reaches the run (the benches' "packets resent")
+        assert set(rep["resent"]) == {"transport", "in_network"} and min(rep["resent"].values()) >= 0, rep["resent"]
         for it in rep["iterations"]:
             assert [o["id"] for o in it["ops"]] == [op.id for op in ops]
             for o, op in zip(it["ops"], ops):
