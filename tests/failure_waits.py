@@ -23,3 +23,9 @@ def wait_for_verdict(handler, what: str, predicate: Callable[[], bool], base_s: 
                                  f"detection now {handler.monitor.detection_s:.1f} s)")
         time.sleep(poll_s)
     return time.monotonic() - t0
+
+
+def rerouted_back(handler, since: int) -> bool:
+    """A reroute after the first ``since`` left no link down: the model's links are set before
+    the routes are recomputed, so only its record says the healthy routes are in place."""
+    return any(not r.down for r in handler.reroutes[since:])

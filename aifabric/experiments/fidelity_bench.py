@@ -290,7 +290,7 @@ def estimate_rows(plan: FidelityPlan, m: dict[tuple, dict]) -> list[tuple]:
             continue
         goal = GOAL_DP if name == "DP8" else GOAL_HYBRID
         aware = v["latency_estimate_s"]
-        resent = "-" if v.get("resent") is None else f"{v['resent']:.0f}"
+        resent = "-" if v["resent"] is None else f"{v['resent']:.0f}"
         rows.append((name, design, rate, "step", v["step_s"], v["estimate_s"], aware,
                      v["step_s"] / aware if aware else None, resent, f"{goal:.0%}"))
         for kind, (measured, bound, est) in v["kinds"].items():

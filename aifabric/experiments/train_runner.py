@@ -153,7 +153,7 @@ class WorkloadRun:
     @property
     def resent(self) -> int:
         """Packets the ranks sent again over the run (their transports' and in-network frames')."""
-        return sum(sum(r.get("resent", {}).values()) for r in self.reports)
+        return sum(sum(r["resent"].values()) for r in self.reports)
 
     def iteration_rows(self) -> list[tuple]:
         rows = []

@@ -21,7 +21,7 @@ import time
 from dataclasses import replace
 
 import pytest
-from failure_waits import wait_for_verdict
+from failure_waits import rerouted_back, wait_for_verdict
 from targets import FULL_FABRIC_TARGETS
 
 from controller.failover import start_failure_handling
@@ -88,12 +88,6 @@ def _set_link(lab, a: str, b: str, up: bool) -> None:
     from aifabric.lab.failures import Failures
 
     (Failures(lab).restore_link if up else Failures(lab).fail_link)(a, b)
-
-
-def _rerouted_back(handler, since: int) -> bool:
-    """A reroute after the first ``since`` left no link down: the model's links are set before
-    the routes are recomputed, so only its record says the healthy routes are in place."""
-    return any(not r.down for r in handler.reroutes[since:])
 
 
 def _all_pairs_reached(lab) -> None:
@@ -248,7 +242,7 @@ def test_core_link_down_then_restored(lab):
     finally:
         _set_link(lab, a, b, up=True)
     _wait("the link alive again", lambda: handler.link_up(a, b))
-    _wait("the reroute undone", lambda: _rerouted_back(handler, rerouted))
+    _wait("the reroute undone", lambda: rerouted_back(handler, rerouted))
     assert controller.wait_in_sync(30)
     assert handler.failures() == []
     assert controller.forwarding == healthy
@@ -281,7 +275,7 @@ def test_aggregation_switch_killed_then_restarted(lab):
         node.restart_target(30)      # with its queue settings
     _wait("the switch programmed again", lambda: controller.agents[AGG].status.in_sync, timeout=60)
     _wait("its links alive again and the routes through it back",
-          lambda: handler.failures() == [] and _rerouted_back(handler, rerouted), timeout=30, handler=handler)
+          lambda: handler.failures() == [] and rerouted_back(handler, rerouted), timeout=30, handler=handler)
     assert controller.wait_in_sync(30)
     # programmed is not yet forwarding everywhere: until its data plane hears a neighbour's link
     # heartbeat on a port, it skips that port (seen on a machine 5 s late with heartbeats: the

@@ -26,6 +26,7 @@ from aifabric.lab.lab import Lab
 from controller.failover import HeartbeatConfig
 from topologies.fabric import leaf_spine
 from emulation.p4switch import port_accepts
+from failure_waits import rerouted_back
 from targets import FABRIC_TARGETS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -202,6 +203,6 @@ def test_all_pairs_reach_while_a_spine_link_is_down_with_heartbeats(target, tmp_
         _wait(lambda: handler.link_up("l0", "s1"), "l0-s1 alive again")
         # alive again starts a reroute back; pairs across the leaves lost their first echo request
         # while it ran (seen on a busy machine): every pair must reach once the routes are back
-        _wait(lambda: any(not r.down for r in handler.reroutes[reroutes:]), "the reroute back over l0-s1")
+        _wait(lambda: rerouted_back(handler, reroutes), "the reroute back over l0-s1")
         assert lab.controller.wait_in_sync(30)
         _reach_all(lab)
