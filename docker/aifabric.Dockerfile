@@ -32,6 +32,9 @@ ARG PIP_CERT_PEM=""
 RUN python3 -c "import tomllib; print('\n'.join(tomllib.load(open('/src/pyproject.toml', 'rb'))['project']['dependencies']))" \
       > /tmp/requirements.txt \
  && aifabric-pip-install 'setuptools>=61' wheel -r /tmp/requirements.txt && rm /tmp/requirements.txt
+# P4Runtime's modules generated for this protobuf (scripts/p4runtime_modules.py says why)
+COPY scripts/p4runtime_modules.py /tmp/p4runtime_modules.py
+RUN python3 /tmp/p4runtime_modules.py && rm /tmp/p4runtime_modules.py
 
 # The native libraries (softswitch's data path for the committed fabric program, the hosts'
 # engine), compiled here: the fabric image copies the build caches, not the compiler

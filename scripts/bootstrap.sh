@@ -74,8 +74,13 @@ make_venv() {
     echo "bootstrap: installing aifabric and its Python dependencies into $VENV"
     "$VENV/bin/pip" install -q --upgrade pip
     "$VENV/bin/pip" install -q -e '.[test,mpi]'
+    # The reference P4Runtime client of the tests; its pins (protobuf < 3.21) would hold the
+    # whole environment on pure-Python protobuf (pyproject.toml says why that matters)
+    "$VENV/bin/pip" install -q --no-deps 'p4runtime-shell==0.0.6'
     touch "$stamp"
   fi
+  # P4Runtime's modules generated for the installed protobuf (again after any reinstall of p4runtime)
+  "$VENV/bin/python" scripts/p4runtime_modules.py
 }
 
 # The live page's browser libraries (controller/web/package.json, pinned by its package-lock.json)

@@ -155,7 +155,7 @@ def _nodes(msg: Message) -> list[Message]:
     out = [msg]
     for f, value in msg.ListFields():
         if f.cpp_type == descriptor.FieldDescriptor.CPPTYPE_MESSAGE and not f.message_type.GetOptions().map_entry:
-            for v in (value if f.label == descriptor.FieldDescriptor.LABEL_REPEATED else (value,)):
+            for v in (value if f.is_repeated else (value,)):
                 out += _nodes(v)
     return out
 
@@ -172,7 +172,7 @@ def mutate_fields(rng: random.Random, msg: Message, changes: int) -> None:
         if not fields:
             continue
         f = rng.choice(fields)
-        repeated = f.label == descriptor.FieldDescriptor.LABEL_REPEATED
+        repeated = f.is_repeated
         if f.cpp_type == descriptor.FieldDescriptor.CPPTYPE_MESSAGE:
             roll = rng.random()
             if roll < 0.3:
