@@ -25,6 +25,13 @@ from controller.aggregation.entries import AGG_OPS, OUTCOMES
 from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT, MAX_FRAME_VALUES
 
 DEFAULT_SLOTS = 32
+# The training workloads' jobs keep 8 chunks in flight, not 32: a float32 call first sends a zero
+# frame per slot it uses (the priming round that agrees the first chunks' exponents), and the
+# workloads' calls, scaled down with the links, are a few dozen frames, so 32 slots doubled a
+# call's frames (DP8 on the fat-tree: the step 2.49 s at 1 Mbit/s, 1.75 s at 4, the ring's 2.33;
+# with 8: 1.73 and 1.70). 8 still keeps those links busy (calls within 5% of the latency-aware
+# model, which counts the window and the priming round).
+WORKLOAD_SLOTS = 8
 # The lab's jobs carry the largest frame a 1500-byte MTU holds: softswitch and BMv2 cost mostly per
 # packet, so SwitchML's 64-value frames (sized for a Tofino's pipeline) would make a frame cost a
 # switch what a full ring frame does for a fifth of the values. 64 stays a job's choice.

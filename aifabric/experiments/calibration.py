@@ -24,19 +24,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from aifabric.experiments.aggregation_job import LAB_FRAME_VALUES
+from aifabric.experiments.aggregation_job import LAB_FRAME_VALUES, WORKLOAD_SLOTS
 from aifabric.experiments.collectives_lab import run_group
 from aifabric.lab.lab import Lab
 from aifabric.lab.links import LinkPlan
 from aifabric.workloads.latency import ITEM_BYTES, Costs, collective_seconds
 from aifabric.workloads.ops import Kind
-from hostagent.collectives.aggregation.protocol import DEFAULT_SLOTS, frame_bytes
+from hostagent.collectives.aggregation.protocol import frame_bytes
 from hostagent.collectives.reliable import ACK_EVERY, ACK_FRAME_BYTES, DATA_FRAME_BYTES, PAYLOAD
 
 REPEAT = 7
 
 
-def link_costs(plan: LinkPlan, agg_values: int = LAB_FRAME_VALUES, agg_window: int = DEFAULT_SLOTS) -> Costs:
+def link_costs(plan: LinkPlan, agg_values: int = LAB_FRAME_VALUES, agg_window: int = WORKLOAD_SLOTS) -> Costs:
     """The links' rate and every frame's overhead, no latency (what `calibrate` then measures);
     in-network frames of ``agg_values`` values."""
     rate = plan.rate
@@ -46,7 +46,7 @@ def link_costs(plan: LinkPlan, agg_values: int = LAB_FRAME_VALUES, agg_window: i
     agg_wire = rate.seconds(frame_bytes(agg_values)) * link_bytes_per_s
     return Costs(link_bytes_per_s, payload_per_frame=PAYLOAD, frame_overhead_bytes=data_wire - PAYLOAD,
                  agg_values_per_frame=agg_values, agg_frame_overhead_bytes=agg_wire - 4 * agg_values,
-                 agg_window_frames=agg_window)
+                 agg_window_frames=agg_window, agg_priming=True)     # the ranks move float32
 
 
 @dataclass

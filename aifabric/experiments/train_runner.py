@@ -22,7 +22,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aifabric.experiments.aggregation_job import DEFAULT_SLOTS, LAB_FRAME_VALUES, in_network_jobs
+from aifabric.experiments.aggregation_job import LAB_FRAME_VALUES, WORKLOAD_SLOTS, in_network_jobs
 from aifabric.experiments.collectives_bench import min_rto_s
 from aifabric.experiments.host_agents import agents_on, rocev2_settings
 from aifabric.experiments.link_load import LinkLoad, link_counters
@@ -78,7 +78,7 @@ def timeouts_for(link: LinkPlan | None) -> dict:
     if link is None:
         return {}
     return {"window": RANK_WINDOW, "rto_s": min_rto_s(link, RANK_WINDOW),
-            "agg_timeout_s": max(0.1, link.rate.seconds(frame_bytes(LAB_FRAME_VALUES), 2 * DEFAULT_SLOTS))}
+            "agg_timeout_s": max(0.1, link.rate.seconds(frame_bytes(LAB_FRAME_VALUES), 2 * WORKLOAD_SLOTS))}
 
 
 def free_host(lab: Lab, hosts: list[str]) -> str:
@@ -207,7 +207,7 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
     run = WorkloadRun(hosts)
     groups = in_network_groups(workload) if manager is not None else []
     jobs = (in_network_jobs(lab, [[hosts[r] for r in g] for g in groups], manager=manager,
-                            server=free_host(lab, hosts)) if groups else nullcontext())
+                            server=free_host(lab, hosts), slots=WORKLOAD_SLOTS) if groups else nullcontext())
     with jobs as agg:
         if agg is not None:
             index = {tuple(g): i for i, g in enumerate(plan["groups"])}
