@@ -84,7 +84,7 @@ def generate(root: Path) -> list[Path]:
             raise SystemExit(f"p4runtime_modules: protoc failed on {' '.join(names)}")
         for new in sorted(out.rglob("*.py")):
             target = root / new.relative_to(out)
-            if not target.exists():   # only the wheel's own modules (protoc also makes empty __init__-less dirs)
+            if not target.exists():   # only the modules the wheel has (the same set: a _pb2 and a _pb2_grpc per file)
                 continue
             temp = target.with_suffix(".py.new")
             temp.write_bytes(new.read_bytes())
