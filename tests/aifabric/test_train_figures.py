@@ -61,3 +61,21 @@ def test_a_seed_whose_ports_would_meet_the_aggregation_port_is_refused(tmp_path)
             self.fabric = fabric
     with pytest.raises(ValueError, match="aggregation port 48864"):
         train_runner.run_workload(NoLab(), workload, 1, tmp_path / "plan.json", seed=9)
+
+
+def test_the_first_retransmission_timeout_covers_every_window_a_rank_sends_at_once():
+    """DP alone: one stream of communication, one window's time; DP x TP x PP: three streams
+    (their groups send at once on the rank's host link), three windows' time."""
+    from aifabric.experiments import train_runner
+    from aifabric.experiments.collectives_bench import min_rto_s
+    from aifabric.lab.links import LinkPlan, LinkRate
+    from aifabric.workloads import Job, Parallelism, Scale, generate, preset
+
+    link = LinkPlan(LinkRate.parse("4M"))
+    streams = {}
+    for name, par in {"dp": Parallelism(dp=8), "3d": Parallelism(dp=2, tp=2, pp=2, micro_batches=2)}.items():
+        workload = generate(Job(preset("tiny"), par), Scale(1e3))
+        streams[name] = train_runner.comm_streams(workload)
+        rto = train_runner.timeouts_for(link, streams[name])["rto_s"]
+        assert rto == pytest.approx(min_rto_s(link, train_runner.RANK_WINDOW * streams[name]))
+    assert streams == {"dp": 1, "3d": 3}
