@@ -205,7 +205,8 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
     world = workload.job.parallelism.world
     hosts = [workload.placement.host(r) for r in range(world)]
     addresses = [str(lab.fabric.host(h).ip4.ip) for h in hosts]
-    plan = {**plan_of(workload, addresses, iterations, BASE_PORT + SEED_PORTS * seed), **timeouts_for(link, comm_streams(workload))}
+    plan = {**plan_of(workload, addresses, iterations, BASE_PORT + SEED_PORTS * seed),
+            **timeouts_for(link, comm_streams(workload))}
     ports = range(plan["base_port"], plan["base_port"] + len(plan["groups"]))
     if ports.stop > AGG_UDP_PORT:          # kept below it and the ring baseline's port above it
         raise ValueError(f"seed {seed}: the groups' UDP ports {ports.start}..{ports.stop - 1} would reach the "
