@@ -22,9 +22,8 @@ from aifabric.experiments.rank_processes import communicate, last_json
 from aifabric.lab.lab import Lab
 from controller.aggregation import Job, JobManager
 from controller.aggregation.entries import AGG_OPS, OUTCOMES
-from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT, MAX_FRAME_VALUES
+from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT, DEFAULT_SLOTS, MAX_FRAME_VALUES
 
-DEFAULT_SLOTS = 32
 # The training workloads' jobs keep 8 chunks in flight, not 32: a float32 call first sends a zero
 # frame per slot it uses (the priming round that agrees the first chunks' exponents), and the
 # workloads' calls, scaled down with the links, are a few dozen frames, so 32 slots doubled a
