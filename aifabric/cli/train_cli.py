@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     if os.geteuid() != 0:
         print("aifabric: error: must run as root (network namespaces, raw sockets)", file=sys.stderr)
         return 2
-    from aifabric.experiments.calibration import calibrate
+    from aifabric.experiments.calibration import calibrate, group_sizes
     from aifabric.experiments.fabric_conditions import FabricConditions
     from aifabric.experiments.train_runner import draw_timeline, run_workload
     from aifabric.lab.lab import Lab
@@ -81,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
             Lab(fabric, target=args.target, progress=report.progress) as lab:
         conditions = FabricConditions(lab, args.rate)
         ranks = list(placement.hosts)
-        calibration = calibrate(lab, conditions.plan, ranks) if len(ranks) > 1 else None
+        calibration = (calibrate(lab, conditions.plan, ranks, sizes=group_sizes(workload))
+                       if len(ranks) > 1 else None)
         if calibration is not None:
             report.progress(calibration.describe())
         manager = JobManager(lab.controller) if args.collectives == "in_network" else None

@@ -16,12 +16,17 @@ the group's distance costs a = (Ta - Wa - Tr + Wr) / (n - 1), and then call. Mea
 whole group running, a holds what its ranks' CPUs add when they all move at once. Two ranks one
 switch apart and two as far apart as the group's farthest (all_reduce, 3 steps each) give the
 switch hop: hop = (T_far - T_near) / 3 (h_far - h_near); the message's fixed part is a less the
-group's hops. `solve` inverts the model exactly; a constant the measurement puts below zero
-(noise where it is small) is taken as 0 and said.
+group's hops. Groups smaller than the whole (a DP x TP x PP workload calls among pairs) have
+their own message and call costs (`Costs.by_group`): the group is cut into consecutive groups of
+that size, all running at once as the workload's groups do, and the same two calls give them.
+`solve` inverts the model exactly; a constant the measurement puts below zero (noise where it is
+small) is taken as 0 and said.
 """
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from aifabric.experiments.aggregation_job import LAB_FRAME_VALUES, WORKLOAD_SLOTS
@@ -59,13 +64,16 @@ class Calibration:
     def describe(self) -> str:
         c = self.costs
         text = (f"calibrated: a message {1e3 * c.message_s:.2f} ms, a switch hop {1e3 * c.hop_s:.3f} ms, a call "
-                f"{1e3 * c.call_s:.2f} ms (from small calls: {self._measured()})")
+                f"{1e3 * c.call_s:.2f} ms")
+        text += "".join(f"; in groups of {n}: a message {1e3 * m:.2f} ms, a call {1e3 * k:.2f} ms"
+                        for n, m, k in c.by_group)
+        text += f" (from small calls: {self._measured()})"
         return text + "".join(f"; {n}" for n in self.notes)
 
     def _measured(self) -> str:
         where = {"near": "2 ranks, near", "far": "2 ranks, far", "all_reduce": "all_reduce of the group",
                  "reduce_scatter": "reduce_scatter of the group"}
-        return ", ".join(f"{where[k]} {1e3 * v:.1f} ms" for k, v in self.measured_s.items())
+        return ", ".join(f"{where.get(k, k)} {1e3 * v:.1f} ms" for k, v in self.measured_s.items())
 
     def to_dict(self) -> dict:
         return {"costs": self.costs.to_dict(), "measured_s": self.measured_s, "hops": self.hops, "notes": self.notes}
@@ -88,43 +96,85 @@ def probe_hosts(lab: Lab, group: list[str]) -> tuple[list[str], list[str]]:
     return near, list(far)
 
 
-def _small_call_seconds(lab: Lab, hosts: list[str], op: str, repeat: int) -> float:
-    run = run_group(lab, hosts, f"{op}:ring", [len(hosts)], repeat=repeat, timeout=30.0, deadline_s=120.0)
-    if not run.ok:
-        raise RuntimeError(f"calibration {op} on {', '.join(hosts)} failed: {'; '.join(run.errors)}")
-    return max(r["calls"][0]["median_s"] for r in run.reports)
+def _small_call_seconds(lab: Lab, groups: list[list[str]], op: str, repeat: int) -> float:
+    """The slowest rank's median of small ``op`` calls, every group of ``groups`` calling at once."""
+    def one(hosts: list[str]):
+        return run_group(lab, hosts, f"{op}:ring", [len(hosts)], repeat=repeat, timeout=30.0, deadline_s=120.0)
+    with ThreadPoolExecutor(len(groups)) as pool:
+        runs = list(pool.map(one, groups))
+    for hosts, run in zip(groups, runs):
+        if not run.ok:
+            raise RuntimeError(f"calibration {op} on {', '.join(hosts)} failed: {'; '.join(run.errors)}")
+    return max(r["calls"][0]["median_s"] for run in runs for r in run.reports)
 
 
-def calibrate(lab: Lab, plan: LinkPlan, group: list[str], *, base: Costs | None = None,
+def subgroups(group: list[str], size: int) -> list[list[str]]:
+    """``group`` cut into consecutive groups of ``size`` (a last shorter one left out)."""
+    return [group[i:i + size] for i in range(0, len(group) - size + 1, size)]
+
+
+def _most_hops(lab: Lab, groups: list[list[str]]) -> int:
+    return max(switch_hops(lab, a, b) for g in groups for i, a in enumerate(g) for b in g[i + 1:])
+
+
+def calibrate(lab: Lab, plan: LinkPlan, group: list[str], *, sizes: Iterable[int] = (), base: Costs | None = None,
               repeat: int = REPEAT) -> Calibration:
-    """``base`` (default `link_costs(plan)`) with the latencies measured on ``lab`` for ``group``."""
+    """``base`` (default `link_costs(plan)`) with the latencies measured on ``lab`` for ``group``,
+    and for its groups of each of ``sizes`` (the sizes a workload calls among; see `group_sizes`)."""
     base = base or link_costs(plan)
     near, far = probe_hosts(lab, group)
-    hops = {"near": switch_hops(lab, *near), "far": switch_hops(lab, *far),
-            "group": max(switch_hops(lab, a, b) for i, a in enumerate(group) for b in group[i + 1:])}
-    measured = {"near": _small_call_seconds(lab, near, "all_reduce", repeat),
-                "far": _small_call_seconds(lab, far, "all_reduce", repeat),
-                "all_reduce": _small_call_seconds(lab, group, "all_reduce", repeat),
-                "reduce_scatter": _small_call_seconds(lab, group, "reduce_scatter", repeat)}
+    hops = {"near": switch_hops(lab, *near), "far": switch_hops(lab, *far), "group": _most_hops(lab, [group])}
+    measured = {"near": _small_call_seconds(lab, [near], "all_reduce", repeat),
+                "far": _small_call_seconds(lab, [far], "all_reduce", repeat),
+                "all_reduce": _small_call_seconds(lab, [group], "all_reduce", repeat),
+                "reduce_scatter": _small_call_seconds(lab, [group], "reduce_scatter", repeat)}
+    for size in sorted(set(sizes) - {len(group)}):
+        parts = subgroups(group, size)
+        if size < 2 or not parts:
+            raise ValueError(f"calibration: no groups of {size} among {len(group)} ranks")
+        hops[f"groups of {size}"] = _most_hops(lab, parts)
+        for op in ("all_reduce", "reduce_scatter"):
+            measured[f"{op} of {size}"] = _small_call_seconds(lab, parts, op, repeat)
     return solve(base, measured, hops, len(group))
 
 
+def group_sizes(workload) -> set[int]:
+    """The sizes of the groups ``workload``'s ranks call among (a send and its receive: 2)."""
+    return {len(op.group) for ops in workload.ranks for op in ops if not op.is_compute and len(op.group) > 1} \
+        | ({2} if any(op.kind in (Kind.SEND, Kind.RECV) for ops in workload.ranks for op in ops) else set())
+
+
 def solve(base: Costs, measured: dict[str, float], hops: dict[str, int], n: int) -> Calibration:
-    """The three constants from the measurements (see the module doc)."""
+    """The constants from the measurements (see the module doc): the hop from two pairs, a
+    message's and a call's fixed costs from the group's two calls, and the same for every smaller
+    size measured (``measured["all_reduce of 2"]``, ...)."""
     frames_only = replace(base, message_s=0.0, hop_s=0.0, call_s=0.0)
+    notes: list[str] = []
 
     def wire(op: Kind, members: int) -> float:         # the model's time for the frames alone
         return collective_seconds(frames_only, op, ITEM_BYTES * members, members, 0)
-    rounds = math.ceil(math.log2(n))
-    ar = measured["all_reduce"] - wire(Kind.ALL_REDUCE, n)
-    rs = measured["reduce_scatter"] - wire(Kind.REDUCE_SCATTER, n)
-    alpha = (ar - rs) / (n - 1)
-    call = ar - (rounds + 2 * (n - 1)) * alpha
-    dh = hops["far"] - hops["near"]
-    hop = (measured["far"] - measured["near"]) / (3 * dh) if dh else 0.0
-    values, notes = {"hop_s": hop, "message_s": alpha - hops["group"] * hop, "call_s": call}, []
-    for name, v in values.items():
+
+    def fixed(size: int, all_reduce: float, reduce_scatter: float) -> tuple[float, float]:
+        """A message's cost at the group's distance, and a call's, in a group of ``size``."""
+        ar = all_reduce - wire(Kind.ALL_REDUCE, size)
+        rs = reduce_scatter - wire(Kind.REDUCE_SCATTER, size)
+        alpha = (ar - rs) / (size - 1)
+        return alpha, ar - (math.ceil(math.log2(size)) + 2 * (size - 1)) * alpha
+
+    def kept(name: str, v: float) -> float:
         if v < 0:
             notes.append(f"{name} measured {1e3 * v:.3f} ms, taken as 0")
-            values[name] = 0.0
-    return Calibration(replace(base, **values), dict(measured), dict(hops), notes)
+        return max(v, 0.0)
+
+    dh = hops["far"] - hops["near"]
+    hop = kept("hop_s", (measured["far"] - measured["near"]) / (3 * dh) if dh else 0.0)
+    alpha, call = fixed(n, measured["all_reduce"], measured["reduce_scatter"])
+    values = {"hop_s": hop, "message_s": kept("message_s", alpha - hops["group"] * hop),
+              "call_s": kept("call_s", call)}
+    by_group = []
+    for key in sorted(k for k in measured if k.startswith("all_reduce of ")):
+        size = int(key.rsplit(" ", 1)[1])
+        alpha, call = fixed(size, measured[key], measured[f"reduce_scatter of {size}"])
+        by_group.append((size, kept(f"message_s of {size}", alpha - hops[f"groups of {size}"] * hop),
+                         kept(f"call_s of {size}", call)))
+    return Calibration(replace(base, **values, by_group=tuple(by_group)), dict(measured), dict(hops), notes)

@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from aifabric.experiments.allreduce_lab import spread_workers
-from aifabric.experiments.calibration import Calibration, calibrate
+from aifabric.experiments.calibration import Calibration, calibrate, group_sizes
 from aifabric.experiments.collectives_bench import BUS_FACTOR, link_bound_Bps, measure
 from aifabric.experiments.fabric_conditions import FabricConditions
 from aifabric.experiments.train_runner import run_workload
@@ -139,10 +139,12 @@ def invariance_runs(lab: Lab, conditions: FabricConditions, manager: JobManager,
                     calibrations: dict[str, Calibration], runs: list[Run], tmp: Path) -> None:
     for rate in plan.rates:
         conditions.limit(rate)
-        for name, par in WORKLOADS.items():
-            workload = fitted(job_of(plan, par), lab.fabric, rate, plan.fit_seconds)
+        workloads = {name: fitted(job_of(plan, par), lab.fabric, rate, plan.fit_seconds)
+                     for name, par in WORKLOADS.items()}
+        for name, workload in workloads.items():
             calibrations[str(rate)] = calibrations.get(str(rate)) or calibrate(
-                lab, conditions.plan, list(workload.placement.hosts))
+                lab, conditions.plan, list(workload.placement.hosts),
+                sizes=set().union(*map(group_sizes, workloads.values())))
             report.progress(f"{rate}: {calibrations[str(rate)].describe()}")
             for design in DESIGNS:
                 for seed in plan.seeds:

@@ -24,7 +24,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from aifabric.experiments.calibration import calibrate
+from aifabric.experiments.calibration import calibrate, group_sizes
 from aifabric.experiments.fabric_conditions import CONGESTION, LB_MODES, FabricConditions
 from aifabric.experiments.train_runner import WorkloadRun, run_workload
 from aifabric.lab import report
@@ -111,7 +111,8 @@ def run_topology(plan: TrainBenchPlan, topology: str, scale: Scale, runs: list[d
         with tempfile.TemporaryDirectory(prefix="aifabric-bench-train-") as tmp, \
                 Lab(fabric, target=plan.target, progress=report.progress) as lab:
             conditions = FabricConditions(lab, plan.rate)
-            calibration = calibrate(lab, conditions.plan, list(workload.placement.hosts))
+            calibration = calibrate(lab, conditions.plan, list(workload.placement.hosts),
+                                    sizes=group_sizes(workload))
             report.progress(f"{topology}: {calibration.describe()}")
             calibrations[topology] = calibration.to_dict()
             manager = JobManager(lab.controller)

@@ -9,6 +9,9 @@ Ethernet overhead and the acknowledgements the receiver sends back (`Costs.frame
 per ``Costs.payload_per_frame`` bytes of message). A call also pays `Costs.call_s` (entering and
 leaving the library, waking its threads) and first agrees on a header with all members: a
 dissemination all-gather of a few bytes, ceil(log2 n) messages (hostagent.collectives.headers).
+A message's and a call's fixed costs depend on how many ranks take part (on a few cores, a step
+of eight processes waits for more of them to be scheduled than a step of two): `Costs.by_group`
+holds them for the group sizes a calibration measured, other sizes take the general ones.
 
 Steps of each kind, as the lab's ranks run them (hostagent.workload_runner: ring algorithms,
 pairwise all-to-all), for a buffer of B bytes in nccl-tests' sense (`ops`) among n ranks:
@@ -60,6 +63,7 @@ class Costs:
     agg_frame_overhead_bytes: float = 0.0   # in-network: wire bytes a frame adds to its values
     agg_window_frames: int = 0              # in-network: frames in flight per worker (0: no limit)
     agg_priming: bool = False               # in-network: a priming frame per slot used before the data
+    by_group: tuple[tuple[int, float, float], ...] = ()   # (ranks, message_s, call_s) measured for that size
 
     def __post_init__(self) -> None:
         if not self.link_bytes_per_s > 0:
@@ -67,6 +71,10 @@ class Costs:
         for name in ("message_s", "hop_s", "call_s", "frame_overhead_bytes", "agg_frame_overhead_bytes"):
             if getattr(self, name) < 0:
                 raise WorkloadError(f"costs: {name} {getattr(self, name)} must not be negative")
+        for n, message_s, call_s in self.by_group:
+            if n < 2 or message_s < 0 or call_s < 0:
+                raise WorkloadError(f"costs: a group of {n} with message {message_s} s and call {call_s} s: "
+                                    "a group has two ranks or more, its costs are not negative")
 
     @classmethod
     def link_bound(cls, link_bytes_per_s: float) -> "Costs":
@@ -75,24 +83,35 @@ class Costs:
 
     @property
     def latency_free(self) -> bool:
-        return not (self.message_s or self.hop_s or self.call_s)
+        return not (self.message_s or self.hop_s or self.call_s or self.by_group)
 
-    def alpha(self, hops: int) -> float:
-        return self.message_s + hops * self.hop_s
+    def _group(self, n: int) -> tuple[float, float]:
+        """A message's and a call's fixed costs in a group of ``n`` ranks."""
+        for size, message_s, call_s in self.by_group:
+            if size == n:
+                return message_s, call_s
+        return self.message_s, self.call_s
+
+    def call(self, n: int) -> float:
+        return self._group(n)[1]
+
+    def alpha(self, hops: int, n: int = 0) -> float:
+        """A message's latency ``hops`` switch hops apart, in a group of ``n`` ranks (0: any)."""
+        return self._group(n)[0] + hops * self.hop_s
 
     def wire_seconds(self, nbytes: float) -> float:
         """A message's bytes on a link: payload and every frame's overhead."""
         frames = math.ceil(nbytes / self.payload_per_frame) if nbytes else 0
         return (nbytes + frames * self.frame_overhead_bytes) / self.link_bytes_per_s
 
-    def message(self, nbytes: float, hops: int) -> float:
-        return self.alpha(hops) + self.wire_seconds(nbytes)
+    def message(self, nbytes: float, hops: int, n: int = 0) -> float:
+        return self.alpha(hops, n) + self.wire_seconds(nbytes)
 
     def header_agreement(self, n: int, hops: int) -> float:
         """ceil(log2 n) messages of a few bytes each: their alpha and a frame's overhead (the
         bytes themselves, 16 a rank, are left out with the buffer's other metadata)."""
         rounds = math.ceil(math.log2(n)) if n > 1 else 0
-        return rounds * (self.alpha(hops) + self.frame_overhead_bytes / self.link_bytes_per_s)
+        return rounds * (self.alpha(hops, n) + self.frame_overhead_bytes / self.link_bytes_per_s)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -103,28 +122,28 @@ def collective_seconds(costs: Costs, kind: Kind, nbytes: float, n: int, hops: in
     """One call of ``kind`` on a buffer of ``nbytes`` among ``n`` ranks at most ``hops`` switch
     hops apart (``root_hops``: to the aggregation tree's root, for ``in_network``)."""
     if kind in (Kind.SEND, Kind.RECV):
-        return costs.call_s + costs.message(nbytes, hops)
+        return costs.call(2) + costs.message(nbytes, hops, 2)
     if n < 2:
-        return costs.call_s
-    head = costs.call_s + costs.header_agreement(n, hops)
+        return costs.call(n)
+    head = costs.call(n) + costs.header_agreement(n, hops)
     if kind is Kind.ALL_REDUCE and in_network:
-        return head + _in_network(costs, nbytes, root_hops)
+        return head + _in_network(costs, nbytes, root_hops, n)
     if kind is Kind.ALL_REDUCE:
-        return head + 2 * (n - 1) * costs.message(nbytes / n, hops)
+        return head + 2 * (n - 1) * costs.message(nbytes / n, hops, n)
     if kind in (Kind.REDUCE_SCATTER, Kind.ALL_GATHER, Kind.ALL_TO_ALL):
-        return head + (n - 1) * costs.message(nbytes / n, hops)
+        return head + (n - 1) * costs.message(nbytes / n, hops, n)
     if kind is Kind.BROADCAST:
-        return head + math.ceil(math.log2(n)) * costs.alpha(hops) + costs.wire_seconds(nbytes)
+        return head + math.ceil(math.log2(n)) * costs.alpha(hops, n) + costs.wire_seconds(nbytes)
     raise WorkloadError(f"no cost model for {kind.value}")
 
 
-def _in_network(costs: Costs, nbytes: float, root_hops: int) -> float:
+def _in_network(costs: Costs, nbytes: float, root_hops: int, n: int) -> float:
     values = nbytes / ITEM_BYTES
     frames = math.ceil(values / costs.agg_values_per_frame) if values else 0
     if costs.agg_priming:
         frames += min(costs.agg_window_frames, frames) if costs.agg_window_frames else frames
     frame_s = (costs.agg_values_per_frame * ITEM_BYTES + costs.agg_frame_overhead_bytes) / costs.link_bytes_per_s
-    round_trip = 2 * costs.alpha(root_hops) + frame_s
+    round_trip = 2 * costs.alpha(root_hops, n) + frame_s
     if frames == 0:
         return 0.0
     per_frame = max(frame_s, round_trip / costs.agg_window_frames) if costs.agg_window_frames else frame_s

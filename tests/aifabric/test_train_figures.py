@@ -79,3 +79,24 @@ def test_the_first_retransmission_timeout_covers_every_window_a_rank_sends_at_on
         rto = train_runner.timeouts_for(link, streams[name])["rto_s"]
         assert rto == pytest.approx(min_rto_s(link, train_runner.RANK_WINDOW * streams[name]))
     assert streams == {"dp": 1, "3d": 3}
+
+
+def test_the_collectives_sweep_times_out_after_two_windows_of_64(monkeypatch):
+    """`bench collectives` and `bench fidelity` run their groups with the library's window (64) and
+    a first timeout of two windows' time (ECMP may queue two of the group's flows on one link);
+    with one window of 32, ring all_reduce of 512 KiB among 8 resent 2,010 packets that had arrived."""
+    from aifabric.experiments import collectives_bench
+    from aifabric.lab.links import LinkPlan, LinkRate
+
+    class Captured(Exception):
+        pass
+
+    def run_group(lab, hosts, calls, elements, **options):
+        raise Captured(options)
+    monkeypatch.setattr(collectives_bench, "run_group", run_group)
+    plan = LinkPlan(LinkRate.parse("4M"))
+    with pytest.raises(Captured) as got:
+        collectives_bench.measure(None, ["h1", "h2"], ["all_reduce"], [1 << 19], plan=plan)
+    options = got.value.args[0]
+    assert options["window"] == 64
+    assert options["extra_args"] == ["--rto", f"{plan.rate.seconds(collectives_bench.DATA_FRAME, 128):.3f}"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from aifabric.workloads import Job, Parallelism, Scale, estimate, generate, place, preset
+from aifabric.workloads.errors import WorkloadError
 from aifabric.workloads.latency import Costs, collective_seconds, fabric_hops
 from aifabric.workloads.ops import BUSBW_FACTOR, Kind
 from topologies.fabric import fat_tree
@@ -29,6 +30,20 @@ def test_the_other_kinds_by_hand():
     # a send: a call and one message of 250 bytes in 3 frames, no header agreement
     assert collective_seconds(COSTS, Kind.SEND, 250, 2, 5) == pytest.approx(0.100 + 0.015 + 310 / 1000)
     assert collective_seconds(COSTS, Kind.ALL_REDUCE, 800, 1, 0) == pytest.approx(0.100)   # alone: the call
+
+
+def test_a_group_size_with_its_own_costs_by_hand():
+    """Pairs measured apart (a message 2 ms, a call 5 ms): a pair's all_reduce and a send take
+    them, a group of four keeps the general ones."""
+    pairs = Costs(1000.0, message_s=0.010, hop_s=0.001, call_s=0.100, payload_per_frame=100,
+                  frame_overhead_bytes=20, by_group=((2, 0.002, 0.005),))
+    # n=2, B=400, 3 hops: a call, one header round (0.005 + 0.020), two steps of 200 bytes
+    assert collective_seconds(pairs, Kind.ALL_REDUCE, 400, 2, 3) == pytest.approx(
+        0.005 + (0.005 + 0.020) + 2 * (0.005 + 0.240))
+    assert collective_seconds(pairs, Kind.SEND, 250, 2, 5) == pytest.approx(0.005 + 0.007 + 310 / 1000)
+    assert collective_seconds(pairs, Kind.ALL_REDUCE, 800, 4, 3) == collective_seconds(COSTS, Kind.ALL_REDUCE, 800, 4, 3)
+    with pytest.raises(WorkloadError, match="group of 2"):
+        Costs(1000.0, by_group=((2, -0.001, 0.0),))
 
 
 def test_in_network_by_hand():
@@ -121,3 +136,32 @@ def test_calibration_recovers_the_constants_the_model_made():
     assert not got.notes
     noisy = solve(base, {**measured, "near": measured["far"] + 1e-3}, hops, 8)
     assert noisy.costs.hop_s == 0.0 and "hop_s measured" in noisy.notes[0]
+
+
+def test_calibration_gives_smaller_groups_their_own_costs():
+    """Pairs whose message costs 0.3 ms and call 0.8 ms beside a group of eight's 1.2 and 3 ms:
+    the pairs' two calls give theirs back, the group's stay its own, and a workload of pairs and
+    sends is timed with the pairs' costs."""
+    from dataclasses import replace
+
+    from aifabric.experiments.calibration import group_sizes, link_costs, solve
+    from aifabric.lab.links import LinkPlan, LinkRate
+
+    base = link_costs(LinkPlan(LinkRate.parse("2M")))
+    true = replace(base, message_s=1.2e-3, hop_s=5e-5, call_s=3e-3, by_group=((2, 3e-4, 8e-4),))
+    hops = {"near": 1, "far": 5, "group": 5, "groups of 2": 3}
+    measured = {"near": collective_seconds(true, Kind.ALL_REDUCE, 8, 2, 1),
+                "far": collective_seconds(true, Kind.ALL_REDUCE, 8, 2, 5),
+                "all_reduce": collective_seconds(true, Kind.ALL_REDUCE, 32, 8, 5),
+                "reduce_scatter": collective_seconds(true, Kind.REDUCE_SCATTER, 32, 8, 5),
+                "all_reduce of 2": collective_seconds(true, Kind.ALL_REDUCE, 8, 2, 3),
+                "reduce_scatter of 2": collective_seconds(true, Kind.REDUCE_SCATTER, 8, 2, 3)}
+    got = solve(base, measured, hops, 8)
+    assert (got.costs.message_s, got.costs.hop_s, got.costs.call_s) == pytest.approx((1.2e-3, 5e-5, 3e-3))
+    ((size, message_s, call_s),) = got.costs.by_group
+    assert (size, message_s, call_s) == (2, pytest.approx(3e-4), pytest.approx(8e-4))
+    assert "in groups of 2: a message 0.30 ms, a call 0.80 ms" in got.describe()
+    w = generate(Job(preset("tiny"), Parallelism(dp=2, tp=2, pp=2, micro_batches=2)), Scale(1.0))
+    assert group_sizes(w) == {2}
+    general = replace(got.costs, by_group=())
+    assert estimate(w, costs=got.costs).step_s < estimate(w, costs=general).step_s
