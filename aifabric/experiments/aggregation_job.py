@@ -24,12 +24,11 @@ from controller.aggregation import Job, JobManager
 from controller.aggregation.entries import AGG_OPS, OUTCOMES
 from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT, DEFAULT_SLOTS, MAX_FRAME_VALUES
 
-# The training workloads' jobs keep 8 chunks in flight, not 32: a float32 call first sends a zero
-# frame per slot it uses (the priming round that agrees the first chunks' exponents), and the
-# workloads' calls, scaled down with the links, are a few dozen frames, so 32 slots doubled a
-# call's frames (DP8 on the fat-tree: the step 2.49 s at 1 Mbit/s, 1.75 s at 4, the ring's 2.33;
-# with 8: 1.73 and 1.70). 8 still keeps those links busy (calls within 5% of the latency-aware
-# model, which counts the window and the priming round).
+# The training workloads' jobs keep 8 chunks in flight, not 32: the workloads' calls, scaled down
+# with the links, are a few dozen frames, and 8 keep those links busy (calls within 5% of the
+# latency-aware model, which counts the window). Chosen when a float32 call still sent a zero frame
+# per slot before its data (its first exponents, now agreed in the call's header): 32 slots then
+# doubled a call's frames (DP8 on the fat-tree: 2.49 s at 1 Mbit/s, 1.75 s at 4; with 8: 1.73, 1.70).
 WORKLOAD_SLOTS = 8
 # The lab's jobs carry the largest frame a 1500-byte MTU holds: softswitch and BMv2 cost mostly per
 # packet, so SwitchML's 64-value frames (sized for a Tofino's pipeline) would make a frame cost a

@@ -51,7 +51,7 @@ def link_costs(plan: LinkPlan, agg_values: int = LAB_FRAME_VALUES, agg_window: i
     agg_wire = rate.seconds(frame_bytes(agg_values)) * link_bytes_per_s
     return Costs(link_bytes_per_s, payload_per_frame=PAYLOAD, frame_overhead_bytes=data_wire - PAYLOAD,
                  agg_values_per_frame=agg_values, agg_frame_overhead_bytes=agg_wire - 4 * agg_values,
-                 agg_window_frames=agg_window, agg_priming=True)     # the ranks move float32
+                 agg_window_frames=agg_window)
 
 
 @dataclass

@@ -24,10 +24,8 @@ pairwise all-to-all), for a buffer of B bytes in nccl-tests' sense (`ops`) among
 * all_reduce in the switches: the buffer up once and the sums down once in aggregation frames
   (`Costs.agg_frame_overhead_bytes` per `Costs.agg_values_per_frame` values), the first frame's
   round trip to the tree's root (alpha over twice its hops), at most `Costs.agg_window_frames`
-  frames in flight: bytes then move at min(link, window / round trip). float32 calls first send a
-  priming round (`Costs.agg_priming`): a zero frame per slot the call uses, min(window, frames),
-  whose results bring the first chunks' shared exponents (hostagent.collectives.aggregation.worker);
-  they are full frames in the same pipeline, so a call of few frames pays up to twice its bytes.
+  frames in flight: bytes then move at min(link, window / round trip). The first chunks' shared
+  exponents travel in the header agreement (hostagent.collectives.headers), no frame of their own.
 
 With every latency 0 and no per-frame overhead (`LINK_BOUND`) the model is the link-bound
 estimate: B times nccl-tests' bus-bandwidth factor over the link rate.
@@ -62,7 +60,6 @@ class Costs:
     agg_values_per_frame: int = 1           # in-network: values a frame carries
     agg_frame_overhead_bytes: float = 0.0   # in-network: wire bytes a frame adds to its values
     agg_window_frames: int = 0              # in-network: frames in flight per worker (0: no limit)
-    agg_priming: bool = False               # in-network: a priming frame per slot used before the data
     by_group: tuple[tuple[int, float, float], ...] = ()   # (ranks, message_s, call_s) measured for that size
 
     def __post_init__(self) -> None:
@@ -140,8 +137,6 @@ def collective_seconds(costs: Costs, kind: Kind, nbytes: float, n: int, hops: in
 def _in_network(costs: Costs, nbytes: float, root_hops: int, n: int) -> float:
     values = nbytes / ITEM_BYTES
     frames = math.ceil(values / costs.agg_values_per_frame) if values else 0
-    if costs.agg_priming:
-        frames += min(costs.agg_window_frames, frames) if costs.agg_window_frames else frames
     frame_s = (costs.agg_values_per_frame * ITEM_BYTES + costs.agg_frame_overhead_bytes) / costs.link_bytes_per_s
     round_trip = 2 * costs.alpha(root_hops, n) + frame_s
     if frames == 0:

@@ -172,8 +172,9 @@ class ProcessGroup:
     def all_reduce(self, x: np.ndarray, op: str = "sum", algo: str = "auto", async_op: bool = False, timeout_s: float | None = None):
         x, rop = _flat(x), ReduceOp[op.upper()]
         algo = self._pick(Op.ALL_REDUCE, algo, x)
-        header = CallHeader(Op.ALL_REDUCE, CODES[dtype_name(x)], x.size, -1, rop,
-                            algo == "in_network" and x.dtype.kind == "f" and not bool(np.isfinite(x).all()))
+        nonfinite = algo == "in_network" and x.dtype.kind == "f" and not bool(np.isfinite(x).all())
+        exponents = self.in_network.header_exponents(x) if algo == "in_network" and not nonfinite else b""
+        header = CallHeader(Op.ALL_REDUCE, CODES[dtype_name(x)], x.size, -1, rop, nonfinite, exponents)
 
         def run(link: Link) -> np.ndarray:
             headers = agree(link, header)
@@ -181,7 +182,7 @@ class ProcessGroup:
                 bad = [link.members[i] for i, h in enumerate(headers) if h.nonfinite]
                 if bad:
                     raise NonFinite(f"NaN or Inf in the buffers of rank(s) {bad}: in-network aggregation quantises floats and cannot carry them")
-                return self.in_network.all_reduce(x, rop)
+                return self.in_network.all_reduce(x, rop, [h.exponents for h in headers])
             if algo == "hierarchical":
                 return hierarchical.all_reduce(link, x, rop, self.groups)
             return _FAMILY[algo].all_reduce(link, x, rop)

@@ -60,20 +60,6 @@ def test_in_network_by_hand():
         pytest.approx(3 * 1.0 + rt + 3 * rt / 2)
 
 
-def test_in_network_priming_by_hand():
-    """float32 calls send a zero frame per slot they use before their data (the first chunks'
-    exponents): 4 frames on 2 slots send 2 more, 1 frame on 2 slots one more, in the same
-    pipeline as the data (frames and round trip as in the case above, a window of 2 that the
-    link, not the round trip, limits)."""
-    primed = Costs(1000.0, message_s=0.010, hop_s=0.001, agg_values_per_frame=256, agg_frame_overhead_bytes=64,
-                   agg_window_frames=2, agg_priming=True)
-    rt = 2 * 0.013 + 1.088
-    assert collective_seconds(primed, Kind.ALL_REDUCE, 4096, 8, 5, in_network=True, root_hops=3) == \
-        pytest.approx(3 * 0.015 + rt + (4 + 2 - 1) * 1.088)
-    assert collective_seconds(primed, Kind.ALL_REDUCE, 1024, 8, 5, in_network=True, root_hops=3) == \
-        pytest.approx(3 * 0.015 + rt + (1 + 1 - 1) * 1.088)
-
-
 @pytest.mark.parametrize("kind", [Kind.ALL_REDUCE, Kind.REDUCE_SCATTER, Kind.ALL_GATHER, Kind.ALL_TO_ALL,
                                   Kind.BROADCAST, Kind.SEND])
 def test_without_latency_it_is_the_link_bound_figure(kind):

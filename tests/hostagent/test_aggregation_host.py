@@ -48,7 +48,7 @@ from hostagent.collectives.baseline_ring import RingClient, RingConfig, ring_pee
 from hostagent.collectives.baseline_ringwire import RingHeader, RingKind, pack_data, unpack_ring
 from hostagent.collectives.ps import JobSpec, ParameterServer
 from hostagent.collectives.tensors import check_aggregated, check_ring, make_tensors
-from hostagent.collectives.aggregation.worker import AllReduceClient, AllReduceError, JobConfig
+from hostagent.collectives.aggregation.worker import AllReduceClient, AllReduceError, JobConfig, first_exponents
 from hostagent.training import combine
 
 REPO = Path(__file__).resolve().parents[2]
@@ -393,6 +393,36 @@ def test_ps_allreduce_equals_numpy(n: int, frame_values: int, dtype: str) -> Non
         assert ps.snapshot()["contributions"] == n * packets
         assert all(c.last_stats.packets_sent - c.last_stats.retransmissions == packets for c in clients)
         assert all(c.last_stats.bytes_sent == (c.last_stats.packets_sent) * (16 + 4 * frame_values) for c in clients)
+
+
+def test_exponents_agreed_beforehand_replace_the_priming_round() -> None:
+    """Workers given the max of their `first_exponents` (what a process group's header agreement
+    brings) send no priming frame and get, bit for bit, the sums of primed workers; primed and
+    unprimed calls follow each other on one job with its slots' sets alternating."""
+    net, n, slots = fresh_net(), 3, 8
+    size = 64 * 37 + 5
+    tensors = make_tensors(seed=5, workers=n, size=size, dtype="float32")
+    tensors[1][:64] *= 1e6            # the first chunk's shared exponent is rank 1's
+    with ParameterServer([JobSpec(6, n, slots)], (net + "1", AGG_UDP_PORT)).start() as ps:
+        clients = ps_clients(net, 6, n, slots=slots)
+        try:
+            first = np.max([first_exponents(t, clients[0].config) for t in tensors], axis=0)
+            assert first.shape == (slots,)
+            primed = allreduce_all(clients, tensors)
+            before = ps.snapshot()["contributions"]
+            agreed = run_parallel([lambda c=c, t=t: c.allreduce(t, first_exponents=first)
+                                   for c, t in zip(clients, tensors)])
+            chunks = -(-size // 64)
+            assert ps.snapshot()["contributions"] - before == n * chunks
+            assert all(c.last_stats.packets_sent - c.last_stats.retransmissions == chunks for c in clients)
+            check_all(agreed, tensors)
+            assert all(np.array_equal(a, b) for a, b in zip(agreed, primed))
+            check_all(allreduce_all(clients, tensors), tensors)          # primed again after
+            with pytest.raises(ValueError, match="first_exponents: 7 exponents"):
+                clients[0].allreduce(tensors[0], first_exponents=first[:7])
+        finally:
+            for c in clients:
+                c.close()
 
 
 @pytest.mark.parametrize("size", [1, 63, 65, 64 * 8])

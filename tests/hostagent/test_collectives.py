@@ -344,6 +344,23 @@ def test_mismatched_calls_are_refused_by_every_rank(field: str, second: np.ndarr
         close_all(pgs)
 
 
+def test_in_network_float_calls_agree_their_first_exponents_in_the_header(worlds) -> None:
+    """A float call through the group sends its chunks and nothing more (the header agreement
+    brought the first chunks' exponents: no priming round); an int32 call likewise."""
+    pgs = worlds[3]
+    frame_values = pgs[0].in_network.config.frame_values
+    length = 5 * frame_values + 1                        # 6 chunks, under the job's slots
+
+    def sent() -> list[int]:
+        return [pg.in_network.stats()["packets_sent"] - pg.in_network.stats()["retransmissions"] for pg in pgs]
+    for dtype in ("float32", "int32"):
+        bufs = [tensor(dtype, r, length, seed=11) for r in range(3)]
+        before = sent()
+        got = run_parallel([lambda pg=pg, b=b: pg.all_reduce(b, algo="in_network") for pg, b in zip(pgs, bufs)])
+        assert all(isinstance(g, np.ndarray) for g in got), got
+        assert [a - b for a, b in zip(sent(), before)] == [6] * 3, dtype
+
+
 def test_nan_is_refused_for_in_network_float_by_every_rank(ps: ParameterServer) -> None:
     n = 3
     pgs = make_groups(n, ps=ps, job=n, timeout_s=5.0)  # job 3 is the worlds fixture's; a fresh epoch per client set

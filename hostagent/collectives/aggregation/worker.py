@@ -6,7 +6,9 @@ packet, one exponent); chunk c travels on slot c % slots, one chunk outstanding 
 On the result of chunk c the worker sends chunk c + slots on the same slot in the other set.
 float32 chunks are quantised with an exponent the workers agree on without an extra round trip:
 the packet of chunk c carries the sender's exponent for chunk c + slots and the result returns the
-max; a priming round (seq -slots .. -1, zero values) brings the exponents of the first chunks.
+max. The first chunks' exponents come from the call's header agreement when the caller ran one
+(`allreduce(tensor, first_exponents=...)`, the process group's path: `first_exponents`); without
+it a priming round (seq -slots .. -1, zero values) brings them, one frame per slot used.
 
 Successive calls on one client continue the job's stream: the next call's chunk 0 has seq
 base + (whole waves used) + slots, and every slot's set keeps alternating from its last use, as the
@@ -92,7 +94,8 @@ class _Outstanding(Pending):
 class _Call:
     """The state of one allreduce: chunks, agreed exponents, sums, what each slot waits for."""
 
-    def __init__(self, client: AllReduceClient, chunks: np.ndarray, is_float: bool, base: int) -> None:
+    def __init__(self, client: AllReduceClient, chunks: np.ndarray, is_float: bool, base: int,
+                 first_exponents: np.ndarray | None = None) -> None:
         self.client = client
         self.cfg = client.config
         self.chunks = chunks
@@ -103,13 +106,21 @@ class _Call:
         self.own_exps = q.chunk_exponents(chunks) if is_float else None
         self.wide = chunks.astype(np.float64) if is_float else None  # quantised one row per packet
         self.agreed = np.zeros(self.n, dtype=np.int64)
+        self.primed = first_exponents is not None or not is_float
+        if first_exponents is not None:
+            first = np.asarray(first_exponents, dtype=np.int64)
+            if not is_float or first.shape != (min(self.cfg.slots, self.n),):
+                raise ValueError(f"first_exponents: {first.shape[0] if first.ndim == 1 else first.shape} exponents for "
+                                 f"a {'float32' if is_float else 'int32'} call of {self.n} chunks on "
+                                 f"{self.cfg.slots} slots (float32 only, one per slot used)")
+            self.agreed[: first.size] = first
         self.outstanding: dict[int, _Outstanding] = {}
         self.completed = 0
 
     def start(self) -> None:
         slots = self.cfg.slots
         for s in range(min(slots, self.n)):
-            self._send(s - slots if self.is_float else s)
+            self._send(s if self.primed else s - slots)
 
     def _send(self, chunk: int) -> None:
         cfg = self.cfg
@@ -225,7 +236,10 @@ class AllReduceClient:
         self._last_set[slot] = set_id
         return set_id
 
-    def allreduce(self, tensor: np.ndarray) -> np.ndarray:
+    def allreduce(self, tensor: np.ndarray, first_exponents: np.ndarray | None = None) -> np.ndarray:
+        """Every worker's sum of ``tensor``. ``first_exponents``: the exponents of the first
+        min(slots, chunks) chunks all workers agreed on (the max of each one's `first_exponents`),
+        for a float32 call: no priming round is sent. Every worker of a call passes them or none does."""
         tensor = np.asarray(tensor)
         if tensor.dtype not in (np.float32, np.int32):
             raise TypeError(f"allreduce takes float32 or int32 tensors, not {tensor.dtype}")
@@ -234,7 +248,7 @@ class AllReduceClient:
         is_float = tensor.dtype == np.float32
         if is_float:
             q.check_finite(tensor)
-        call = _Call(self, split_chunks(tensor, self.config.frame_values), is_float, self._base)
+        call = _Call(self, split_chunks(tensor, self.config.frame_values), is_float, self._base, first_exponents)
         slots = self.config.slots
         self._base += -(-call.n // slots) * slots + slots
         self.endpoint.stats = TransferStats()
@@ -268,3 +282,11 @@ class AllReduceClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def first_exponents(tensor: np.ndarray, config: JobConfig) -> np.ndarray:
+    """This worker's exponents of the chunks a float32 call sends first (one per slot used), for
+    the call's header agreement; their max over the workers is `allreduce`'s ``first_exponents``."""
+    values = np.asarray(tensor, dtype=np.float32).reshape(-1)
+    head = values[: config.slots * config.frame_values]
+    return q.chunk_exponents(split_chunks(head, config.frame_values))
