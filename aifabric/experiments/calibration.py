@@ -154,12 +154,20 @@ def solve(base: Costs, measured: dict[str, float], hops: dict[str, int], n: int)
     def wire(op: Kind, members: int) -> float:         # the model's time for the frames alone
         return collective_seconds(frames_only, op, ITEM_BYTES * members, members, 0)
 
-    def fixed(size: int, all_reduce: float, reduce_scatter: float) -> tuple[float, float]:
-        """A message's cost at the group's distance, and a call's, in a group of ``size``."""
+    def fixed(size: int, all_reduce: float, reduce_scatter: float, name: str) -> tuple[float, float]:
+        """A message's cost at the group's distance, and a call's, in a group of ``size``: the
+        two calls' times beyond their frames are call + k a (k their messages). Where that puts
+        the call below zero, the call is 0 and a the least-squares fit of both."""
+        k_ar = math.ceil(math.log2(size)) + 2 * (size - 1)
+        k_rs = k_ar - (size - 1)
         ar = all_reduce - wire(Kind.ALL_REDUCE, size)
         rs = reduce_scatter - wire(Kind.REDUCE_SCATTER, size)
         alpha = (ar - rs) / (size - 1)
-        return alpha, ar - (math.ceil(math.log2(size)) + 2 * (size - 1)) * alpha
+        call = ar - k_ar * alpha
+        if call < 0:
+            notes.append(f"{name} measured {1e3 * call:.3f} ms, taken as 0 and the message fitted to both calls")
+            call, alpha = 0.0, (k_ar * ar + k_rs * rs) / (k_ar ** 2 + k_rs ** 2)
+        return alpha, call
 
     def kept(name: str, v: float) -> float:
         if v < 0:
@@ -168,13 +176,11 @@ def solve(base: Costs, measured: dict[str, float], hops: dict[str, int], n: int)
 
     dh = hops["far"] - hops["near"]
     hop = kept("hop_s", (measured["far"] - measured["near"]) / (3 * dh) if dh else 0.0)
-    alpha, call = fixed(n, measured["all_reduce"], measured["reduce_scatter"])
-    values = {"hop_s": hop, "message_s": kept("message_s", alpha - hops["group"] * hop),
-              "call_s": kept("call_s", call)}
+    alpha, call = fixed(n, measured["all_reduce"], measured["reduce_scatter"], "call_s")
+    values = {"hop_s": hop, "message_s": kept("message_s", alpha - hops["group"] * hop), "call_s": call}
     by_group = []
     for key in sorted(k for k in measured if k.startswith("all_reduce of ")):
         size = int(key.rsplit(" ", 1)[1])
-        alpha, call = fixed(size, measured[key], measured[f"reduce_scatter of {size}"])
-        by_group.append((size, kept(f"message_s of {size}", alpha - hops[f"groups of {size}"] * hop),
-                         kept(f"call_s of {size}", call)))
+        alpha, call = fixed(size, measured[key], measured[f"reduce_scatter of {size}"], f"call_s of {size}")
+        by_group.append((size, kept(f"message_s of {size}", alpha - hops[f"groups of {size}"] * hop), call))
     return Calibration(replace(base, **values, by_group=tuple(by_group)), dict(measured), dict(hops), notes)

@@ -151,3 +151,12 @@ def test_calibration_gives_smaller_groups_their_own_costs():
     assert group_sizes(w) == {2}
     general = replace(got.costs, by_group=())
     assert estimate(w, costs=got.costs).step_s < estimate(w, costs=general).step_s
+    # the pairs' reduce_scatter 1 ms faster: a negative call; the call is 0 and the message the
+    # least-squares fit of both calls (3 and 2 messages: their residuals weigh 3:2 against each other)
+    fast = {**measured, "reduce_scatter of 2": measured["reduce_scatter of 2"] - 1e-3}
+    noisy = solve(base, fast, hops, 8)
+    assert noisy.costs.by_group[0][2] == 0.0 and any("call_s of 2 measured" in n for n in noisy.notes)
+    residual = {op: collective_seconds(noisy.costs, op, 8, 2, 3) - fast[f"{op.value} of 2"]
+                for op in (Kind.ALL_REDUCE, Kind.REDUCE_SCATTER)}
+    assert 3 * residual[Kind.ALL_REDUCE] + 2 * residual[Kind.REDUCE_SCATTER] == pytest.approx(0, abs=1e-9)
+    assert abs(residual[Kind.ALL_REDUCE]) < 1e-3 and abs(residual[Kind.REDUCE_SCATTER]) < 1e-3
