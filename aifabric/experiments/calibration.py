@@ -154,33 +154,35 @@ def solve(base: Costs, measured: dict[str, float], hops: dict[str, int], n: int)
     def wire(op: Kind, members: int) -> float:         # the model's time for the frames alone
         return collective_seconds(frames_only, op, ITEM_BYTES * members, members, 0)
 
-    def fixed(size: int, all_reduce: float, reduce_scatter: float, name: str) -> tuple[float, float]:
-        """A message's cost at the group's distance, and a call's, in a group of ``size``: the
-        two calls' times beyond their frames are call + k a (k their messages). Where that puts
-        the call below zero, the call is 0 and a the least-squares fit of both."""
+    def fixed(size: int, group_hops: int, all_reduce: float, reduce_scatter: float, of: str) -> tuple[float, float]:
+        """A message's fixed cost and a call's in a group of ``size`` whose farthest ranks are
+        ``group_hops`` apart: the two calls' times beyond their frames are call + k (message +
+        hops x hop), k their messages; solved exactly, or where that puts one below zero, that
+        one is 0 and the other the least-squares fit of both calls (noise of small figures)."""
         k_ar = math.ceil(math.log2(size)) + 2 * (size - 1)
         k_rs = k_ar - (size - 1)
-        ar = all_reduce - wire(Kind.ALL_REDUCE, size)
-        rs = reduce_scatter - wire(Kind.REDUCE_SCATTER, size)
-        alpha = (ar - rs) / (size - 1)
-        call = ar - k_ar * alpha
+        ar = all_reduce - wire(Kind.ALL_REDUCE, size) - k_ar * group_hops * hop
+        rs = reduce_scatter - wire(Kind.REDUCE_SCATTER, size) - k_rs * group_hops * hop
+        message = (ar - rs) / (size - 1)
+        call = ar - k_ar * message
         if call < 0:
-            notes.append(f"{name} measured {1e3 * call:.3f} ms, taken as 0 and the message fitted to both calls")
-            call, alpha = 0.0, (k_ar * ar + k_rs * rs) / (k_ar ** 2 + k_rs ** 2)
-        return alpha, call
-
-    def kept(name: str, v: float) -> float:
-        if v < 0:
-            notes.append(f"{name} measured {1e3 * v:.3f} ms, taken as 0")
-        return max(v, 0.0)
+            notes.append(f"call_s{of} measured {1e3 * call:.3f} ms, taken as 0 and the message fitted to both calls")
+            call, message = 0.0, (k_ar * ar + k_rs * rs) / (k_ar ** 2 + k_rs ** 2)
+        if message < 0:
+            notes.append(f"message_s{of} measured {1e3 * message:.3f} ms, taken as 0 and the call fitted to both calls")
+            message, call = 0.0, max(0.0, (ar + rs) / 2)
+        return message, call
 
     dh = hops["far"] - hops["near"]
-    hop = kept("hop_s", (measured["far"] - measured["near"]) / (3 * dh) if dh else 0.0)
-    alpha, call = fixed(n, measured["all_reduce"], measured["reduce_scatter"], "call_s")
-    values = {"hop_s": hop, "message_s": kept("message_s", alpha - hops["group"] * hop), "call_s": call}
+    hop = (measured["far"] - measured["near"]) / (3 * dh) if dh else 0.0
+    if hop < 0:
+        notes.append(f"hop_s measured {1e3 * hop:.3f} ms, taken as 0")
+        hop = 0.0
+    message, call = fixed(n, hops["group"], measured["all_reduce"], measured["reduce_scatter"], "")
+    values = {"hop_s": hop, "message_s": message, "call_s": call}
     by_group = []
     for key in sorted(k for k in measured if k.startswith("all_reduce of ")):
         size = int(key.rsplit(" ", 1)[1])
-        alpha, call = fixed(size, measured[key], measured[f"reduce_scatter of {size}"], f"call_s of {size}")
-        by_group.append((size, kept(f"message_s of {size}", alpha - hops[f"groups of {size}"] * hop), call))
+        by_group.append((size, *fixed(size, hops[f"groups of {size}"], measured[key],
+                                      measured[f"reduce_scatter of {size}"], f" of {size}")))
     return Calibration(replace(base, **values, by_group=tuple(by_group)), dict(measured), dict(hops), notes)
