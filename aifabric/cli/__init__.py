@@ -23,7 +23,8 @@ Commands, with their main options (each command's --help has them all):
     aifabric demo int [--k 4] [--target ...] [--json PATH] [--png PATH]  ECN + INT under congestion
     aifabric demo allreduce [--workers 8] [--size N] [--rate 10]        in-network AllReduce vs ring vs PS
     aifabric demo train [--workers 8] [--steps 100] [--rate 10]         a model trained data-parallel, gradients
-                                                                        summed in the switches, by ring, in one process
+                        [--crash RANK@STEP]                             summed in the switches, by ring, in one process
+                                                                        (a rank crashed: resumed from a checkpoint)
     aifabric bench load-balance [--modes ...] [--patterns ...]          load-balancing modes compared
                                 [--seeds ...] [--rate 10]               (`bench lb` is the same command)
     aifabric bench collectives [--ranks 8] [--sizes ...] [--ops ...]    collectives' algbw/busbw per operation,
@@ -65,7 +66,7 @@ os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 
 from aifabric.cli import topo_args
 from aifabric.containers.compose_project import LINK_POOL
-from aifabric.cli.validate import failover_config, validate
+from aifabric.cli.validate import crash_arg, failover_config, validate
 from aifabric.lab.links import rate_arg
 from controller.failover.config import HeartbeatConfig as HeartbeatDefaults
 from hostagent.agent.config import MODES as AGENT_MODES
@@ -159,6 +160,11 @@ def build_parser() -> argparse.ArgumentParser:
                       "Mbit/s or with a unit (2.5M, 500k, 1000pps) (default: 10 Mbit/s for allreduce, not limited "
                       "for train)")
     demo.add_argument("--steps", type=int, default=100, help="demo train: SGD steps (default %(default)s)")
+    demo.add_argument("--crash", type=crash_arg, metavar="RANK@STEP",
+                      help="demo train: that rank's process ends at that step in both runs; each then starts again "
+                           "from its last checkpoint (see --checkpoint-every)")
+    demo.add_argument("--checkpoint-every", type=int, default=10, metavar="N",
+                      help="demo train with --crash: steps between two checkpoints (default %(default)s)")
 
     bench = _command(sub, "bench", help="run a comparison on a fabric: load-balance (lb), collectives, train, fidelity")
     bench_sub = bench.add_subparsers(dest="which", required=True)
@@ -403,7 +409,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.which == "train":
                 from aifabric.experiments import demo_train
                 return demo_train.run(k=args.k, target=args.target, workers=args.workers, steps=args.steps,
-                                      rate=args.rate, json_path=args.json, png_path=args.png, pipeline=pipeline)
+                                      rate=args.rate, json_path=args.json, png_path=args.png, pipeline=pipeline,
+                                      crash=args.crash, checkpoint_every=args.checkpoint_every)
             from aifabric.experiments import demo_fabric
             return demo_fabric.run(k=args.k, target=args.target, json_path=args.json, pipeline=pipeline)
     except (KeyboardInterrupt, Terminated) as stop:

@@ -133,6 +133,22 @@ def validate(args: argparse.Namespace) -> None:
         prepare_output("--png", args.png or demo_int.DEFAULT_PNG)
     if args.which == "allreduce":
         check_allreduce(args)
+    if args.which == "train" and args.crash is not None:
+        rank, step = args.crash
+        if not 0 <= rank < args.workers or not 0 < step < args.steps:
+            raise ValueError(f"--crash {rank}@{step}: a rank below --workers {args.workers} at a step between "
+                             f"1 and --steps {args.steps}")
+        if args.checkpoint_every < 1:
+            raise ValueError(f"--checkpoint-every {args.checkpoint_every}: at least 1 step between two checkpoints")
+
+
+def crash_arg(text: str) -> tuple[int, int]:
+    """RANK@STEP (demo train --crash)."""
+    try:
+        rank, step = (int(v) for v in text.split("@"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: RANK@STEP, e.g. 3@40") from None
+    return rank, step
 
 
 def check_web_address(args: argparse.Namespace) -> None:

@@ -9,6 +9,10 @@ gradient element is within n(1/2 + 2^-20)/scale + 2^-23|sum| of the exact sum, s
 switches add integers, which no order changes, so the in-network run must follow the replay to
 the bit (up to the ranks' own float arithmetic), and the replay shows what the bound lets the loss
 curve do. One picture (loss, test accuracy, time per step), a table and JSON.
+
+With ``crash`` (rank, step) that rank's process ends at that step in both runs, and each run
+starts again from its last checkpoint (every ``checkpoint_every`` steps): the curves go on from
+there, to the bit where they would have been, and the time the crash cost is shown.
 """
 from __future__ import annotations
 
@@ -35,8 +39,16 @@ CELLS = ("final loss", "test accuracy", "step (ms)", "compute (ms)", "all_reduce
 
 
 def curve_gaps(a: list[dict], b: list[dict], key: str) -> float:
-    """The largest difference of a figure between two runs, step by step."""
-    return max(abs(x[key] - y[key]) for x, y in zip(a, b))
+    """The largest difference of a figure between two runs, step by step (the steps ``a`` has)."""
+    by_step = {y["step"]: y for y in b}
+    return max(abs(x[key] - by_step[x["step"]][key]) for x in a)
+
+
+def lost_seconds(run: TrainRun) -> float:
+    """What restarts cost a run: its failed attempts' time and the steps redone after them (at the
+    median step time of the attempt that finished)."""
+    redone = sum(r["failed_at"] - r["resumed_from"] for r in run.restarts if r.get("failed_at") is not None)
+    return sum(r["wall_s"] for r in run.restarts) + redone * _median_ms(run, "step_s") / 1000
 
 
 def comparison(runs: dict[str, TrainRun], refs: dict[str, list[dict]]) -> dict:
@@ -65,7 +77,7 @@ def row(name: str, run: TrainRun) -> tuple:
 
 def run(k: int = 4, target: str = "softswitch", workers: int = 8, steps: int = 100, rate: LinkRate | None = None,
         json_path: str | None = None, png_path: str | None = None, pipeline: Pipeline | None = None,
-        cfg: Config = Config()) -> int:
+        cfg: Config = Config(), crash: tuple[int, int] | None = None, checkpoint_every: int = 10) -> int:
     say = report.progress
     fabric = fat_tree(k)
     hosts, server = spread_workers(fabric, workers)
@@ -91,7 +103,13 @@ def run(k: int = 4, target: str = "softswitch", workers: int = 8, steps: int = 1
             for algorithm in ALGORITHMS:
                 say(f"{LABELS[algorithm]}: {workers} ranks, {steps} steps")
                 runs[algorithm] = r = train_on_fabric(lab, hosts, algorithm, data, steps, cfg=cfg, manager=manager,
-                                                      server=server)
+                                                      server=server, exit_rank_at=crash,
+                                                      checkpoint_every=checkpoint_every if crash else 0,
+                                                      restarts=1 if crash else 0)
+                for restart in r.restarts:
+                    restart["failed_at"] = crash[1]
+                    say(f"{LABELS[algorithm]}: rank {crash[0]} crashed at step {crash[1]}, the others stopped "
+                        f"({len(restart['errors'])} ranks named it); started again from step {restart['resumed_from']}")
                 say(f"{LABELS[algorithm]}: " + (f"done in {r.wall_s:.1f} s" if r.ok else "FAILED: " + "; ".join(r.errors)))
     figures["runs"] = {name: r.summary() for name, r in runs.items()}
     figures["reference"] = {"exact": refs["exact"], "quantised_replay": refs["in_network"],
@@ -111,6 +129,12 @@ def run(k: int = 4, target: str = "softswitch", workers: int = 8, steps: int = 1
         print(f"{LABELS[name]}: loss at most {cmp[name]['loss_vs_exact']:.3g} from the exact reference, "
               f"{cmp[name]['loss_vs_replay']:.3g} from the quantised replay; final accuracy "
               f"{cmp[name]['final_accuracy_vs_exact_points']:+.2f} points")
+    for name, r in ok.items():
+        if r.restarts:
+            lost = figures["runs"][name]["lost_s"] = lost_seconds(r)
+            print(f"{LABELS[name]}: the crash cost {lost:.2f} s ({r.restarts[0]['wall_s']:.2f} s of the failed attempt, "
+                  f"{crash[1] - r.first_step} steps redone from the checkpoint of step {r.first_step}); "
+                  f"{r.wall_s:.1f} s in all, the curves from step {r.first_step} on")
     draw(Path(png_path or DEFAULT_PNG), ok, refs)
     print(f"\npicture written to {Path(png_path or DEFAULT_PNG).resolve()}")
     if json_path:
@@ -142,7 +166,7 @@ def draw(path: Path, runs: dict[str, TrainRun], refs: dict[str, list[dict]]) -> 
     gaps = [(LABELS[n], COLOURS[n], r.steps(), "-") for n, r in runs.items()]
     gaps.append((LABELS["replay"], "tab:olive", refs["in_network"], "--"))
     for label, colour, steps, style in gaps:
-        d.plot([s["step"] for s in steps], [abs(s["loss"] - e["loss"]) for s, e in zip(steps, exact)], style,
+        d.plot([s["step"] for s in steps], [abs(s["loss"] - exact[s["step"]]["loss"]) for s in steps], style,
                color=colour, label=label)
     d.set_yscale("symlog", linthresh=1e-8)
     d.set(xlabel="step", ylabel="|loss - one process's loss|", title="Distance from the exact reference")

@@ -447,6 +447,8 @@ def draw(path: str | Path, plan: FidelityPlan, m: dict[tuple, dict], res: Result
                label="latency-aware model")
     d.axhline(1.0, color="grey", linewidth=1)
     d.set_xscale("log")
+    d.set_xticks(list(plan.ratios), [f"{r:g}" for r in plan.ratios])    # the ratios run, not log decades
+    d.minorticks_off()
     d.set_xlabel("communication / computation")
     d.set_ylabel("training speedup, in-network over ring")
     d.set_title("(c) SwitchML's trend")

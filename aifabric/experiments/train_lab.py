@@ -5,7 +5,11 @@
 host, with an in-network aggregation job on the switches when the algorithm is in_network, and
 collects every rank's report; a rank that reports nothing or an error fails the run by name
 (`TrainRun.errors`). ``kill_rank_after`` kills one rank's process that many seconds after the
-start, to show how a run ends when a host dies. `reference` trains the same ranks in this process. With ``host_agent`` the hosts run the eBPF
+start, ``exit_rank_at`` ends one at a step, to show how a run ends when a host dies; with
+``checkpoint_every`` and ``restarts`` the job saves its parameters every so many steps and, when
+an attempt fails, starts every rank again from the last checkpoint, as an elastic launcher does
+(`TrainRun.restarts`: each failed attempt, its errors, the step it resumed from and the time it
+cost). `reference` trains the same ranks in this process. With ``host_agent`` the hosts run the eBPF
 agents (PLB, DCQCN) for the run and the ranks send RoCEv2-like (aifabric.experiments.host_agents);
 `TrainRun.agents` holds the agents' summed counters.
 """
@@ -28,6 +32,7 @@ from aifabric.lab.lab import Lab
 from controller.aggregation import JobManager
 from hostagent.agent.config import AgentConfig
 from hostagent.training import reference
+from hostagent.training.checkpoint import saved_step
 from hostagent.training.data import Split
 from hostagent.training.step import Config
 
@@ -64,13 +69,19 @@ class TrainRun:
     cpu_busy: float = 0.0
     wall_s: float = 0.0
     agents: dict = field(default_factory=dict)
+    restarts: list[dict] = field(default_factory=list)     # failed attempts: errors, wall_s, resumed_from
 
     @property
     def ok(self) -> bool:
         return not self.errors and len(self.reports) == len(self.hosts)
 
     def steps(self, rank: int = 0) -> list[dict]:
+        """The last attempt's steps (from its `first_step`, after a restart)."""
         return self.reports[rank]["steps"]
+
+    @property
+    def first_step(self) -> int:
+        return self.reports[0].get("first_step", 0) if self.reports else 0
 
     def step_times(self) -> list[float]:
         """Each step's time on the slowest rank."""
@@ -80,44 +91,66 @@ class TrainRun:
         return {"algorithm": self.algorithm, "hosts": self.hosts, "ok": self.ok, "errors": self.errors,
                 "in_network": self.in_network, "agg_ops": self.agg_ops, "server": self.server,
                 "cpu_busy": round(self.cpu_busy, 3), "wall_s": round(self.wall_s, 2), "agents": self.agents,
-                "steps": self.steps() if self.ok else [],
+                "steps": self.steps() if self.ok else [], "first_step": self.first_step, "restarts": self.restarts,
                 "stats": [r.get("stats", {}) for r in self.reports]}
 
 
 def train_on_fabric(lab: Lab, hosts: Sequence[str], algorithm: str, data: str | Path, steps: int, *,
                     cfg: Config = Config(), manager: JobManager | None = None, server: str | None = None,
                     slots: int = 8, timeout: float = 30.0, silent_after: float = 5.0,
-                    kill_rank_after: tuple[int, float] | None = None, deadline_s: float = 600.0,
+                    kill_rank_after: tuple[int, float] | None = None, exit_rank_at: tuple[int, int] | None = None,
+                    checkpoint_every: int = 0, restarts: int = 0, deadline_s: float = 600.0,
                     host_agent: AgentConfig | None = None, agent_dir: str | Path | None = None) -> TrainRun:
     """``steps`` steps of data-parallel SGD, one rank per host (rank order = ``hosts``' order),
     the gradients all-reduced with ``algorithm``; in_network needs ``manager`` and ``server`` (the
     host of the job's fallback aggregator). ``host_agent``: the agents' configuration (their
-    stats under ``agent_dir``, default the lab's log directory)."""
+    stats under ``agent_dir``, default the lab's log directory). ``exit_rank_at`` (rank, step)
+    and ``kill_rank_after`` (rank, seconds) fail the first attempt; up to ``restarts`` more start
+    from the checkpoint saved every ``checkpoint_every`` steps (beside ``data``)."""
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm {algorithm!r}: one of {', '.join(ALGORITHMS)}")
+    if restarts and not checkpoint_every:
+        raise ValueError("restarts need checkpoints: give checkpoint_every (steps between two)")
     run = TrainRun(algorithm, list(hosts))
     ips = ",".join(str(lab.fabric.host(h).ip4.ip) for h in hosts)
+    checkpoint = Path(data).resolve().with_name(f"checkpoint-{algorithm}.npz")
+    checkpoint.unlink(missing_ok=True)                  # a job of its own, not an earlier one's
     common = ["--peers", ips, "--data", Path(data).resolve(), "--steps", steps, "--algo", algorithm,
               "--hidden", cfg.hidden, "--batch", cfg.batch, "--lr", cfg.lr, "--seed", cfg.seed,
               "--timeout", timeout, "--silent-after", silent_after, *rank_args(host_agent, hosts)]
+    if checkpoint_every:
+        common += ["--checkpoint", checkpoint, "--checkpoint-every", checkpoint_every]
     if algorithm == "in_network" and (manager is None or server is None):
         raise ValueError("in_network training needs the job manager and a host for the fallback aggregator")
-    job_cm = (in_network_job(lab, hosts, manager=manager, server=server, slots=slots) if algorithm == "in_network"
-              else nullcontext())
     agent_dir = Path(agent_dir if agent_dir is not None else lab.log_dir) / "train-agents"
-    with job_cm as job, agents_on(lab, hosts, host_agent, agent_dir) as agents:
-        run.in_network = bool(job and job.in_network)
-        cpu0, t0 = cpu_times(), time.monotonic()
-        procs = [lab.host(h).popen([sys.executable, "-m", RANK, "--rank", str(r), *map(str, common),
-                                    *(job.worker_args(h) if job else [])]) for r, h in enumerate(hosts)]
-        run.reports, run.errors = collect_ranks(list(hosts), procs, deadline_s, kill_rank_after)
-        run.wall_s = time.monotonic() - t0
-        run.cpu_busy = busy_between(cpu0, cpu_times())
+    cpu0, t0 = cpu_times(), time.monotonic()
+    with agents_on(lab, hosts, host_agent, agent_dir) as agents:
+        for attempt in range(restarts + 1):
+            crash = [] if attempt or exit_rank_at is None else ["--exit-at-step", str(exit_rank_at[1])]
+            started = time.monotonic()
+            # a fresh aggregation job (a new epoch on the switches) for every attempt: the slots'
+            # state of a failed one is not the new workers'
+            job_cm = (in_network_job(lab, hosts, manager=manager, server=server, slots=slots)
+                      if algorithm == "in_network" else nullcontext())
+            with job_cm as job:
+                run.in_network = bool(job and job.in_network)
+                procs = [lab.host(h).popen([sys.executable, "-m", RANK, "--rank", str(r), *map(str, common),
+                                            *(crash if exit_rank_at and r == exit_rank_at[0] else []),
+                                            *(job.worker_args(h) if job else [])]) for r, h in enumerate(hosts)]
+                run.reports, run.errors = collect_ranks(list(hosts), procs, deadline_s,
+                                                        None if attempt else kill_rank_after)
+            if job is not None:
+                run.agg_ops, run.server = job.agg_ops, job.server_stats
+            if run.ok or attempt == restarts:
+                break
+            run.restarts.append({"errors": run.errors, "wall_s": time.monotonic() - started,
+                                 "resumed_from": saved_step(checkpoint)})
+    run.wall_s = time.monotonic() - t0
+    run.cpu_busy = busy_between(cpu0, cpu_times())
     if agents is not None:
         run.agents = agents.totals()      # after they stopped: their last write is final
-    if job is not None:
-        run.agg_ops, run.server = job.agg_ops, job.server_stats
     return run
+
 
 
 def require_ok(run: TrainRun) -> TrainRun:

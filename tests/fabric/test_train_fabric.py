@@ -112,6 +112,23 @@ def test_in_network_training_follows_the_quantised_reference(training):
     assert refs["exact"][-1]["test_acc"] > 0.8
 
 
+def test_a_job_that_lost_a_rank_goes_on_from_its_checkpoint_in_the_switches(training):
+    """Rank 3 crashes at step 15 of 30, the others end naming it; the job, checkpointed every 10
+    steps, starts again from step 10 on a fresh aggregation job and its steps 10-29 are the
+    quantised reference's to the bit (the switches add integers)."""
+    from aifabric.experiments.train_lab import train_on_fabric
+    lab, manager, data, refs = training
+    run = train_on_fabric(lab, HOSTS, "in_network", data, STEPS, manager=manager, server=SERVER, silent_after=3.0,
+                          exit_rank_at=(3, 15), checkpoint_every=10, restarts=1, deadline_s=120.0)
+    assert [r["resumed_from"] for r in run.restarts] == [10], run.restarts
+    failed = run.restarts[0]["errors"]
+    assert any(e.startswith(f"rank 3 ({HOSTS[3]})") for e in failed) and len(failed) == len(HOSTS), failed
+    _every_rank_finished_alike(run, STEPS - 10)
+    assert run.first_step == 10 and [s["step"] for s in run.steps()] == list(range(10, STEPS))
+    assert run.in_network and run.server.get("packets_in", -1) == 0
+    assert _gap(run.steps(), refs["in_network"][10:]) == 0.0
+
+
 def test_ring_training_follows_the_exact_reference(training):
     from aifabric.experiments.train_lab import train_on_fabric
     lab, _, data, refs = training
