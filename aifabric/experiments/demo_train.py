@@ -45,10 +45,16 @@ def curve_gaps(a: list[dict], b: list[dict], key: str) -> float:
 
 
 def lost_seconds(run: TrainRun) -> float:
-    """What restarts cost a run: its failed attempts' time and the steps redone after them (at the
-    median step time of the attempt that finished)."""
-    redone = sum(r["failed_at"] - r["resumed_from"] for r in run.restarts if r.get("failed_at") is not None)
-    return sum(r["wall_s"] for r in run.restarts) + redone * _median_ms(run, "step_s") / 1000
+    """What restarts cost a run: each failed attempt's time less the steps it kept (those before
+    the checkpoint it resumed from, at the finished attempt's median step): its start, the others'
+    wait for the silent rank, and the steps done twice."""
+    step_s = _median_ms(run, "step_s") / 1000
+    first = 0
+    lost = 0.0
+    for restart in run.restarts:
+        lost += restart["wall_s"] - (restart["resumed_from"] - first) * step_s
+        first = restart["resumed_from"]
+    return lost
 
 
 def comparison(runs: dict[str, TrainRun], refs: dict[str, list[dict]]) -> dict:
@@ -107,9 +113,9 @@ def run(k: int = 4, target: str = "softswitch", workers: int = 8, steps: int = 1
                                                       checkpoint_every=checkpoint_every if crash else 0,
                                                       restarts=1 if crash else 0)
                 for restart in r.restarts:
-                    restart["failed_at"] = crash[1]
-                    say(f"{LABELS[algorithm]}: rank {crash[0]} crashed at step {crash[1]}, the others stopped "
-                        f"({len(restart['errors'])} ranks named it); started again from step {restart['resumed_from']}")
+                    named = sum(f"rank {crash[0]}" in e for e in restart["errors"] if not e.startswith(f"rank {crash[0]} "))
+                    say(f"{LABELS[algorithm]}: rank {crash[0]} crashed at step {crash[1]}, {named} of the other "
+                        f"{workers - 1} stopped naming it; started again from step {restart['resumed_from']}")
                 say(f"{LABELS[algorithm]}: " + (f"done in {r.wall_s:.1f} s" if r.ok else "FAILED: " + "; ".join(r.errors)))
     figures["runs"] = {name: r.summary() for name, r in runs.items()}
     figures["reference"] = {"exact": refs["exact"], "quantised_replay": refs["in_network"],
@@ -132,9 +138,10 @@ def run(k: int = 4, target: str = "softswitch", workers: int = 8, steps: int = 1
     for name, r in ok.items():
         if r.restarts:
             lost = figures["runs"][name]["lost_s"] = lost_seconds(r)
-            print(f"{LABELS[name]}: the crash cost {lost:.2f} s ({r.restarts[0]['wall_s']:.2f} s of the failed attempt, "
-                  f"{crash[1] - r.first_step} steps redone from the checkpoint of step {r.first_step}); "
-                  f"{r.wall_s:.1f} s in all, the curves from step {r.first_step} on")
+            print(f"{LABELS[name]}: the crash cost {lost:.2f} s (the failed attempt's {r.restarts[0]['wall_s']:.2f} s "
+                  f"less the {r.first_step} steps it kept: its start, the others' wait for the silent rank, "
+                  f"{crash[1] - r.first_step} steps done twice); {r.wall_s:.1f} s in all, the curves from step "
+                  f"{r.first_step} on")
     draw(Path(png_path or DEFAULT_PNG), ok, refs)
     print(f"\npicture written to {Path(png_path or DEFAULT_PNG).resolve()}")
     if json_path:
@@ -159,6 +166,10 @@ def draw(path: Path, runs: dict[str, TrainRun], refs: dict[str, list[dict]]) -> 
         a.plot([s["step"] for s in steps], [s["loss"] for s in steps], style, color=colour, lw=width, label=label)
         b.plot([s["step"] for s in steps], [100 * s["test_acc"] for s in steps], style, color=colour, lw=width,
                label=label)
+    resumed = {r.first_step for r in runs.values() if r.restarts}
+    for step in resumed:          # a crashed run goes on from its checkpoint: its curves start there
+        for panel in (a, b):
+            panel.axvline(step, color="tab:red", linestyle="--", lw=1, label=f"resumed from step {step}")
     a.set(xlabel="step", ylabel="training loss (global batch)", title="Loss (the curves lie on each other)")
     b.set(xlabel="step", ylabel="test accuracy (%)", title="Accuracy on the held-out digits")
     a.legend()
