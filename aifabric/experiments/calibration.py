@@ -20,7 +20,7 @@ group's hops. Groups smaller than the whole (a DP x TP x PP workload calls among
 their own message and call costs (`Costs.by_group`): the group is cut into consecutive groups of
 that size, all running at once as the workload's groups do, and the same two calls give them.
 `solve` inverts the model exactly; a constant the measurement puts below zero (noise where it is
-small) is taken as 0 and said.
+small) is taken as 0 and said, and the other one of its pair fitted to both calls by least squares.
 """
 from __future__ import annotations
 
