@@ -46,8 +46,8 @@ def curve_gaps(a: list[dict], b: list[dict], key: str) -> float:
 
 def lost_seconds(run: TrainRun) -> float:
     """What restarts cost a run: each failed attempt's time less the steps it kept (those before
-    the checkpoint it resumed from, at the finished attempt's median step): its start, the others'
-    wait for the silent rank, and the steps done twice."""
+    the checkpoint it resumed from, at the finished attempt's median step): its start, the
+    launcher's stopping the others, and the steps done twice."""
     step_s = _median_ms(run, "step_s") / 1000
     first = 0
     lost = 0.0
@@ -113,9 +113,9 @@ def run(k: int = 4, target: str = "softswitch", workers: int = 8, steps: int = 1
                                                       checkpoint_every=checkpoint_every if crash else 0,
                                                       restarts=1 if crash else 0)
                 for restart in r.restarts:
-                    named = sum(f"rank {crash[0]}" in e for e in restart["errors"] if not e.startswith(f"rank {crash[0]} "))
-                    say(f"{LABELS[algorithm]}: rank {crash[0]} crashed at step {crash[1]}, {named} of the other "
-                        f"{workers - 1} stopped naming it; started again from step {restart['resumed_from']}")
+                    crashed = next(e for e in restart["errors"] if e.startswith(f"rank {crash[0]} "))
+                    say(f"{LABELS[algorithm]}: {crashed}; the launcher stopped the other "
+                        f"{workers - 1} and started them again from step {restart['resumed_from']}")
                 say(f"{LABELS[algorithm]}: " + (f"done in {r.wall_s:.1f} s" if r.ok else "FAILED: " + "; ".join(r.errors)))
     figures["runs"] = {name: r.summary() for name, r in runs.items()}
     figures["reference"] = {"exact": refs["exact"], "quantised_replay": refs["in_network"],
@@ -139,7 +139,7 @@ def run(k: int = 4, target: str = "softswitch", workers: int = 8, steps: int = 1
         if r.restarts:
             lost = figures["runs"][name]["lost_s"] = lost_seconds(r)
             print(f"{LABELS[name]}: the crash cost {lost:.2f} s (the failed attempt's {r.restarts[0]['wall_s']:.2f} s "
-                  f"less the {r.first_step} steps it kept: its start, the others' wait for the silent rank, "
+                  f"less the {r.first_step} steps it kept: its start, stopping the others, "
                   f"{crash[1] - r.first_step} steps done twice); {r.wall_s:.1f} s in all, the curves from step "
                   f"{r.first_step} on")
     draw(Path(png_path or DEFAULT_PNG), ok, refs)

@@ -2,13 +2,17 @@
 
 `communicate` waits for one (killing it at its deadline), `last_json` finds the JSON report a
 host program prints last, `collect_ranks` gathers every rank's report or names, by rank and
-host, why there is none. (What the CPU did meanwhile: `aifabric.lab.cpu_meter`.)
+host, why there is none; with ``stop_on_failure`` it stops every rank as soon as one ends in
+failure, as an elastic launcher does before it restarts the job, instead of leaving the others to
+find the silence themselves. (What the CPU did meanwhile: `aifabric.lab.cpu_meter`.)
 """
 from __future__ import annotations
 
 import json
 import signal
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 
 def communicate(proc, timeout: float) -> tuple[str, str]:
@@ -39,23 +43,57 @@ def last_words(err: str, proc) -> str:
 
 
 def collect_ranks(hosts: list[str], procs: list, deadline_s: float,
-                  kill_rank_after: tuple[int, float] | None = None) -> tuple[list[dict], list[str]]:
+                  kill_rank_after: tuple[int, float] | None = None,
+                  stop_on_failure: bool = False) -> tuple[list[dict], list[str]]:
     """Every rank process's JSON report (those that finished), and an error per rank that did not,
-    by rank and host: what it reported, its last words on stderr, or that it was killed
-    (``kill_rank_after``: that rank's process is killed that many seconds from now)."""
+    by rank and host: what it reported, its last words on stderr, that it was killed
+    (``kill_rank_after``: that rank's process is killed that many seconds from now), or that it
+    was stopped because another one failed first (``stop_on_failure``)."""
     killed = None
     if kill_rank_after is not None:
         killed, after = kill_rank_after
         time.sleep(after)
         procs[killed].send_signal(signal.SIGKILL)
+    said, stopped_by = _wait_all(procs, deadline_s, stop_on_failure)
     reports, errors = [], []
-    for r, proc in enumerate(procs):
-        out, err = communicate(proc, deadline_s)
+    for r, (proc, (out, err)) in enumerate(zip(procs, said)):
         report = last_json(out)
         if report is None:
-            errors.append(f"rank {r} ({hosts[r]}): {'killed' if r == killed else last_words(err, proc)}")
+            why = ("killed" if r == killed else
+                   f"stopped by the launcher when rank {stopped_by} ({hosts[stopped_by]}) failed"
+                   if stopped_by is not None and r != stopped_by else last_words(err, proc))
+            errors.append(f"rank {r} ({hosts[r]}): {why}")
         elif not report["ok"]:
             errors.append(f"rank {r} ({hosts[r]}): {report['error']}")
         else:
             reports.append(report)
     return reports, errors
+
+
+def _wait_all(procs: list, deadline_s: float, stop_on_failure: bool) -> tuple[list[tuple[str, str]], int | None]:
+    """Every process's (stdout, stderr); with ``stop_on_failure``, the first to end with a non-zero
+    status has the others terminated at once. Returns which one that was (None: none)."""
+    if not stop_on_failure:
+        return [communicate(p, deadline_s) for p in procs], None
+    first: list[int] = []
+    lock, failed = threading.Lock(), threading.Event()
+
+    def wait(r: int) -> tuple[str, str]:
+        said = communicate(procs[r], deadline_s)
+        if procs[r].returncode != 0:
+            with lock:
+                if not first:
+                    first.append(r)
+                    failed.set()
+        return said
+
+    with ThreadPoolExecutor(len(procs)) as pool:
+        futures = [pool.submit(wait, r) for r in range(len(procs))]
+        while not all(f.done() for f in futures):
+            if failed.wait(0.05):
+                for p in procs:
+                    if p.poll() is None:
+                        p.terminate()
+                break
+        said = [f.result() for f in futures]
+    return said, (first[0] if first else None)

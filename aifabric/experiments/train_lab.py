@@ -138,7 +138,8 @@ def train_on_fabric(lab: Lab, hosts: Sequence[str], algorithm: str, data: str | 
                                             *(crash if exit_rank_at and r == exit_rank_at[0] else []),
                                             *(job.worker_args(h) if job else [])]) for r, h in enumerate(hosts)]
                 run.reports, run.errors = collect_ranks(list(hosts), procs, deadline_s,
-                                                        None if attempt else kill_rank_after)
+                                                        None if attempt else kill_rank_after,
+                                                        stop_on_failure=attempt < restarts)
             if job is not None:
                 run.agg_ops, run.server = job.agg_ops, job.server_stats
             if run.ok or attempt == restarts:

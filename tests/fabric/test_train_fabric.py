@@ -113,9 +113,9 @@ def test_in_network_training_follows_the_quantised_reference(training):
 
 
 def test_a_job_that_lost_a_rank_goes_on_from_its_checkpoint_in_the_switches(training):
-    """Rank 3 crashes at step 15 of 30, the others end naming it; the job, checkpointed every 10
-    steps, starts again from step 10 on a fresh aggregation job and its steps 10-29 are the
-    quantised reference's to the bit (the switches add integers)."""
+    """Rank 3 crashes at step 15 of 30 and the launcher stops the others at once; the job,
+    checkpointed every 10 steps, starts again from step 10 on a fresh aggregation job and its
+    steps 10-29 are the quantised reference's to the bit (the switches add integers)."""
     from aifabric.experiments.train_lab import train_on_fabric
     lab, manager, data, refs = training
     # the library's silence timeout (5 s): with 3 s, BMv2's fabric lost the first attempt before its
@@ -123,8 +123,9 @@ def test_a_job_that_lost_a_rank_goes_on_from_its_checkpoint_in_the_switches(trai
     run = train_on_fabric(lab, HOSTS, "in_network", data, STEPS, manager=manager, server=SERVER,
                           exit_rank_at=(3, 15), checkpoint_every=10, restarts=1, deadline_s=120.0)
     assert [r["resumed_from"] for r in run.restarts] == [10], run.restarts
-    failed = run.restarts[0]["errors"]
-    assert any(e.startswith(f"rank 3 ({HOSTS[3]})") for e in failed) and len(failed) == len(HOSTS), failed
+    failed = run.restarts[0]["errors"]          # the launcher stopped the others as soon as rank 3 ended
+    assert failed[3] == f"rank 3 ({HOSTS[3]}): no output (exit status 137)", failed
+    assert sum(f"stopped by the launcher when rank 3 ({HOSTS[3]}) failed" in e for e in failed) == len(HOSTS) - 1, failed
     _every_rank_finished_alike(run, STEPS - 10)
     assert run.first_step == 10 and [s["step"] for s in run.steps()] == list(range(10, STEPS))
     assert run.in_network and run.server.get("packets_in", -1) == 0

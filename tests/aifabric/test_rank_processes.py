@@ -1,0 +1,42 @@
+"""The lab's rank processes gathered: reports, the reasons of those without one, and the
+launcher that stops every rank once one has failed (real processes, no fabric)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+from aifabric.experiments.rank_processes import collect_ranks
+
+HOSTS = ["h0", "h1", "h2"]
+
+
+def _ranks(*programs: str) -> list[subprocess.Popen]:
+    return [subprocess.Popen([sys.executable, "-c", p], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            for p in programs]
+
+
+def test_every_rank_reports_or_is_named_with_its_last_words():
+    procs = _ranks('print(\'{"ok": true, "rank": 0}\')',
+                   'import sys; print("lost the peer", file=sys.stderr); sys.exit(1)',
+                   'print(\'{"ok": false, "error": "PeerSilent: rank 1"}\'); raise SystemExit(1)')
+    reports, errors = collect_ranks(HOSTS, procs, deadline_s=30.0)
+    assert reports == [{"ok": True, "rank": 0}]
+    assert errors == ["rank 1 (h1): lost the peer", "rank 2 (h2): PeerSilent: rank 1"]
+
+
+def test_the_launcher_stops_every_rank_once_one_has_failed():
+    """Two ranks that would wait 60 s and one that dies at once: with stop_on_failure the two are
+    stopped within a few seconds and named as stopped because of it; without, they run on."""
+    started = time.monotonic()
+    procs = _ranks("import time; time.sleep(60)", "import os; os._exit(137)", "import time; time.sleep(60)")
+    reports, errors = collect_ranks(HOSTS, procs, deadline_s=120.0, stop_on_failure=True)
+    assert time.monotonic() - started < 30.0
+    assert reports == []
+    assert errors == ["rank 0 (h0): stopped by the launcher when rank 1 (h1) failed",
+                      "rank 1 (h1): no output (exit status 137)",
+                      "rank 2 (h2): stopped by the launcher when rank 1 (h1) failed"]
+    assert all(p.returncode is not None for p in procs)
+    alone = _ranks("import time; time.sleep(60)", "import os; os._exit(137)")
+    reports, errors = collect_ranks(HOSTS[:2], alone, deadline_s=3.0)      # no launcher: the deadline ends it
+    assert errors[1] == "rank 1 (h1): no output (exit status 137)" and "stopped" not in errors[0]
