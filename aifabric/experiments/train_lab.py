@@ -153,7 +153,6 @@ def train_on_fabric(lab: Lab, hosts: Sequence[str], algorithm: str, data: str | 
     return run
 
 
-
 def require_ok(run: TrainRun) -> TrainRun:
     """``run``, or TrainingFailed naming every rank that did not finish."""
     if not run.ok:
