@@ -100,3 +100,18 @@ def test_the_collectives_sweep_times_out_after_two_windows_of_64(monkeypatch):
     options = got.value.args[0]
     assert options["window"] == 64
     assert options["extra_args"] == ["--rto", f"{plan.rate.seconds(collectives_bench.DATA_FRAME, 128):.3f}"]
+
+
+def test_a_resumed_run_is_compared_step_by_step_and_its_lost_time_counted():
+    """A run resumed from step 40 is held against the reference's steps 40 on (not 0 on), and the
+    crash cost is the failed attempt's time less the 40 steps it kept."""
+    from aifabric.experiments.demo_train import curve_gaps, lost_seconds
+    from aifabric.experiments.train_lab import TrainRun
+
+    reference = [{"step": t, "loss": 1.0 / (t + 1)} for t in range(60)]
+    steps = [{"step": t, "loss": 1.0 / (t + 1), "step_s": 0.1} for t in range(40, 60)]
+    run = TrainRun("ring", ["h0", "h1"], reports=[{"first_step": 40, "steps": steps}] * 2,
+                   restarts=[{"errors": [], "wall_s": 7.0, "resumed_from": 40}])
+    assert run.first_step == 40
+    assert curve_gaps(run.steps(), reference, "loss") == 0.0
+    assert lost_seconds(run) == pytest.approx(7.0 - 40 * 0.1)
