@@ -113,7 +113,8 @@ def run(k: int = 4, target: str = "softswitch", workers: int = 8, steps: int = 1
                                                       checkpoint_every=checkpoint_every if crash else 0,
                                                       restarts=1 if crash else 0)
                 for restart in r.restarts:
-                    crashed = next(e for e in restart["errors"] if e.startswith(f"rank {crash[0]} "))
+                    crashed = next((e for e in restart["errors"] if e.startswith(f"rank {crash[0]} ")),
+                                   "; ".join(restart["errors"]))      # another rank failed first
                     say(f"{LABELS[algorithm]}: {crashed}; the launcher stopped the other "
                         f"{workers - 1} and started them again from step {restart['resumed_from']}")
                 say(f"{LABELS[algorithm]}: " + (f"done in {r.wall_s:.1f} s" if r.ok else "FAILED: " + "; ".join(r.errors)))
