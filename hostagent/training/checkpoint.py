@@ -35,14 +35,19 @@ class Checkpoint:
         os.replace(partial, path)
 
     @classmethod
-    def load(cls, path: str | Path, parameters: int, seed: int) -> Checkpoint | None:
-        """The checkpoint at ``path`` (None if there is none), checked against the job's model."""
+    def read(cls, path: str | Path) -> Checkpoint | None:
+        """The checkpoint at ``path`` as saved (None if there is none)."""
         try:
             with np.load(path) as f:
-                found = cls(f["params"].astype(np.float32), int(f["next_step"]), int(f["seed"]))
+                return cls(f["params"].astype(np.float32), int(f["next_step"]), int(f["seed"]))
         except FileNotFoundError:
             return None
-        if found.params.shape != (parameters,) or found.seed != seed:
+
+    @classmethod
+    def load(cls, path: str | Path, parameters: int, seed: int) -> Checkpoint | None:
+        """The checkpoint at ``path`` (None if there is none), checked against the job's model."""
+        found = cls.read(path)
+        if found is not None and (found.params.shape != (parameters,) or found.seed != seed):
             raise CheckpointError(f"checkpoint {path}: {found.params.size} parameters of seed {found.seed}; "
                                   f"this job has {parameters} of seed {seed}")
         return found
@@ -50,8 +55,5 @@ class Checkpoint:
 
 def saved_step(path: str | Path) -> int:
     """The step a job resumes from with the checkpoint at ``path`` (0: none saved yet)."""
-    try:
-        with np.load(path) as f:
-            return int(f["next_step"])
-    except FileNotFoundError:
-        return 0
+    found = Checkpoint.read(path)
+    return found.next_step if found is not None else 0
