@@ -11,6 +11,8 @@ Commands, with their main options (each command's --help has them all):
                                                                         TCP/UDP flow, Prometheus
     aifabric up --hostagent plb|dcqcn|plb+dcqcn [--int]                 ... with a host agent in
                                                                         every host (eBPF PLB/DCQCN)
+    aifabric up --lossless                                              ... with traffic classes, class 3
+                                                                        (DSCP 26) lossless: PFC (softswitch)
     aifabric up --failover [--heartbeat-ms 100] [--heartbeat-multiplier 5] [--no-reroute]
                            [--link-heartbeat-ms 10|50] [--link-heartbeat-multiplier 3]
                                                                         ... with heartbeats, data-plane
@@ -25,6 +27,9 @@ Commands, with their main options (each command's --help has them all):
     aifabric demo train [--workers 8] [--steps 100] [--rate 10]         a model trained data-parallel, gradients
                         [--crash RANK@STEP]                             summed in the switches, by ring, in one process
                                                                         (a rank crashed: resumed from a checkpoint)
+    aifabric demo lossless [--rate 10] [--scenes ...] [--json PATH]     PFC on and off: incast, a victim of head-of-line
+                                                                        blocking, DCQCN below/above XOFF, a pause
+                                                                        storm, a deadlock (softswitch only)
     aifabric bench load-balance [--modes ...] [--patterns ...]          load-balancing modes compared
                                 [--seeds ...] [--rate 10]               (`bench lb` is the same command)
     aifabric bench collectives [--ranks 8] [--sizes ...] [--ops ...]    collectives' algbw/busbw per operation,
@@ -114,6 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--hostagent", choices=AGENT_MODES,
                     help="run a host agent in every host: PLB repathing on ECN marks, DCQCN (CNPs and the "
                          "senders' reaction point), or both (hostagent.agent; defaults as `hostagent MODE`)")
+    up.add_argument("--lossless", action="store_true",
+                    help="traffic classes on every switch, class 3 (DSCP 26, 'rdma') lossless with 802.1Qbb PFC and the "
+                         "hosts honouring it (controller.lossless; softswitch only: BMv2 has no PFC)")
 
     up.add_argument("--failover", action="store_true",
                     help="failure handling: heartbeats on every fabric port, data-plane failover, reroute and "
@@ -134,18 +142,19 @@ def build_parser() -> argparse.ArgumentParser:
                          "are never recomputed), to see it apart from the controller's reroute")
 
     demo = _command(sub, "demo", help="run a demo (default: the fat-tree forwarding demo)")
-    demo.add_argument("which", nargs="?", choices=("fabric", "int", "allreduce", "train"), default="fabric",
+    demo.add_argument("which", nargs="?", choices=("fabric", "int", "allreduce", "train", "lossless"), default="fabric",
                       help="fabric: forwarding and ECMP; int: a congested link seen through INT and ECN; "
                            "allreduce: in-network aggregation against ring and parameter server; "
-                           "train: a model learning the digits data-parallel, in the switches, by ring, in one process")
+                           "train: a model learning the digits data-parallel, in the switches, by ring, in one process; "
+                           "lossless: priority flow control, its pathologies and its watchdog, PFC off and on")
     demo.add_argument("--k", type=int, default=4, help="fat-tree arity (default %(default)s)")
     demo.add_argument("--target", choices=TARGETS, default="softswitch",
                       help="P4 target (default: the embedded softswitch)")
     demo.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     demo.add_argument("--p4-build", metavar="DIR", help=P4_BUILD_HELP)
     demo.add_argument("--png", metavar="PATH",
-                      help="demo int/allreduce/train: where to save the picture (default out/int_demo.png, "
-                           "out/allreduce_demo.png, out/train_demo.png)")
+                      help="demo int/allreduce/train/lossless: where to save the picture (default out/int_demo.png, "
+                           "out/allreduce_demo.png, out/train_demo.png, out/lossless_demo.png)")
     demo.add_argument("--seconds", type=float, default=3.0,
                       help="demo int: how long each run sends (default %(default)g s)")
     demo.add_argument("--workers", type=int, default=8,
@@ -156,15 +165,18 @@ def build_parser() -> argparse.ArgumentParser:
                            f"SwitchML's (default: the lab's jobs', {MAX_FRAME_VALUES}, the most a 1500-byte MTU holds)")
     demo.add_argument("--dtype", choices=("float32", "int32"), default="float32",
                       help="demo allreduce: tensor type (default %(default)s)")
-    demo.add_argument("--rate", type=rate_arg, help="demo allreduce/train: every link's rate per direction, "
-                      "Mbit/s or with a unit (2.5M, 500k, 1000pps) (default: 10 Mbit/s for allreduce, not limited "
-                      "for train)")
+    demo.add_argument("--rate", type=rate_arg, help="demo allreduce/train/lossless: every link's rate per direction, "
+                      "Mbit/s or with a unit (2.5M, 500k, 1000pps) (default: 10 Mbit/s for allreduce and lossless, "
+                      "not limited for train)")
     demo.add_argument("--steps", type=int, default=100, help="demo train: SGD steps (default %(default)s)")
     demo.add_argument("--crash", type=crash_arg, metavar="RANK@STEP",
                       help="demo train: that rank's process ends at that step in both runs; each then starts again "
                            "from its last checkpoint (see --checkpoint-every)")
     demo.add_argument("--checkpoint-every", type=int, default=10, metavar="N",
                       help="demo train with --crash: steps between two checkpoints (default %(default)s)")
+    from aifabric.experiments.demo_lossless import SCENES as LOSSLESS_SCENES
+    demo.add_argument("--scenes", nargs="+", choices=LOSSLESS_SCENES, default=list(LOSSLESS_SCENES),
+                      help="demo lossless: which scenes (default: all)")
 
     bench = _command(sub, "bench", help="run a comparison on a fabric: load-balance (lb), collectives, train, fidelity")
     bench_sub = bench.add_subparsers(dest="which", required=True)
@@ -250,6 +262,15 @@ def _write_compose(args: argparse.Namespace) -> int:
     return 0
 
 
+def _lossless_config(args: argparse.Namespace):
+    """``up --lossless``: the demo's classes (class 3 lossless from the start), else None."""
+    if not args.lossless:
+        return None
+    from dataclasses import replace
+    from aifabric.experiments.lossless_scenes import CLASS, demo_config
+    return replace(demo_config(), lossless=frozenset({CLASS}))
+
+
 def _start_metrics(lab, where: str):
     """The Prometheus exporter of a running lab, serving on ``where`` (HOST:PORT)."""
     from aifabric.lab.report import progress
@@ -260,6 +281,9 @@ def _start_metrics(lab, where: str):
     if lab.agents is not None:
         from hostagent.agent.metrics import AgentCollector
         collectors.append(AgentCollector(lab.agent_dir))
+    if lab.lossless is not None:
+        from controller.lossless import LosslessCollector
+        collectors.append(LosslessCollector(lab.lossless.poller))
     exporter = fabric_metrics(lab.controller, lab.collector, collectors=collectors)
     bound = exporter.start_http(host, port)
     progress(f"Prometheus metrics on http://{bound[0]}:{bound[1]}/metrics")
@@ -365,6 +389,7 @@ def main(argv: list[str] | None = None) -> int:
                     failover = failover_config(args)
                 with Lab(fabric, target=args.target, pipeline=pipeline, progress=progress,
                          telemetry=telemetry, hostagent=hostagent, failover=failover,
+                         lossless=_lossless_config(args),
                          failover_reroute=not args.no_reroute, switches_per_process=args.switches_per_process,
                          run_controller=args.controller == "aifabric") as lab:
                     from mininet.cli import CLI
@@ -406,6 +431,11 @@ def main(argv: list[str] | None = None) -> int:
                                           dtype=args.dtype, json_path=args.json, png_path=args.png,
                                           pipeline=pipeline, rate=args.rate or demo_allreduce.DEFAULT_RATE,
                                           frame_values=args.frame_values or demo_allreduce.LAB_FRAME_VALUES)
+            if args.which == "lossless":
+                from aifabric.experiments import demo_lossless
+                return demo_lossless.run(k=args.k, target=args.target, json_path=args.json, png_path=args.png,
+                                         pipeline=pipeline, rate=args.rate or demo_lossless.RATE,
+                                         scenes=tuple(args.scenes))
             if args.which == "train":
                 from aifabric.experiments import demo_train
                 return demo_train.run(k=args.k, target=args.target, workers=args.workers, steps=args.steps,

@@ -28,6 +28,10 @@ without ``failover`` (a benchmark that starts failure handling itself later).
 With ``run_controller=False`` the switches come up with no pipeline and no controller: a user's
 controller owns them from the start (``lab.description()`` says where they are).
 
+With ``lossless=LosslessConfig(...)`` (`controller.lossless`) the controller puts the traffic
+classes on every switch (their DSCPs, queues, the lossless classes' PFC and the watchdog: softswitch
+only) and every host honours PFC as a NIC does (``lab.lossless``, an `aifabric.lab.lossless.LabLossless`).
+
 With ``hostagent=AgentConfig(...)`` (`hostagent.agent.config`) every host runs a host agent
 (PLB and/or DCQCN, eBPF on its interface) once the fabric is programmed (``lab.agents``, an
 `hostagent.agent.launch.AgentSet`; their stats files are in ``lab.agent_dir``); teardown stops
@@ -62,6 +66,8 @@ from emulation.p4switch import RUN_DIR, THRIFT_PORT_BASE, resolve_target
 
 if TYPE_CHECKING:
     from aifabric.lab.description import FabricDescription
+    from aifabric.lab.lossless import LabLossless
+    from controller.lossless import LosslessConfig
 
 log = logging.getLogger("aifabric.lab")
 Progress = Callable[[str], None]
@@ -112,12 +118,15 @@ class Lab:
                  telemetry: TelemetryConfig | None = None, ecmp_seeds: bool = True,
                  hostagent: AgentConfig | None = None, run_controller: bool = True,
                  failover: HeartbeatConfig | None = None, failover_reroute: bool = True,
-                 link_heartbeat_ms: float | None = None, switches_per_process: int | None = None):
+                 link_heartbeat_ms: float | None = None, switches_per_process: int | None = None,
+                 lossless: "LosslessConfig | None" = None):
         if not run_controller and telemetry is not None:
             raise ValueError("telemetry needs our controller (it installs ECN and INT): "
                              "run_controller=False takes no telemetry=")
         if not run_controller and failover is not None:
             raise ValueError("failure handling needs our controller: run_controller=False takes no failover=")
+        if not run_controller and lossless is not None:
+            raise ValueError("traffic classes need our controller: run_controller=False takes no lossless=")
         self.fabric = fabric
         self.target = target
         self.pipeline = pipeline or Pipeline.from_build_dir()
@@ -138,6 +147,8 @@ class Lab:
         self.switches_per_process = switches_per_process
         self.heartbeats: HeartbeatGenerator | None = None
         self.agents: AgentSet | None = None
+        self.lossless_config = lossless
+        self.lossless: LabLossless | None = None
         self.net = None
         self.controller: FabricController | None = None
         self.collector: IntCollector | None = None
@@ -201,8 +212,20 @@ class Lab:
                           f"have no pipeline")
         else:
             self._start_controller()
+        if self.lossless_config is not None:
+            self._start_lossless()
         if self.hostagent is not None:
             self._start_hostagents()
+
+    def _start_lossless(self) -> None:
+        from aifabric.lab.lossless import LabLossless, check_softswitch
+        check_softswitch(self)
+        t = time.monotonic()
+        self.lossless = LabLossless(self, self.lossless_config).start()
+        self.bring_up.stages["traffic classes"] = time.monotonic() - t
+        lossless = sorted(self.lossless.classes.lossless)
+        self.progress(f"traffic classes on every switch ({len(self.lossless_config.classes)} classes, lossless: "
+                      f"{lossless or 'none yet'}), the hosts honouring PFC, in {self.bring_up.stages['traffic classes']:.1f} s")
 
     def _build_packet_path(self) -> None:
         """softswitch targets: their native data path (or compiled packet path) built before they
@@ -256,6 +279,7 @@ class Lab:
             report = Teardown()
             closing: list[threading.Thread] = []
             for what, step in (("host agents", self._stop_agents),
+                               ("lossless", self._stop_lossless),
                                ("heartbeat generator", self._stop_heartbeats),
                                ("INT collector", self._stop_collector),
                                ("controller", lambda: closing.extend(self._close_controller())),
@@ -306,6 +330,11 @@ class Lab:
         agents, self.agents = self.agents, None
         if agents is not None:
             agents.stop()
+
+    def _stop_lossless(self) -> None:
+        lossless, self.lossless = self.lossless, None
+        if lossless is not None:
+            lossless.stop()
 
     def _stop_heartbeats(self) -> None:
         heartbeats, self.heartbeats = self.heartbeats, None

@@ -162,3 +162,5 @@ def limit_links(lab, plan: LinkPlan) -> None:
                        f"burst {plan.burst_bytes} limit {limit} overhead {WIRE_OVERHEAD} 2>&1")
         if out.strip():
             raise RuntimeError(f"{h.name}: tc tbf failed: {out.strip()}")
+    if getattr(lab, "lossless", None) is not None:     # the classes' queues again; PAUSE quanta at the links' rate
+        lab.lossless.links_limited(plan.bits_per_s)

@@ -51,8 +51,10 @@ class LabChanges(ControllerChanges):
 
 def lab_page(lab: "Lab", failures: "Failures", host: str = "127.0.0.1", port: int = 0,
              rates: LinkRates | None = None) -> WebServer:
-    """The page of ``lab`` (not started): loads, INT (when the lab runs it), changes."""
+    """The page of ``lab`` (not started): loads, INT (when the lab runs it), the links PFC holds
+    paused (when it runs traffic classes), changes."""
     if lab.controller is None:
         raise ValueError("the live page needs our controller (aifabric up --controller aifabric)")
+    classes = lab.lossless.poller if getattr(lab, "lossless", None) is not None else None
     return page_for(lab.controller, host=host, port=port, int_collector=lab.collector,
-                    changes=LabChanges(lab, failures), rates=rates)
+                    changes=LabChanges(lab, failures), rates=rates, classes=classes)

@@ -226,14 +226,15 @@ class WebServer:
 
 def page_for(controller, *, host: str = "127.0.0.1", port: int = 0, int_collector=None,
              changes: Changes | None = None, rates: LinkRates | None = None,
-             injected=None, interval: float = DEFAULT_INTERVAL) -> WebServer:
+             injected=None, interval: float = DEFAULT_INTERVAL, classes=None) -> WebServer:
     """A page server (not started) for a `FabricController`: its port counters read for the
-    links' loads, ``int_collector`` for queues and paths, ``changes`` to carry changes out."""
+    links' loads, ``int_collector`` for queues and paths, ``changes`` to carry changes out,
+    ``classes`` (a `controller.lossless.ClassPoller`) for the links PFC holds paused."""
     fabric = controller.fabric
     loads = LinkLoads(controller.read_port_counters, {sw.name: fabric.ports_of(sw.name) for sw in fabric.switches},
                       rates)
     view = FabricView(controller, int_collector=int_collector, loads=loads,
-                      injected=injected or (changes.injected if changes is not None else None))
+                      injected=injected or (changes.injected if changes is not None else None), classes=classes)
     return WebServer(view, changes, host=host, port=port, interval=interval)
 
 

@@ -13,7 +13,9 @@
 * TE pins (`TeOverrides`) as paths, one per pinned flow;
 * AllReduce jobs (`JobManager`) with their trees and progress (`controller.web.jobs.JobWatch`);
 * the INT paths of the most recently seen flows, each hop with its switch, ports, latency and
-  queue: the page's watched flow is one of them.
+  queue: the page's watched flow is one of them;
+* the link directions PFC holds paused, and in which classes (``pfc``: a `ClassPoller`'s latest
+  figures, `controller.lossless`).
 
 No feature is required: what the controller does not run is absent (``null``) and the page
 says so. The builders of each part are plain functions of plain inputs, tested without a fabric.
@@ -26,6 +28,7 @@ from typing import Callable, Iterable, Mapping
 from controller.aggregation import JobManager
 from controller.failover.handler import running_handler
 from controller.load_balance import LbModes, Pin, TeOverrides
+from controller.lossless.metrics import paused_ports
 from controller.web.jobs import JobWatch
 from controller.web.loads import LinkLoads
 from controller.web.topology import Direction, directions, topology_json
@@ -47,6 +50,18 @@ def queues_json(ports: Mapping[tuple[int, int], object], names: Mapping[int, str
             continue
         out[direction] = {"queue": pt.queue_occupancy, "queue_peak": pt.queue_occupancy_peak,    # type: ignore[attr-defined]
                           "latency_us": pt.hop_latency_us, "latency_peak_us": pt.hop_latency_peak_us}  # type: ignore[attr-defined]
+    return out
+
+
+def paused_json(ports: Mapping[tuple[str, int], dict], dirs: Iterable[Direction]) -> dict[str, list[int]]:
+    """direction id -> the classes PFC holds it paused in: its sender's queue paused (the
+    receiver asked), or its receiver holding it (what a switch says of a host's link to it);
+    ``ports``: `controller.lossless.paused_ports`."""
+    out: dict[str, list[int]] = {}
+    for d in dirs:
+        held = {*ports.get((d.src, d.port), {}).get("paused", ()), *ports.get((d.dst, d.dst_port), {}).get("pausing", ())}
+        if held:
+            out[d.id] = sorted(held)
     return out
 
 
@@ -102,8 +117,10 @@ class FabricView:
 
     def __init__(self, controller, *, int_collector=None, loads: LinkLoads | None = None,
                  injected: Callable[[], Mapping[str, list]] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, classes=None) -> None:
+        """``classes``: a `controller.lossless.ClassPoller` (PFC's paused links), or None."""
         self.controller = controller
+        self.classes = classes
         self.fabric: Fabric = controller.fabric
         self.int_collector = int_collector
         self.loads = loads
@@ -153,6 +170,8 @@ class FabricView:
             "jobs": None if manager is None else self.jobs.update(dict(manager.jobs)),
             "flows": None if snap is None else [flow_json(f, self.names_by_id, snap.taken)
                                                 for f in recent[:FLOWS_SHOWN]],
+            "pfc": None if self.classes is None else paused_json(paused_ports(self.classes.snapshot()),
+                                                                 self.directions),
             "read_errors": {
                 **({} if self.loads is None else self.loads.errors),
                 "agg_ops": {"count": sum(self.jobs.read_errors.values()), "last": self.jobs.last_error}},

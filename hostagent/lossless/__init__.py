@@ -12,9 +12,9 @@ sent while it was paused: zero is the proof that the hold holds (what was alread
 qdisc still leaves: the switch's headroom absorbs it, with what is on the wire).
 
     pause = HostPause()                                   # compiles bpf/pause.c (bcc, about a second)
-    ifindex = pause.attach("h1-eth0", "/proc/1234/ns/net", bitrate=10_000_000, dscp_class={26: 3})
-    pause.sender_arg(ifindex)                             # "MAP_ID:IFINDEX", a sender's --pause
-    pause.counters(ifindex)                               # {class: PauseCounters}
+    host = pause.attach("h1-eth0", "/proc/1234/ns/net", 10_000_000, {26: 3}, peer_mac="00:00:00:00:01:01")
+    pause.sender_arg(host)                                # "MAP_ID:HOST_ID", a sender's --pause
+    pause.counters(host)                                  # {class: PauseCounters}
     pause.close()
 """
 from hostagent.lossless.host import HostPause

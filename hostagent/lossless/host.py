@@ -4,8 +4,11 @@ attaches the host agent's, which run after these: a PFC frame never reaches them
 from __future__ import annotations
 
 import ctypes
+import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, TypeVar
 
 from pyroute2 import IPRoute, NetNS
 
@@ -21,14 +24,60 @@ FILTER_HANDLE = 1
 
 @dataclass(frozen=True)
 class Attached:
+    host: int                 # the id the maps know the host by
     ifname: str
     ifindex: int
     netns: str | None
     made_qdisc: bool
 
 
-def _netlink(netns: str | None):
-    return NetNS(netns) if netns else IPRoute()
+def mac_key(mac: str | bytes) -> int:
+    """A MAC address as the programs' map key (its six bytes, big-endian)."""
+    raw = bytes.fromhex(mac.replace(":", "")) if isinstance(mac, str) else mac
+    if len(raw) != 6:
+        raise ValueError(f"MAC address {mac!r}: six bytes")
+    return int.from_bytes(raw, "big")
+
+
+T = TypeVar("T")
+CLONE_NEWNET = 0x40000000
+
+
+def _in_namespace(path: str, work: Callable[[IPRoute], T]) -> T:
+    """``work(netlink)`` in the namespace at ``path`` (a Mininet host's /proc/PID/ns/net): in a
+    thread of its own that enters it (setns changes that thread alone) and opens its netlink
+    socket there."""
+    done: list = []
+
+    def run() -> None:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                if libc.setns(fd, CLONE_NEWNET) != 0:
+                    err = ctypes.get_errno()
+                    raise OSError(err, f"setns into {path}: {os.strerror(err)}")
+            finally:
+                os.close(fd)
+            with IPRoute() as ipr:
+                done.append(work(ipr))
+        except BaseException as err:      # handed to the caller
+            done.append(err)
+
+    thread = threading.Thread(target=run, name="netns-netlink")
+    thread.start()
+    thread.join()
+    if isinstance(done[0], BaseException):
+        raise done[0]
+    return done[0]
+
+
+def _netlink_do(netns: str | None, work: Callable[[IPRoute], T]) -> T:
+    """``work(netlink)`` in ``netns``: a path (/proc/PID/ns/net), a name (ip netns), or None (ours)."""
+    if netns and netns.startswith("/"):
+        return _in_namespace(netns, work)
+    with (NetNS(netns) if netns else IPRoute()) as ipr:
+        return work(ipr)
 
 
 class HostPause:
@@ -46,30 +95,38 @@ class HostPause:
         """The kernel id of the pause map (what the senders open)."""
         return object_id(self.bpf[b"lossless_pause"].map_fd)
 
-    def sender_arg(self, ifindex: int) -> str:
-        """A sender's ``--pause`` for the host of ``ifindex``."""
-        return f"{self.map_id}:{ifindex}"
+    def sender_arg(self, host: int) -> str:
+        """A sender's ``--pause`` on ``host`` (an id `attach` gave)."""
+        return f"{self.map_id}:{host}"
 
-    def attach(self, ifname: str, netns: str | None, bitrate: int, dscp_class: dict[int, int]) -> int:
+    def attach(self, ifname: str, netns: str | None, bitrate: int, dscp_class: dict[int, int],
+               peer_mac: str | bytes) -> int:
         """Both programs on ``ifname`` (in the namespace at path or name ``netns``; None: this
-        process's), the host's link at ``bitrate`` bits/s, its DSCPs' classes; the ifindex. A
-        second host with the same ifindex is refused (the maps are keyed by it)."""
+        process's), whose far end, the switch port that sends the host's PFC frames, has address
+        ``peer_mac``; the host's link at ``bitrate`` bits/s, its DSCPs' classes. The host's id."""
         if bitrate <= 0:
             raise ValueError(f"{ifname}: a host's link rate must be positive to time a pause, not {bitrate}")
-        with _netlink(netns) as ipr:
+        peer = mac_key(peer_mac)
+        if self.bpf[b"lossless_peers"].get(ctypes.c_uint64(peer)) is not None:
+            raise ValueError(f"{ifname}: switch port {peer_mac!r} already faces another host of ours")
+
+        def attach(ipr: IPRoute) -> tuple[int, bytes, bool]:
             found = ipr.link_lookup(ifname=ifname)
             if not found:
                 raise OSError(f"no interface {ifname}{f' in {netns}' if netns else ''} to take PFC frames on")
             idx = found[0]
-            if idx in self.attached:
-                raise OSError(f"{ifname} has ifindex {idx}, as {self.attached[idx].ifname} has: the hosts' pause "
-                              f"state is kept by ifindex")
+            mac = ipr.get_links(idx)[0].get_attr("IFLA_ADDRESS")
             made = not any(q.get_attr("TCA_KIND") == "clsact" for q in ipr.get_qdiscs(idx))
             if made:
                 ipr.tc("add", "clsact", idx)
             for hook, fn in self.functions.items():
                 ipr.tc("add-filter", "bpf", idx, FILTER_HANDLE, fd=fn.fd, name=fn.name, parent=PARENTS[hook],
                        prio=FILTER_PRIO, classid=1, direct_action=True)
+            return idx, mac, made
+
+        idx, mac, made = _netlink_do(netns, attach)
+        host = len(self.attached) + 1
+        self.attached[host] = Attached(host, ifname, idx, netns, made)
         hosts = self.bpf[b"lossless_hosts"]
         cfg = hosts.Leaf()
         cfg.bitrate = int(bitrate)
@@ -77,24 +134,25 @@ class HostPause:
             if not 0 <= dscp < 64 or not 0 <= klass < CLASSES:
                 raise ValueError(f"{ifname}: DSCP {dscp} -> class {klass}: DSCP 0..63, class 0..{CLASSES - 1}")
             cfg.dscp_class[dscp] = klass
-        hosts[ctypes.c_uint32(idx)] = cfg
-        self.attached[idx] = Attached(ifname, idx, netns, made)
-        return idx
+        hosts[ctypes.c_uint32(host)] = cfg
+        self.bpf[b"lossless_peers"][ctypes.c_uint64(peer)] = ctypes.c_uint32(host)
+        self.bpf[b"lossless_macs"][ctypes.c_uint64(mac_key(mac))] = ctypes.c_uint32(host)
+        return host
 
-    def set_bitrate(self, ifindex: int, bitrate: int) -> None:
+    def set_bitrate(self, host: int, bitrate: int) -> None:
         """The host's link rate (what a quantum lasts) from now on."""
         hosts = self.bpf[b"lossless_hosts"]
-        cfg = hosts[ctypes.c_uint32(ifindex)]
+        cfg = hosts[ctypes.c_uint32(host)]
         cfg.bitrate = int(bitrate)
-        hosts[ctypes.c_uint32(ifindex)] = cfg
+        hosts[ctypes.c_uint32(host)] = cfg
 
-    def counters(self, ifindex: int) -> dict[int, PauseCounters]:
+    def counters(self, host: int) -> dict[int, PauseCounters]:
         """{class: counters} of one host (classes that saw neither a PAUSE nor a frame left out)."""
         table = self.bpf[b"lossless_pause"]
         out = {}
         for c in range(CLASSES):
             key = table.Key()
-            key.ifindex, key.priority = ifindex, c
+            key.host, key.priority = host, c
             try:
                 v = table[key]
             except KeyError:
@@ -102,37 +160,39 @@ class HostPause:
             out[c] = PauseCounters(v.until_ns, v.since_ns, v.paused_ns, v.pauses, v.xons, v.tx, v.tx_paused)
         return out
 
-    def malformed(self, ifindex: int) -> int:
+    def malformed(self, host: int) -> int:
         """MAC control frames the host took that were not PFC frames."""
         try:
-            return self.bpf[b"lossless_hosts"][ctypes.c_uint32(ifindex)].malformed
+            return self.bpf[b"lossless_hosts"][ctypes.c_uint32(host)].malformed
         except KeyError:
             return 0
 
-    def detach(self, ifindex: int) -> None:
-        a = self.attached.pop(ifindex, None)
+    def detach(self, host: int) -> None:
+        a = self.attached.pop(host, None)
         if a is None:
             return
+
+        def remove(ipr: IPRoute) -> None:
+            if not ipr.link_lookup(ifname=a.ifname):
+                return
+            if a.made_qdisc:
+                ipr.tc("del", "clsact", a.ifindex)
+                return
+            for parent in PARENTS.values():
+                ipr.tc("del-filter", "bpf", a.ifindex, FILTER_HANDLE, parent=parent, prio=FILTER_PRIO)
+
         try:
-            with _netlink(a.netns) as ipr:
-                if not ipr.link_lookup(ifname=a.ifname):
-                    return
-                if a.made_qdisc:
-                    ipr.tc("del", "clsact", a.ifindex)
-                    return
-                for parent in PARENTS.values():
-                    ipr.tc("del-filter", "bpf", a.ifindex, FILTER_HANDLE, parent=parent, prio=FILTER_PRIO)
+            _netlink_do(a.netns, remove)
         except FileNotFoundError:        # the namespace went first: it took the filters
             pass
 
     def close(self) -> None:
         errors = []
-        for idx in list(self.attached):
+        for host in list(self.attached):
             try:
-                self.detach(idx)
+                self.detach(host)
             except Exception as err:     # noqa: BLE001 - detach the others whatever one does
-                errors.append(f"ifindex {idx}: {err}")
+                errors.append(f"{self.attached.get(host, host)}: {err}")
         self.bpf.cleanup()
         if errors:
             raise OSError(f"host PFC detach failed: {'; '.join(errors)}")
-

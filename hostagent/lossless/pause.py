@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from hostagent.agent.bpf.inventory import MapReader, map_fd
 
-KEY = struct.Struct("=II")             # struct pause_key: ifindex, priority
+KEY = struct.Struct("=II")             # struct pause_key: host id, priority
 VALUE = struct.Struct("=7Q")           # struct pause_val
 CLASSES = 8
 
@@ -36,23 +36,23 @@ class PauseCounters:
 
 
 def parse_arg(text: str) -> tuple[int, int]:
-    """A sender's ``--pause MAP_ID:IFINDEX``; ValueError naming the text."""
-    map_id, sep, ifindex = text.partition(":")
+    """A sender's ``--pause MAP_ID:HOST_ID``; ValueError naming the text."""
+    map_id, sep, host = text.partition(":")
     try:
         if not sep:
             raise ValueError
-        return int(map_id), int(ifindex)
+        return int(map_id), int(host)
     except ValueError:
-        raise ValueError(f"--pause {text!r}: MAP_ID:IFINDEX (hostagent.lossless.HostPause.sender_arg)") from None
+        raise ValueError(f"--pause {text!r}: MAP_ID:HOST_ID (hostagent.lossless.HostPause.sender_arg)") from None
 
 
 class PauseReader:
     """A sender's view of its host's pause state: until when each class is held."""
 
-    def __init__(self, map_id: int, ifindex: int):
-        self.ifindex = ifindex
+    def __init__(self, map_id: int, host: int):
+        self.host = host
         self._map = MapReader(map_fd(map_id), VALUE.size)
-        self._keys = [KEY.pack(ifindex, c) for c in range(CLASSES)]
+        self._keys = [KEY.pack(host, c) for c in range(CLASSES)]
 
     @classmethod
     def from_arg(cls, text: str) -> "PauseReader":

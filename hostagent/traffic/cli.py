@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--rate-control-port", type=int, default=0,
                    help="take UDP flow rates from rate-control messages on 127.0.0.1:PORT (a host agent's "
                         "DCQCN; see hostagent.traffic.ratecontrol); 0: off")
-    s.add_argument("--pause", default=None, metavar="MAP_ID:IFINDEX",
+    s.add_argument("--pause", default=None, metavar="MAP_ID:HOST_ID",
                    help="hold a UDP flow while its class (its priority) is paused by 802.1Qbb PFC, as a NIC "
                         "holds its queue: the host's pause state (hostagent.lossless.HostPause.sender_arg)")
 

@@ -23,6 +23,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespace
 LINK = 10_000_000               # the host's link: a quantum is 51.2 ns
 CLASS, DSCP = 3, 26
 HOST_IP, PEER_IP, PEER_MAC = "10.77.0.1", "10.77.0.2", "02:00:00:00:00:02"
+SWITCH_MAC = "02:00:00:00:0f:01"        # the "switch" port's: the PFC frames' source
 RATE_PPS, SECONDS = 400, 2.0
 
 
@@ -37,7 +38,7 @@ def host():
             subprocess.run(["ip", "-n", hp.ns, *cmd.split()], check=True)
         pause = HostPause()
         try:
-            ifindex = pause.attach(hp.host_iface, hp.ns, LINK, {DSCP: CLASS})
+            ifindex = pause.attach(hp.host_iface, hp.ns, LINK, {DSCP: CLASS}, peer_mac=SWITCH_MAC)
             yield tb, pause, ifindex
         finally:
             pause.close()
@@ -58,11 +59,12 @@ def test_a_paused_class_is_held_for_its_quanta_or_until_xon_the_other_goes_on(ho
     sender = subprocess.Popen(["ip", "netns", "exec", hp.ns, sys.executable, "-m", "hostagent.traffic", "send",
                                "--flows", json.dumps(flows), "--pause", pause.sender_arg(ifindex)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    src = bytes(6)
+    src = bytes.fromhex(SWITCH_MAC.replace(":", ""))
     quanta = round(0.3 * LINK / 512)                      # 300 ms
     schedule = [(0.6, class_frame(src, CLASS, quanta)), (1.3, class_frame(src, CLASS, 65535)),
                 (1.45, class_frame(src, CLASS, 0)),       # XON after 150 ms
-                (1.6, pfc_frame(src, 1 << CLASS, [0] * 8)[:14] + b"\x00\x01" + bytes(44))]   # 802.3x: malformed
+                (1.6, pfc_frame(src, 1 << CLASS, [0] * 8)[:14] + b"\x00\x01" + bytes(44)),   # 802.3x: malformed
+                (1.7, class_frame(bytes(6), CLASS, 65535))]       # from no port facing the host: not its
     seen: dict[int, list[float]] = {0: [], CLASS: []}
     t0 = None
     deadline = time.monotonic() + SECONDS + 5

@@ -40,6 +40,8 @@ const STYLE = [
   { selector: "edge.agg", style: { "underlay-color": "#1e88e5", "underlay-opacity": 0.35, "underlay-padding": 5 } },
   { selector: "edge.watched", style: { "underlay-color": "#00bcd4", "underlay-opacity": 0.55, "underlay-padding": 4 } },
   { selector: "edge.injected", style: { "line-color": "#ff9800", "target-arrow-color": "#ff9800", "line-style": "dotted", "width": 4 } },
+  { selector: "edge.paused", style: { "line-style": "dashed", "line-dash-pattern": [6, 3], "target-arrow-shape": "tee",
+    "underlay-color": "#6a1b9a", "underlay-opacity": 0.35, "underlay-padding": 4 } },
   { selector: "edge.failed", style: { "line-color": "#d50000", "target-arrow-color": "#d50000", "line-style": "dashed", "width": 5 } },
   { selector: "edge.selected", style: { "overlay-color": "#00bcd4", "overlay-opacity": 0.35, "overlay-padding": 4 } },
 ];
@@ -102,7 +104,7 @@ function render(state) {
   const cy = page.cy;
   if (!cy) return;
   page.state = state;
-  const loads = state.loads || {}, queues = state.queues || {};
+  const loads = state.loads || {}, queues = state.queues || {}, paused = state.pfc || {};
   const links = linksOf(state);
   const te = new Set(), agg = new Set(), watched = new Set(), roots = new Set();
   for (const p of state.te_paths || []) for (const [s, n] of p.hops) te.add(`${s}>${n}`);
@@ -124,6 +126,7 @@ function render(state) {
       e.style({ "line-color": colour, "width": 2 + 4 * Math.min(util || 0, 1) });
       e.data("colour", colour);
       const parts = [];
+      if (paused[id]) parts.push(`paused c${paused[id].join(",")}`);
       if (hopLabel[id]) parts.push(hopLabel[id]);
       else if (q && q.queue !== null && q.queue >= HOT_QUEUE) parts.push(`q${q.queue}`);
       e.data("label", parts.join(" "));
@@ -132,6 +135,7 @@ function render(state) {
       e.toggleClass("te", te.has(id));
       e.toggleClass("agg", agg.has(id));
       e.toggleClass("watched", watched.has(id));
+      e.toggleClass("paused", !!paused[id]);
     });
     const failedSwitches = new Set(((state.failures || {}).detected || { failures: [] }).failures
       .filter((f) => f.kind === "switch").map((f) => f.name));
@@ -185,6 +189,10 @@ function panels(state, links, flow) {
     .sort((a, b) => b[1].queue_peak - a[1].queue_peak).slice(0, 10);
   $("queues").innerHTML = state.queues === null ? none("INT is off") :
     q.length ? table(["port (direction)", "queue", "peak", "latency us"], q.map(([d, v]) => [d, v.queue, v.queue_peak, v.latency_us])) : none("no queue seen");
+
+  const p = Object.entries(state.pfc || {});
+  $("pfc").innerHTML = state.pfc === null ? none("no traffic classes: PFC is off") :
+    p.length ? table(["link direction", "paused classes"], p.map(([d, c]) => [d, c.join(", ")])) : none("no link paused");
 
   const modes = {};
   for (const [n, s] of Object.entries(state.switches)) (modes[s.lb_mode] = modes[s.lb_mode] || []).push(n);

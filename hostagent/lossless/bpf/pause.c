@@ -1,6 +1,10 @@
 /* A host's NIC honouring 802.1Qbb priority flow control, as eBPF TC programs (clsact,
  * direct-action) on the host's interface: one compiled copy serves every host of a lab, its maps
- * keyed by the host interface's ifindex (unique in a lab: the loader checks).
+ * keyed by a host id the loader gives each host. A program cannot tell which host it runs for by
+ * the interface (every Mininet host's is ifindex 2, in a namespace of its own) nor by the netns
+ * cookie (without a socket, TC ingress sees the root namespace's): the ingress program knows the
+ * host by the PFC frame's source, the switch port facing it (lossless_peers), the egress one by
+ * the frame's source, the host's own address (lossless_macs).
  *
  * lossless_ingress: a PFC frame (EtherType 0x8808, opcode 0x0101) is the MAC's: its class-enable
  * vector and quanta pause the host's sending of each class for quanta x 512 bit times at the
@@ -21,7 +25,7 @@
 #define CLASSES 8
 
 struct pause_key {
-    u32 ifindex;
+    u32 host;
     u32 priority;
 };
 
@@ -40,7 +44,22 @@ struct host_cfg {
 };
 
 BPF_HASH(lossless_pause, struct pause_key, struct pause_val, 8192);
-BPF_HASH(lossless_hosts, u32, struct host_cfg, 1024);
+BPF_HASH(lossless_hosts, u32, struct host_cfg, 1024);    /* host id -> its link and DSCPs */
+BPF_HASH(lossless_peers, u64, u32, 1024);                /* the switch port's MAC facing a host -> host id */
+BPF_HASH(lossless_macs, u64, u32, 1024);                 /* a host's MAC -> its id */
+
+/* the 6 bytes of a MAC address at offset at of the frame, as a map key; 0: not readable */
+static __always_inline u64 mac_at(struct __sk_buff *skb, u32 at)
+{
+    u8 m[6];
+    u64 k = 0;
+    if (bpf_skb_load_bytes(skb, at, m, 6) < 0)
+        return 0;
+#pragma unroll
+    for (int i = 0; i < 6; i++)
+        k = k << 8 | m[i];
+    return k;
+}
 
 /* queues.EgressQueue.pause's arithmetic: the interval [since, until], earlier ones in paused_ns */
 static __always_inline void pause(struct pause_val *v, u64 now, u64 until)
@@ -62,15 +81,18 @@ int lossless_ingress(struct __sk_buff *skb)
 {
     u8 f[20];           /* opcode, class-enable vector, eight quanta */
     __be16 proto;
-    u32 ifindex = skb->ifindex;
+    u64 peer;
+    u32 *host;
     struct host_cfg *cfg;
     u64 now;
 
     if (bpf_skb_load_bytes(skb, 12, &proto, 2) < 0 || proto != htons(ETH_P_MAC_CONTROL))
         return TC_ACT_UNSPEC;
-    cfg = lossless_hosts.lookup(&ifindex);
-    if (!cfg)
-        return TC_ACT_UNSPEC;                 /* not a host of ours */
+    peer = mac_at(skb, 6);
+    host = lossless_peers.lookup(&peer);
+    cfg = host ? lossless_hosts.lookup(host) : 0;
+    if (!host || !cfg)
+        return TC_ACT_UNSPEC;                 /* not from a switch port facing a host of ours */
     if (bpf_skb_load_bytes(skb, 14, f, sizeof f) < 0 || f[0] != (OPCODE_PFC >> 8) || f[1] != (OPCODE_PFC & 0xFF)
             || f[2] || !cfg->bitrate) {
         __sync_fetch_and_add(&cfg->malformed, 1);
@@ -79,7 +101,7 @@ int lossless_ingress(struct __sk_buff *skb)
     now = bpf_ktime_get_ns();
 #pragma unroll
     for (int prio = 0; prio < CLASSES; prio++) {
-        struct pause_key k = { ifindex, prio };
+        struct pause_key k = { *host, prio };
         struct pause_val zero = {}, *v;
         u64 quanta;
         if (!(f[3] & (1 << prio)))
@@ -101,15 +123,17 @@ int lossless_ingress(struct __sk_buff *skb)
 
 int lossless_egress(struct __sk_buff *skb)
 {
-    u32 ifindex = skb->ifindex;
-    struct host_cfg *cfg = lossless_hosts.lookup(&ifindex);
-    struct pause_key k = { ifindex, 0 };
+    u64 mac = mac_at(skb, 6);
+    u32 *host = lossless_macs.lookup(&mac);
+    struct host_cfg *cfg = host ? lossless_hosts.lookup(host) : 0;
+    struct pause_key k = { 0, 0 };
     struct pause_val zero = {}, *v;
     __be16 proto;
     u8 b[2];
 
-    if (!cfg || bpf_skb_load_bytes(skb, 12, &proto, 2) < 0)
+    if (!host || !cfg || bpf_skb_load_bytes(skb, 12, &proto, 2) < 0)
         return TC_ACT_UNSPEC;
+    k.host = *host;
     if (proto == htons(ETH_P_IP)) {
         if (bpf_skb_load_bytes(skb, 15, b, 1) < 0)        /* the TOS byte */
             return TC_ACT_UNSPEC;
