@@ -87,11 +87,12 @@ COUNTED = ("pause_sent", "xon_sent", "pause_received", "lossless_drops", "drops"
 
 def totals(snapshot: dict, priority: int = CLASS) -> dict:
     """Class ``priority`` over every switch and port: counters summed, seconds paused (egress
-    queues held) and pausing (neighbours held), ports paused now, the longest storm detection."""
+    queues held) and pausing (neighbours held), ports paused now, and per port its storms so far
+    with how long the last one took to be caught (``detections``)."""
     out = {k: 0 for k in COUNTED} | {"paused_s": 0.0, "pausing_s": 0.0, "ports_paused": 0, "ports_pausing": 0}
-    detected = []
-    for ports in snapshot.values():
-        for classes in ports.values():
+    detections = {}
+    for sw, ports in snapshot.items():
+        for port, classes in ports.items():
             f = classes.get(priority)
             if f is None:
                 continue
@@ -101,16 +102,19 @@ def totals(snapshot: dict, priority: int = CLASS) -> dict:
             out["pausing_s"] += (f.get("pausing_us") or 0.0) / 1e6
             out["ports_paused"] += bool(f.get("paused"))
             out["ports_pausing"] += bool(f.get("pausing"))
-            if f.get("detected_after_us") is not None:
-                detected.append(f["detected_after_us"])
-    out["detected_after_ms"] = round(max(detected) / 1e3, 1) if detected else None
+            detections[(sw, port)] = (f.get("storms") or 0, f.get("detected_after_us"))
+    out["detections"] = detections
     return out
 
 
 def delta(before: dict, after: dict) -> dict:
+    """What changed between two `totals`; ``detected_after_ms`` is the slowest catch among the
+    ports whose watchdog caught a storm in between (None: none did)."""
     out = {k: after[k] - before[k] for k in (*COUNTED, "paused_s", "pausing_s")}
+    caught = [us for key, (storms, us) in after["detections"].items()
+              if us is not None and storms > before["detections"].get(key, (0, None))[0]]
     out.update(ports_paused=after["ports_paused"], ports_pausing=after["ports_pausing"],
-               detected_after_ms=after["detected_after_ms"])
+               detected_after_ms=round(max(caught) / 1e3, 1) if caught else None)
     return {k: round(v, 3) if isinstance(v, float) else v for k, v in out.items()}
 
 
@@ -157,7 +161,11 @@ class Scenes:
             run.timeline.append((round(t - t0, 2), tot["ports_pausing"], tot["pause_sent"] - first))
         return run
 
-    def traffic(self, flows: list[FlowSpec], *, deadline: float, during=None, rate_control: bool = False):
+    def traffic(self, flows: list[FlowSpec], *, deadline: float, during=None, rate_control: bool = False,
+                reports: bool = True):
+        """Run ``flows`` (``during(senders, receivers)`` meanwhile) and pair their reports; with
+        ``reports=False`` the processes are stopped once ``during`` returns and nothing is paired
+        (a flow held in a deadlock has no end to wait for)."""
         hosts = {n: self.lab.host(n) for n in {f.src for f in flows} | {f.dst for f in flows}}
         receivers = drive.start_receivers(hosts, flows, quiet=2.0, deadline=deadline)
         try:
@@ -172,6 +180,9 @@ class Scenes:
             except BaseException:
                 drive.stop([*senders, *receivers])
                 raise
+        if not reports:
+            drive.stop([*senders, *receivers])
+            return []
         return drive.collect(flows, senders, receivers)
 
     def host_paused_s(self, host: str) -> float:
@@ -291,11 +302,10 @@ class Scenes:
                 while loop_figures(self.poller, self.lab)["queued"] and time.monotonic() - t < 5:
                     time.sleep(0.02)
                 figures["broken_after_watchdog_on_ms"] = round((time.monotonic() - t) * 1e3)
-            drive.stop([*senders, *receivers])
 
         try:
             before, t0 = self.begin(run)
-            results = self.traffic([flow], deadline=30, during=watch)
+            results = self.traffic([flow], deadline=30, during=watch, reports=False)
             self.end(run, before, t0, results)
         finally:
             te.replace([])
