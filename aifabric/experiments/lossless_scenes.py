@@ -264,7 +264,7 @@ class Scenes:
 
         try:
             before, t0 = self.begin(run)
-            results = self.traffic(flows, deadline=seconds + 30, during=storming)
+            results = self.traffic(flows, deadline=seconds + 8, during=storming)
             self.end(run, before, t0, results)
         finally:
             self.lossless.classes.set_watchdog(None)
