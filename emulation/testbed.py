@@ -15,13 +15,11 @@ of fabrics, so `aifabric clean` and a fabric's teardown never touch a running te
 """
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import select
 import socket
 import subprocess
-import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -39,6 +37,7 @@ from emulation.p4switch import (
     target_command,
 )
 from emulation.procs import stop_process
+from hostagent.netns import run_in_netns
 
 ETH_P_ALL = 0x0003
 SOL_PACKET = 263
@@ -54,37 +53,9 @@ def _disable_ipv6(path_prefix: str, iface: str) -> None:
         pass
 
 
-CLONE_NEWNET = 0x40000000
-
-
 def socket_in_netns(path: str, family: int, kind: int, proto: int = 0) -> socket.socket:
-    """A socket made in the network namespace at ``path`` (``/proc/PID/ns/net``).
-
-    Made by a short-lived thread that enters the namespace (setns changes only the calling
-    thread's), not by a forked child as pyroute2 does: forking a process that runs gRPC
-    threads can abort the child."""
-    result: list[socket.socket | BaseException] = []
-
-    def make() -> None:
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                if libc.setns(fd, CLONE_NEWNET) != 0:
-                    err = ctypes.get_errno()
-                    raise OSError(err, f"setns into {path}: {os.strerror(err)}")
-            finally:
-                os.close(fd)
-            result.append(socket.socket(family, kind, proto))
-        except BaseException as err:    # handed to the caller
-            result.append(err)
-
-    thread = threading.Thread(target=make, name="netns-socket")
-    thread.start()
-    thread.join()
-    if isinstance(result[0], BaseException):
-        raise result[0]
-    return result[0]
+    """A socket made in the network namespace at ``path`` (``/proc/PID/ns/net``)."""
+    return run_in_netns(path, lambda: socket.socket(family, kind, proto))
 
 
 @dataclass

@@ -4,8 +4,6 @@ attaches the host agent's, which run after these: a PFC frame never reaches them
 from __future__ import annotations
 
 import ctypes
-import os
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, TypeVar
@@ -14,6 +12,7 @@ from pyroute2 import IPRoute, NetNS
 
 from hostagent.agent.bpf.inventory import object_id
 from hostagent.lossless.pause import CLASSES, PauseCounters
+from hostagent.netns import run_in_netns
 
 SOURCE = Path(__file__).resolve().parent / "bpf" / "pause.c"
 PARENTS = {"ingress": "ffff:fff2", "egress": "ffff:fff3"}
@@ -40,36 +39,15 @@ def mac_key(mac: str | bytes) -> int:
 
 
 T = TypeVar("T")
-CLONE_NEWNET = 0x40000000
 
 
 def _in_namespace(path: str, work: Callable[[IPRoute], T]) -> T:
-    """``work(netlink)`` in the namespace at ``path`` (a Mininet host's /proc/PID/ns/net): in a
-    thread of its own that enters it (setns changes that thread alone) and opens its netlink
-    socket there."""
-    done: list = []
-
-    def run() -> None:
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                if libc.setns(fd, CLONE_NEWNET) != 0:
-                    err = ctypes.get_errno()
-                    raise OSError(err, f"setns into {path}: {os.strerror(err)}")
-            finally:
-                os.close(fd)
-            with IPRoute() as ipr:
-                done.append(work(ipr))
-        except BaseException as err:      # handed to the caller
-            done.append(err)
-
-    thread = threading.Thread(target=run, name="netns-netlink")
-    thread.start()
-    thread.join()
-    if isinstance(done[0], BaseException):
-        raise done[0]
-    return done[0]
+    """``work(netlink)`` in the namespace at ``path`` (a Mininet host's /proc/PID/ns/net), its
+    netlink socket opened there."""
+    def run() -> T:
+        with IPRoute() as ipr:
+            return work(ipr)
+    return run_in_netns(path, run)
 
 
 def _netlink_do(netns: str | None, work: Callable[[IPRoute], T]) -> T:
