@@ -8,27 +8,26 @@ pause timing the links' rate.
     lab.lossless.use("job", {3})          # class 3 lossless on every switch while the job runs
     lab.lossless.sender_pause()           # host -> a sender's --pause (hostagent.traffic)
     lab.lossless.poller.snapshot()        # switch -> port -> class -> figures
+
+Its ``lab`` is the running `aifabric.lab.lab.Lab` (not imported here: the lab imports this).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable
 
 from controller.lossless import CallableControl, ClassPoller, Lossless, LosslessConfig, Unsupported
 from controller.lossless.target import BMV2_PFC
 from softswitch.pfc import NOMINAL_BITRATE
 from softswitch.ports import interface_mac
 
-if TYPE_CHECKING:
-    from aifabric.lab.lab import Lab
 
-
-def runtime_control(lab: "Lab") -> CallableControl:
+def runtime_control(lab) -> CallableControl:
     """The lab's switches' run-time control (P4Switch.runtime_command) and target kinds."""
     return CallableControl(lambda sw, line: lab.switch(sw).runtime_command(line),
                            lambda sw: lab.switch(sw).target_kind)
 
 
-def check_softswitch(lab: "Lab") -> None:
+def check_softswitch(lab) -> None:
     """Unsupported (saying why) unless every switch runs softswitch: PFC is softswitch's."""
     kinds = {lab.switch(sw.name).target_kind for sw in lab.fabric.switches}
     if kinds != {"softswitch"}:
@@ -36,7 +35,7 @@ def check_softswitch(lab: "Lab") -> None:
 
 
 class LabLossless:
-    def __init__(self, lab: "Lab", config: LosslessConfig, *, poll_interval: float = 0.5, history: bool = False):
+    def __init__(self, lab, config: LosslessConfig, *, poll_interval: float = 0.5, history: bool = False):
         self.lab, self.config = lab, config
         runtime = runtime_control(lab)
         self.classes = Lossless(lab.controller, config, runtime)
