@@ -17,6 +17,7 @@ from pathlib import Path
 from aifabric.cli import topo_args, workload_cli
 from aifabric.lab import report
 from aifabric.workloads import WorkloadError, generate, place
+from aifabric.cli.validate import fail_arg
 from aifabric.lab.links import LinkPlan, LinkRate, rate_arg
 from emulation.p4switch import TARGETS
 
@@ -42,6 +43,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="every link's rate per direction, the emulated link rate the workload is scaled to: "
                         "Mbit/s, or with a unit (2.5M, 500k, 100pps); default %(default)s")
     p.add_argument("--seed", type=int, default=0, help="moves the groups' UDP ports, so ECMP hashes them anew")
+    p.add_argument("--fail", type=fail_arg, action="append", default=[], metavar="WHAT@SECONDS[+DURATION]",
+                   help="a failure during the job, repeatable: link:A-B or switch:NAME, SECONDS after the ranks "
+                        "start, back DURATION s later (else for good), e.g. link:c0-p0a0@3+2; the fabric then "
+                        "runs failure handling (heartbeats, data-plane failover, reroute)")
     p.add_argument("--png", metavar="PATH", help=f"the timeline (default {DEFAULT_PNG})")
 
 
@@ -56,6 +61,8 @@ def prepare(args: argparse.Namespace):
     placement = place(fabric, job.parallelism)
     scale = workload_cli.scale_of(args, job)
     workload = generate(job, scale, placement)
+    for failure in args.fail:
+        failure.check(fabric)
     if args.collectives == "in_network" and job.parallelism.world >= len(fabric.hosts):
         raise ValueError(f"--collectives in_network needs a host that runs no rank: {fabric.describe()} has "
                          f"{len(fabric.hosts)} hosts for {job.parallelism.world} ranks")
@@ -68,17 +75,24 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from aifabric.experiments.calibration import calibrate, group_sizes
     from aifabric.experiments.fabric_conditions import FabricConditions
+    from aifabric.experiments.failure_schedule import FailureSchedule
     from aifabric.experiments.train_runner import draw_timeline, run_workload
+    from aifabric.lab.failures import Failures
     from aifabric.lab.lab import Lab
     from controller.aggregation import JobManager
+    from controller.failover import HeartbeatConfig
+    from controller.failover.config import link_interval_for
+    from emulation.p4switch import resolve_target
 
     try:
         job, fabric, placement, scale, workload = prepare(args)
     except (WorkloadError, ValueError) as e:
         print(f"aifabric: error: {e}", file=sys.stderr)
         return 2
+    failover = (HeartbeatConfig(link_interval_ms=link_interval_for(resolve_target(args.target)[0]))
+                if args.fail else None)
     with tempfile.TemporaryDirectory(prefix="aifabric-train-") as tmp, \
-            Lab(fabric, target=args.target, progress=report.progress) as lab:
+            Lab(fabric, target=args.target, progress=report.progress, failover=failover) as lab:
         conditions = FabricConditions(lab, args.rate)
         ranks = list(placement.hosts)
         calibration = (calibrate(lab, conditions.plan, ranks, sizes=group_sizes(workload))
@@ -90,8 +104,11 @@ def run(args: argparse.Namespace) -> int:
             run_ = run_workload(lab, workload, args.iterations, Path(tmp) / "plan.json", manager=manager,
                                 link=conditions.plan, seed=args.seed,
                                 host_agent=conditions.host_agent(args.lb, args.congestion, args.seed),
-                                costs=calibration.costs if calibration else None)
+                                costs=calibration.costs if calibration else None,
+                                failures=FailureSchedule(Failures(lab), args.fail) if args.fail else None)
     if not run_.ok:
+        if run_.failures:
+            print(failure_table(run_))
         print("aifabric: training failed: " + "; ".join(run_.errors), file=sys.stderr)
         return 1
     print(render(run_, job, fabric, scale, args))
@@ -101,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         report.write_json(args.json, {**workload.job.to_dict(), "scale": scale.to_dict(), "collectives": args.collectives,
                                       "calibration": calibration.to_dict() if calibration else None,
+                                      "fail": [f.text for f in args.fail],
                                       "lb": args.lb, "congestion": args.congestion, "rate": args.rate, "seed": args.seed, **run_.summary(),
                                       "ranks": run_.reports})
         print(f"figures written to {Path(args.json).resolve()}")
@@ -133,8 +151,27 @@ def render(run_, job, fabric, scale, args) -> str:
         out.append(f"host agents: {a.get('repaths', 0)} repaths in {a.get('congested_rounds', 0)} congested of "
                    f"{a.get('rounds', 0)} PLB rounds; CNPs {a.get('cnps_sent', 0)} sent, {a.get('cnps_received', 0)} "
                    f"received; {a.get('rate_updates', 0)} rate updates")
+    if run_.failures:
+        out.append(failure_table(run_))
     if args.collectives == "in_network":
         out.append(f"in the switches: {'yes' if run_.in_network else 'NO (slot pool full: on the aggregator)'}; "
                    f"chunks completed {run_.agg_ops.get('completed', 0)}, fallback aggregator packets "
                    f"{run_.server_stats.get('packets_in', 'unknown')}")
     return "\n".join(out)
+
+
+def failure_table(run_) -> str:
+    """Each failure event of the run, the iteration it hit, and per failure the iterations its
+    outage overlapped and the time they lost."""
+    lost = run_.time_lost
+    rows = []
+    for e in run_.failures:
+        cost = lost.get(e["failure"], {}) if e["what"] == "down" else {}
+        rows.append((e["failure"], e["what"], e["at_s"] if e["at_s"] is not None else "-",
+                     e["iteration"] if e["iteration"] is not None else "none (between or after iterations)",
+                     ", ".join(map(str, cost.get("iterations", []))) or "-",
+                     cost.get("lost_s") if cost.get("lost_s") is not None else "-", e["error"] or ""))
+    return report.table(["failure", "event", "at (s)", "iteration then", "iterations overlapped", "time lost (s)",
+                         "error"], rows,
+                        title="Failures during the job (time lost: the overlapped iterations' time beyond the median "
+                              "of those no outage overlapped)")

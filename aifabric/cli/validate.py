@@ -151,6 +151,15 @@ def crash_arg(text: str) -> tuple[int, int]:
     return rank, step
 
 
+def fail_arg(text: str):
+    """WHAT@SECONDS[+DURATION] (train --fail), an aifabric.experiments.failure_schedule.PlannedFailure."""
+    from aifabric.experiments.failure_schedule import PlannedFailure
+    try:
+        return PlannedFailure.parse(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def check_web_address(args: argparse.Namespace) -> None:
     """--web: our controller (the page shows its view), an address it can listen on."""
     from aifabric.lab.web_page import parse_web_address

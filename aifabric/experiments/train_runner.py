@@ -24,6 +24,7 @@ from pathlib import Path
 
 from aifabric.experiments.aggregation_job import LAB_FRAME_VALUES, WORKLOAD_SLOTS, in_network_jobs
 from aifabric.experiments.collectives_bench import min_rto_s
+from aifabric.experiments.failure_schedule import FailureSchedule, locate, time_lost
 from aifabric.experiments.host_agents import agents_on, rocev2_settings
 from aifabric.experiments.link_load import LinkLoad, link_counters
 from aifabric.experiments.rank_processes import collect_ranks
@@ -117,6 +118,8 @@ class WorkloadRun:
     estimate: dict = field(default_factory=dict)      # the link-bound analytic step on the emulated links
     latency_estimate: dict = field(default_factory=dict)   # the latency-aware one, with a calibration's costs
     agents: dict = field(default_factory=dict)        # with host agents: their counters summed over hosts
+    failures: list[dict] = field(default_factory=list)   # with a failure schedule: each event, the iteration it hit
+    time_lost: dict[str, dict] = field(default_factory=dict)   # failure -> iterations it overlapped, time lost
 
     def slowest(self, i: int) -> dict:
         return max((r["iterations"][i] for r in self.reports), key=lambda it: it["step_s"])
@@ -150,7 +153,8 @@ class WorkloadRun:
                 "wall_s": round(self.wall_s, 2), "in_network": self.in_network, "agg_ops": self.agg_ops,
                 "server": self.server_stats, "link_load": self.link_load, "estimate": self.estimate,
                 "latency_estimate": self.latency_estimate,
-                "agents": self.agents, "resent": self.resent,
+                "agents": self.agents, "resent": self.resent, "failures": self.failures,
+                "time_lost": self.time_lost,
                 "iterations": [{k: v for k, v in self.slowest(i).items() if k != "ops"}
                                for i in range(len(self.reports[0]["iterations"]))] if self.ok else []}
 
@@ -191,7 +195,8 @@ def _figures(est) -> dict:
 def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str | Path, *, timeout: float = 60.0,
                  silent_after: float = 5.0, deadline_s: float = 600.0, manager: JobManager | None = None,
                  link: LinkPlan | None = None, seed: int = 0, kill_rank_after: tuple[int, float] | None = None,
-                 host_agent: AgentConfig | None = None, costs: Costs | None = None) -> WorkloadRun:
+                 host_agent: AgentConfig | None = None, costs: Costs | None = None,
+                 failures: FailureSchedule | None = None) -> WorkloadRun:
     """Every rank's ops, ``iterations`` times; with ``manager`` the data-parallel all-reduces in
     the switches. ``link``: how the links are limited (None: not), for the link load's shares and
     the ranks' first retransmission timeouts. ``seed`` moves the
@@ -199,7 +204,8 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
     (rank, seconds) kills that rank's process that long after the start, to show how a run ends
     when a host dies. ``host_agent``: the host agents' configuration, for a run under PLB and/or
     DCQCN (see the module doc). ``costs``: a calibration's constants (aifabric.experiments.calibration),
-    for the latency-aware estimate beside the link-bound one."""
+    for the latency-aware estimate beside the link-bound one. ``failures``: a schedule started with
+    the ranks, its events placed in the iterations they hit (``run.failures``, ``run.time_lost``)."""
     if workload.placement is None:
         raise ValueError("the workload needs a placement on the fabric's hosts (aifabric.workloads.place)")
     world = workload.job.parallelism.world
@@ -231,7 +237,19 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
                                         str(Path(plan_path).resolve()), "--timeout", str(timeout),
                                         "--silent-after", str(silent_after)])
                      for r, h in enumerate(hosts)]
-            run.reports, run.errors = collect_ranks(hosts, procs, deadline_s, kill_rank_after)
+            if failures is not None:
+                failures.start(t0)
+            try:
+                run.reports, run.errors = collect_ranks(hosts, procs, deadline_s, kill_rank_after)
+            finally:
+                if failures is not None:
+                    failures.stop()
+            if failures is not None:
+                spans = locate(failures.events, run.reports)
+                run.failures = [e.to_dict(t0) for e in failures.events]
+                run.failures += [{"failure": f.text, "what": "not fired: the job ended first", "at_s": None,
+                                  "iteration": None, "error": None} for f in failures.missed()]
+                run.time_lost = time_lost(failures.events, spans)
             run.wall_s = time.monotonic() - t0
             run.cpu_busy = busy_between(cpu0, cpu_times())
             run.link_load = LinkLoad.between(lab, links0, link_counters(lab), run.wall_s,

@@ -153,7 +153,7 @@ class Rank:
         end = max(e for _, e in times.values())
         ops = [{"id": op["id"], "kind": op["kind"], "stream": op["stream"], "name": op["name"],
                 "start": times[op["id"]][0], "end": times[op["id"]][1]} for op in self.ops]
-        return {"ops": ops, **split(ops, 0.0, end)}
+        return {"t0": t0, "ops": ops, **split(ops, 0.0, end)}     # t0: monotonic, to place failures
 
 
 def _job_config(job: dict, members: int, ip: str, timeout: float) -> JobConfig:

@@ -1,0 +1,199 @@
+"""Failures on a running job's fabric at chosen times (``aifabric train --fail SPEC``), each one
+logged beside the iteration it hit and what that iteration lost.
+
+A SPEC is ``WHAT@SECONDS[+DURATION]``: WHAT fails SECONDS after the ranks start and comes back
+DURATION seconds later (without ``+DURATION``: for the rest of the job).
+
+    link:A-B      the link between A and B down (two switches, or a host and its edge switch)
+    switch:NAME   switch NAME's target process killed (restored: started again and reconciled)
+
+    link:c0-p0a0@3          a core link down 3 s in, for good
+    link:p1a0-p1e0@2+1.5    an aggregation link down 2 s in, up again 1.5 s later
+    switch:c1@4+3           a core switch killed 4 s in, back 3 s later
+
+The failures go through `aifabric.lab.failures.Failures` (interfaces down at both ends, the
+process killed), so the fabric finds them as it would a real one: the lab runs failure handling
+(heartbeats, data-plane failover, reroute) whenever a schedule is given.
+"""
+from __future__ import annotations
+
+import heapq
+import re
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field
+
+from aifabric.lab.failures import FailureError, Failures
+
+KINDS = ("link", "switch")
+_SPEC = re.compile(r"^(?P<kind>[a-z]+):(?P<what>[^@]+)@(?P<at>[0-9.]+)s?(?:\+(?P<duration>[0-9.]+)s?)?$")
+
+
+@dataclass(frozen=True)
+class PlannedFailure:
+    kind: str                      # one of KINDS
+    target: tuple[str, ...]        # (a, b) for a link, (name,) for a switch
+    at_s: float                    # after the ranks start
+    duration_s: float | None       # None: for good
+    text: str                      # the SPEC as given
+
+    @classmethod
+    def parse(cls, text: str) -> "PlannedFailure":
+        """ValueError naming what is wrong with ``text`` (see the module doc for the form)."""
+        m = _SPEC.match(text.strip())
+        if m is None:
+            raise ValueError(f"--fail {text!r}: WHAT@SECONDS[+DURATION], WHAT one of link:A-B, switch:NAME "
+                             f"(e.g. link:c0-p0a0@3, switch:c1@4+3)")
+        kind, what = m["kind"], m["what"]
+        if kind not in KINDS:
+            raise ValueError(f"--fail {text!r}: {kind!r} is not one of {', '.join(KINDS)}")
+        target = tuple(what.split("-")) if kind == "link" else (what,)
+        if kind == "link" and (len(target) != 2 or not all(target)):
+            raise ValueError(f"--fail {text!r}: a link is named by its two ends, A-B")
+        try:
+            at, duration = float(m["at"]), (float(m["duration"]) if m["duration"] else None)
+        except ValueError:
+            raise ValueError(f"--fail {text!r}: SECONDS and DURATION are numbers") from None
+        if duration is not None and duration <= 0:
+            raise ValueError(f"--fail {text!r}: a duration must be above 0 s")
+        return cls(kind, target, at, duration, text)
+
+    def check(self, fabric) -> None:
+        """ValueError unless the fabric has what this failure names."""
+        names = {s.name for s in fabric.switches} | {h.name for h in fabric.hosts}
+        unknown = [n for n in self.target if n not in names]
+        if unknown:
+            raise ValueError(f"--fail {self.text!r}: {fabric.describe()} has no {', '.join(unknown)}")
+        if self.kind == "switch" and self.target[0] not in {s.name for s in fabric.switches}:
+            raise ValueError(f"--fail {self.text!r}: {self.target[0]} is a host, not a switch")
+        if self.kind == "link" and not _linked(fabric, *self.target):
+            raise ValueError(f"--fail {self.text!r}: no link between {self.target[0]} and {self.target[1]}")
+
+    def describe(self) -> str:
+        what = f"link {'-'.join(self.target)}" if self.kind == "link" else f"switch {self.target[0]}"
+        span = f"for {self.duration_s:g} s" if self.duration_s is not None else "for good"
+        return f"{what} down at {self.at_s:g} s, {span}"
+
+
+def _linked(fabric, a: str, b: str) -> bool:
+    for name, other in ((a, b), (b, a)):
+        if any(s.name == name for s in fabric.switches) and other in fabric.ports_of(name).values():
+            return True
+    return False
+
+
+@dataclass
+class Event:
+    """What happened: a failure (``down``) or its end (``up``), when (monotonic), and where the
+    job was then (``iteration``: its index; None: between iterations or after the last)."""
+    failure: PlannedFailure
+    down: bool
+    at: float
+    error: str | None = None
+    iteration: int | None = None
+
+    def to_dict(self, t0: float) -> dict:
+        return {"failure": self.failure.text, "what": "down" if self.down else "up",
+                "at_s": round(self.at - t0, 3), "iteration": self.iteration, "error": self.error}
+
+
+@dataclass
+class FailureSchedule:
+    """Fires ``planned`` on ``failures``' lab from `start` on, in a thread; `stop` ends it (what
+    is still due is not fired; the lab's teardown takes what is still down)."""
+    failures: Failures
+    planned: list[PlannedFailure]
+    events: list[Event] = field(default_factory=list)
+    t0: float = 0.0
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self, t0: float | None = None) -> "FailureSchedule":
+        self.t0 = time.monotonic() if t0 is None else t0
+        self._thread = threading.Thread(target=self._run, name="failure-schedule", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        # (seconds after t0, order, failure, down); a restore is due its duration after its
+        # failure was made, so an outage lasts at least that long however late it began
+        due = [(f.at_s, i, f, True) for i, f in enumerate(self.planned)]
+        heapq.heapify(due)
+        while due:
+            at_s, i, failure, down = heapq.heappop(due)
+            if self._stop.wait(max(0.0, self.t0 + at_s - time.monotonic())):
+                return
+            event = Event(failure, down, time.monotonic())
+            try:
+                self._apply(failure, down)
+            except (FailureError, OSError, RuntimeError) as err:
+                event.error = str(err)
+            self.events.append(event)
+            if down and event.error is None and failure.duration_s is not None:
+                heapq.heappush(due, (event.at - self.t0 + failure.duration_s, i, failure, False))
+
+    def _apply(self, f: PlannedFailure, down: bool) -> None:
+        if f.kind == "link":
+            (self.failures.fail_link if down else self.failures.restore_link)(*f.target)
+        else:
+            (self.failures.fail_switch if down else self.failures.restore_switch)(f.target[0])
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=60)
+
+    def missed(self) -> list[PlannedFailure]:
+        """Failures planned for after the job ended (never fired)."""
+        fired = {id(e.failure) for e in self.events if e.down}
+        return [f for f in self.planned if id(f) not in fired]
+
+
+def iteration_spans(reports: list[dict]) -> list[tuple[float, float]]:
+    """Each iteration's span, monotonic: from the end of the one before (its barrier included;
+    the first: the first rank's start) to its last rank's end, from the ranks' reports."""
+    spans: list[tuple[float, float]] = []
+    per_rank = [r["iterations"] for r in reports if r and r.get("iterations")]
+    for i in range(min((len(its) for its in per_rank), default=0)):
+        end = max(its[i]["t0"] + its[i]["step_s"] for its in per_rank)
+        start = spans[-1][1] if spans else min(its[i]["t0"] for its in per_rank)
+        spans.append((start, end))
+    return spans
+
+
+def locate(events: list[Event], reports: list[dict]) -> list[tuple[float, float]]:
+    """Sets each event's iteration (the one running when it happened); returns the spans."""
+    spans = iteration_spans(reports)
+    for e in events:
+        e.iteration = next((i for i, (a, b) in enumerate(spans) if a <= e.at <= b), None)
+    return spans
+
+
+def outages(events: list[Event]) -> dict[str, tuple[float, float | None]]:
+    """Each fired failure (its SPEC) -> (down, up) times; up None: down for the rest of the job."""
+    out: dict[str, tuple[float, float | None]] = {}
+    for e in events:
+        if e.error is not None:
+            continue
+        if e.down:
+            out[e.failure.text] = (e.at, None)
+        elif e.failure.text in out:
+            out[e.failure.text] = (out[e.failure.text][0], e.at)
+    return out
+
+
+def time_lost(events: list[Event], spans: list[tuple[float, float]]) -> dict[str, dict]:
+    """Per fired failure: the iterations its outage overlapped (down to up; for good: the one it
+    began in) and the time they took beyond the median of the iterations no outage overlapped
+    (``lost_s`` None where every iteration was overlapped)."""
+    hit: dict[str, list[int]] = {}
+    for text, (down, up) in outages(events).items():
+        end = down if up is None else up
+        hit[text] = [i for i, (a, b) in enumerate(spans) if a <= end and down <= b]
+    overlapped = {i for its in hit.values() for i in its}
+    clean = [b - a for i, (a, b) in enumerate(spans) if i not in overlapped]
+    median = statistics.median(clean) if clean else None
+    return {text: {"iterations": its, "clean_median_s": None if median is None else round(median, 3),
+                   "lost_s": None if median is None else round(sum(spans[i][1] - spans[i][0] - median for i in its), 3)}
+            for text, its in hit.items()}

@@ -1,0 +1,77 @@
+"""Failure schedules of ``aifabric train --fail`` without a fabric: the SPEC's parsing and checks
+against a fabric, and the placing of events in the ranks' iterations with the time they lost."""
+from __future__ import annotations
+
+import pytest
+
+from aifabric.experiments.failure_schedule import Event, PlannedFailure, iteration_spans, locate, time_lost
+from topologies.fabric import fat_tree
+
+
+def test_specs_parse_into_what_when_and_how_long() -> None:
+    f = PlannedFailure.parse("link:c0-p0a0@3+1.5")
+    assert (f.kind, f.target, f.at_s, f.duration_s) == ("link", ("c0", "p0a0"), 3.0, 1.5)
+    g = PlannedFailure.parse("switch:c1@4s")
+    assert (g.kind, g.target, g.at_s, g.duration_s) == ("switch", ("c1",), 4.0, None)
+    assert g.describe() == "switch c1 down at 4 s, for good"
+
+
+@pytest.mark.parametrize("text, words", [
+    ("link:c0-p0a0", "WHAT@SECONDS"),
+    ("rank:3@2", "'rank' is not one of link, switch"),
+    ("link:c0@2", "its two ends"),
+    ("link:c0-p0a0@2+0", "above 0 s"),
+])
+def test_bad_specs_are_named(text, words) -> None:
+    with pytest.raises(ValueError, match=words):
+        PlannedFailure.parse(text)
+
+
+@pytest.mark.parametrize("text, words", [
+    ("link:c0-x@1", "has no x"),
+    ("link:c0-p0e0@1", "no link between c0 and p0e0"),
+    ("switch:p0e0h0@1", "is a host, not a switch"),
+])
+def test_failures_the_fabric_does_not_have_are_named(text, words) -> None:
+    with pytest.raises(ValueError, match=words):
+        PlannedFailure.parse(text).check(fat_tree(4))
+
+
+def test_a_host_link_and_a_core_link_are_found_either_way_round() -> None:
+    for text in ("link:p0e0h0-p0e0@1", "link:p0e0-p0e0h0@1", "link:p0a0-c0@1"):
+        PlannedFailure.parse(text).check(fat_tree(4))
+
+
+def _reports(steps: list[float], ranks: int = 2, gap: float = 0.1) -> list[dict]:
+    """Ranks whose iterations took ``steps`` s, one after the other with ``gap`` s of barrier."""
+    t, its = 100.0, []
+    for s in steps:
+        its.append({"t0": t, "step_s": s})
+        t += s + gap
+    return [{"iterations": [dict(it, step_s=it["step_s"] - 0.01 * r) for it in its]} for r in range(ranks)]
+
+
+def test_an_outage_costs_the_iterations_it_overlapped_beyond_the_clean_median() -> None:
+    reports = _reports([1.0, 1.0, 3.0, 1.2, 1.0, 1.0])
+    spans = iteration_spans(reports)
+    assert spans[0] == (100.0, 101.0) and spans[1] == pytest.approx((101.0, 102.1))   # the barrier before it counts
+    link = PlannedFailure.parse("link:c0-p0a0@2+2")
+    switch = PlannedFailure.parse("switch:c1@9")
+    events = [Event(link, True, 102.5), Event(link, False, 105.5), Event(switch, True, 200.0)]
+    locate(events, reports)
+    assert [e.iteration for e in events] == [2, 3, None]      # the switch failed after the last iteration
+    lost = time_lost(events, spans)
+    assert lost[link.text]["iterations"] == [2, 3]
+    clean = sorted([1.0, 1.1, 1.1, 1.1])
+    median = (clean[1] + clean[2]) / 2
+    assert lost[link.text]["lost_s"] == pytest.approx((3.1 - median) + (1.3 - median), abs=1e-3)
+    assert lost[switch.text]["iterations"] == []
+    assert lost[switch.text]["lost_s"] == 0
+
+
+def test_a_failure_that_could_not_be_made_costs_nothing() -> None:
+    reports = _reports([1.0, 2.0, 1.0])
+    f = PlannedFailure.parse("switch:c1@1")
+    events = [Event(f, True, 101.5, error="switch c1 is not running")]
+    locate(events, reports)
+    assert time_lost(events, iteration_spans(reports)) == {}
