@@ -43,9 +43,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="every link's rate per direction, the emulated link rate the workload is scaled to: "
                         "Mbit/s, or with a unit (2.5M, 500k, 100pps); default %(default)s")
     p.add_argument("--seed", type=int, default=0, help="moves the groups' UDP ports, so ECMP hashes them anew")
-    p.add_argument("--fail", type=fail_arg, action="append", default=[], metavar="WHAT@SECONDS[+DURATION]",
-                   help="a failure during the job, repeatable: link:A-B or switch:NAME, SECONDS after the ranks "
-                        "start, back DURATION s later (else for good), e.g. link:c0-p0a0@3+2; the fabric then "
+    p.add_argument("--fail", type=fail_arg, action="append", default=[], metavar="WHAT@WHEN[+DURATION]",
+                   help="a failure during the job, repeatable: link:A-B or switch:NAME, WHEN seconds after the ranks "
+                        "start or iN as iteration N begins, back DURATION s later (else for good), e.g. "
+                        "link:c0-p0a0@3+2, switch:c1@i2; the fabric then "
                         "runs failure handling (heartbeats, data-plane failover, reroute)")
     p.add_argument("--png", metavar="PATH", help=f"the timeline (default {DEFAULT_PNG})")
 
@@ -171,7 +172,11 @@ def failure_table(run_) -> str:
                      e["iteration"] if e["iteration"] is not None else "none (between or after iterations)",
                      ", ".join(map(str, cost.get("iterations", []))) or "-",
                      cost.get("lost_s") if cost.get("lost_s") is not None else "-", e["error"] or ""))
-    return report.table(["failure", "event", "at (s)", "iteration then", "iterations overlapped", "time lost (s)",
-                         "error"], rows,
-                        title="Failures during the job (time lost: the overlapped iterations' time beyond the median "
-                              "of those no outage overlapped)")
+    table = report.table(["failure", "event", "at (s)", "iteration then", "iterations overlapped", "time lost (s)",
+                          "error"], rows,
+                         title="Failures during the job (time lost: the overlapped iterations' time beyond the median "
+                               "of those no outage overlapped)")
+    ratio = run_.effective_ratio
+    return table + ("\neffective training time ratio: " + (f"{ratio:.3f} (the iterations at the clean median over "
+                                                           f"their wall time)" if ratio is not None
+                                                           else "unknown (no iteration free of an outage)"))

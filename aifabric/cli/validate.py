@@ -152,7 +152,7 @@ def crash_arg(text: str) -> tuple[int, int]:
 
 
 def fail_arg(text: str):
-    """WHAT@SECONDS[+DURATION] (train --fail), an aifabric.experiments.failure_schedule.PlannedFailure."""
+    """WHAT@WHEN[+DURATION] (train --fail), an aifabric.experiments.failure_schedule.PlannedFailure."""
     from aifabric.experiments.failure_schedule import PlannedFailure
     try:
         return PlannedFailure.parse(text)

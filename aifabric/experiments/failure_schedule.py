@@ -1,13 +1,15 @@
 """Failures on a running job's fabric at chosen times (``aifabric train --fail SPEC``), each one
 logged beside the iteration it hit and what that iteration lost.
 
-A SPEC is ``WHAT@SECONDS[+DURATION]``: WHAT fails SECONDS after the ranks start and comes back
-DURATION seconds later (without ``+DURATION``: for the rest of the job).
+A SPEC is ``WHAT@WHEN[+DURATION]``: WHAT fails at WHEN, SECONDS after the ranks start or ``iN``
+as iteration N begins (rank 0 past its barrier), and comes back DURATION seconds later (without
+``+DURATION``: for the rest of the job).
 
     link:A-B      the link between A and B down (two switches, or a host and its edge switch)
     switch:NAME   switch NAME's target process killed (restored: started again and reconciled)
 
     link:c0-p0a0@3          a core link down 3 s in, for good
+    link:p0e0h0-p0e0@i4+2   rank 0's host link down as iteration 4 begins, for 2 s
     link:p1a0-p1e0@2+1.5    an aggregation link down 2 s in, up again 1.5 s later
     switch:c1@4+3           a core switch killed 4 s in, back 3 s later
 
@@ -17,34 +19,37 @@ process killed), so the fabric finds them as it would a real one: the lab runs f
 """
 from __future__ import annotations
 
-import heapq
 import re
 import statistics
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from aifabric.lab.failures import FailureError, Failures
 
 KINDS = ("link", "switch")
-_SPEC = re.compile(r"^(?P<kind>[a-z]+):(?P<what>[^@]+)@(?P<at>[0-9.]+)s?(?:\+(?P<duration>[0-9.]+)s?)?$")
+PROGRESS_POLL_S = 0.01     # how often a failure at an iteration looks at the ranks' progress
+_SPEC = re.compile(r"^(?P<kind>[a-z]+):(?P<what>[^@]+)@(?:i(?P<iteration>[0-9]+)|(?P<at>[0-9.]+)s?)"
+                   r"(?:\+(?P<duration>[0-9.]+)s?)?$")
 
 
 @dataclass(frozen=True)
 class PlannedFailure:
     kind: str                      # one of KINDS
     target: tuple[str, ...]        # (a, b) for a link, (name,) for a switch
-    at_s: float                    # after the ranks start
+    at_s: float | None             # after the ranks start (None: at_iteration)
     duration_s: float | None       # None: for good
     text: str                      # the SPEC as given
+    at_iteration: int | None = None   # as that iteration begins (rank 0 past its barrier)
 
     @classmethod
     def parse(cls, text: str) -> "PlannedFailure":
         """ValueError naming what is wrong with ``text`` (see the module doc for the form)."""
         m = _SPEC.match(text.strip())
         if m is None:
-            raise ValueError(f"--fail {text!r}: WHAT@SECONDS[+DURATION], WHAT one of link:A-B, switch:NAME "
-                             f"(e.g. link:c0-p0a0@3, switch:c1@4+3)")
+            raise ValueError(f"--fail {text!r}: WHAT@WHEN[+DURATION], WHAT one of link:A-B, switch:NAME, WHEN "
+                             f"seconds or iN, iteration N (e.g. link:c0-p0a0@3, switch:c1@i4+3)")
         kind, what = m["kind"], m["what"]
         if kind not in KINDS:
             raise ValueError(f"--fail {text!r}: {kind!r} is not one of {', '.join(KINDS)}")
@@ -52,12 +57,14 @@ class PlannedFailure:
         if kind == "link" and (len(target) != 2 or not all(target)):
             raise ValueError(f"--fail {text!r}: a link is named by its two ends, A-B")
         try:
-            at, duration = float(m["at"]), (float(m["duration"]) if m["duration"] else None)
+            at = float(m["at"]) if m["at"] is not None else None
+            duration = float(m["duration"]) if m["duration"] else None
         except ValueError:
             raise ValueError(f"--fail {text!r}: SECONDS and DURATION are numbers") from None
         if duration is not None and duration <= 0:
             raise ValueError(f"--fail {text!r}: a duration must be above 0 s")
-        return cls(kind, target, at, duration, text)
+        iteration = int(m["iteration"]) if m["iteration"] is not None else None
+        return cls(kind, target, at, duration, text, iteration)
 
     def check(self, fabric) -> None:
         """ValueError unless the fabric has what this failure names."""
@@ -73,7 +80,8 @@ class PlannedFailure:
     def describe(self) -> str:
         what = f"link {'-'.join(self.target)}" if self.kind == "link" else f"switch {self.target[0]}"
         span = f"for {self.duration_s:g} s" if self.duration_s is not None else "for good"
-        return f"{what} down at {self.at_s:g} s, {span}"
+        when = f"{self.at_s:g} s" if self.at_s is not None else f"the start of iteration {self.at_iteration}"
+        return f"{what} down at {when}, {span}"
 
 
 def _linked(fabric, a: str, b: str) -> bool:
@@ -100,49 +108,75 @@ class Event:
 
 @dataclass
 class FailureSchedule:
-    """Fires ``planned`` on ``failures``' lab from `start` on, in a thread; `stop` ends it (what
-    is still due is not fired; the lab's teardown takes what is still down)."""
+    """Fires ``planned`` on ``failures``' lab from `start` on, a thread per failure; `stop` ends
+    them (what is still due is not fired; the lab's teardown takes what is still down).
+    ``progress``: the file rank 0 appends each iteration's number to as it begins
+    (``python -m hostagent.workload_runner --progress``), for failures at an iteration."""
     failures: Failures
     planned: list[PlannedFailure]
+    progress: Path | None = None
     events: list[Event] = field(default_factory=list)
     t0: float = 0.0
     _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
+    _threads: list[threading.Thread] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def needs_progress(self) -> bool:
+        return any(f.at_iteration is not None for f in self.planned)
 
     def start(self, t0: float | None = None) -> "FailureSchedule":
+        if self.needs_progress and self.progress is None:
+            raise ValueError("a failure at an iteration needs the ranks' progress file")
         self.t0 = time.monotonic() if t0 is None else t0
-        self._thread = threading.Thread(target=self._run, name="failure-schedule", daemon=True)
-        self._thread.start()
+        for f in self.planned:
+            self._threads.append(threading.Thread(target=self._run, args=(f,), name=f"fail {f.text}", daemon=True))
+            self._threads[-1].start()
         return self
 
-    def _run(self) -> None:
-        # (seconds after t0, order, failure, down); a restore is due its duration after its
-        # failure was made, so an outage lasts at least that long however late it began
-        due = [(f.at_s, i, f, True) for i, f in enumerate(self.planned)]
-        heapq.heapify(due)
-        while due:
-            at_s, i, failure, down = heapq.heappop(due)
-            if self._stop.wait(max(0.0, self.t0 + at_s - time.monotonic())):
-                return
-            event = Event(failure, down, time.monotonic())
-            try:
-                self._apply(failure, down)
-            except (FailureError, OSError, RuntimeError) as err:
-                event.error = str(err)
-            self.events.append(event)
-            if down and event.error is None and failure.duration_s is not None:
-                heapq.heappush(due, (event.at - self.t0 + failure.duration_s, i, failure, False))
+    def _run(self, f: PlannedFailure) -> None:
+        if not self._wait_for(f):
+            return
+        down = self._fire(f, True)
+        if down.error is None and f.duration_s is not None:
+            # back its duration after it was made, so an outage lasts that long however late it began
+            if not self._stop.wait(max(0.0, down.at + f.duration_s - time.monotonic())):
+                self._fire(f, False)
 
-    def _apply(self, f: PlannedFailure, down: bool) -> None:
-        if f.kind == "link":
-            (self.failures.fail_link if down else self.failures.restore_link)(*f.target)
-        else:
-            (self.failures.fail_switch if down else self.failures.restore_switch)(f.target[0])
+    def _wait_for(self, f: PlannedFailure) -> bool:
+        """Until ``f`` is due; False: stopped first."""
+        if f.at_iteration is None:
+            return not self._stop.wait(max(0.0, self.t0 + f.at_s - time.monotonic()))
+        while not self._stop.is_set():
+            if self._iterations_begun() > f.at_iteration:
+                return True
+            self._stop.wait(PROGRESS_POLL_S)
+        return False
+
+    def _iterations_begun(self) -> int:
+        try:
+            return len(self.progress.read_text().split())
+        except FileNotFoundError:
+            return 0
+
+    def _fire(self, f: PlannedFailure, down: bool) -> Event:
+        event = Event(f, down, time.monotonic())
+        try:
+            if f.kind == "link":
+                (self.failures.fail_link if down else self.failures.restore_link)(*f.target)
+            else:
+                (self.failures.fail_switch if down else self.failures.restore_switch)(f.target[0])
+        except (FailureError, OSError, RuntimeError) as err:
+            event.error = str(err)
+        with self._lock:
+            self.events.append(event)
+        return event
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=60)
+        for t in self._threads:
+            t.join(timeout=60)
+        self.events.sort(key=lambda e: e.at)
 
     def missed(self) -> list[PlannedFailure]:
         """Failures planned for after the job ended (never fired)."""
@@ -197,3 +231,14 @@ def time_lost(events: list[Event], spans: list[tuple[float, float]]) -> dict[str
     return {text: {"iterations": its, "clean_median_s": None if median is None else round(median, 3),
                    "lost_s": None if median is None else round(sum(spans[i][1] - spans[i][0] - median for i in its), 3)}
             for text, its in hit.items()}
+
+
+def effective_ratio(events: list[Event], spans: list[tuple[float, float]]) -> float | None:
+    """The effective training time ratio of the run: what its iterations would have taken at the
+    median of those no outage overlapped, over what they took (None: no clean iteration)."""
+    costs = time_lost(events, spans)
+    overlapped = {i for c in costs.values() for i in c["iterations"]}
+    clean = [b - a for i, (a, b) in enumerate(spans) if i not in overlapped]
+    if not clean or not spans:
+        return None
+    return round(len(spans) * statistics.median(clean) / (spans[-1][1] - spans[0][0]), 3)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from aifabric.experiments.aggregation_job import LAB_FRAME_VALUES, WORKLOAD_SLOTS, in_network_jobs
 from aifabric.experiments.collectives_bench import min_rto_s
-from aifabric.experiments.failure_schedule import FailureSchedule, locate, time_lost
+from aifabric.experiments.failure_schedule import FailureSchedule, effective_ratio, locate, time_lost
 from aifabric.experiments.host_agents import agents_on, rocev2_settings
 from aifabric.experiments.link_load import LinkLoad, link_counters
 from aifabric.experiments.rank_processes import collect_ranks
@@ -120,6 +120,7 @@ class WorkloadRun:
     agents: dict = field(default_factory=dict)        # with host agents: their counters summed over hosts
     failures: list[dict] = field(default_factory=list)   # with a failure schedule: each event, the iteration it hit
     time_lost: dict[str, dict] = field(default_factory=dict)   # failure -> iterations it overlapped, time lost
+    effective_ratio: float | None = None   # with failures: useful training time over the iterations' wall time
 
     def slowest(self, i: int) -> dict:
         return max((r["iterations"][i] for r in self.reports), key=lambda it: it["step_s"])
@@ -154,7 +155,7 @@ class WorkloadRun:
                 "server": self.server_stats, "link_load": self.link_load, "estimate": self.estimate,
                 "latency_estimate": self.latency_estimate,
                 "agents": self.agents, "resent": self.resent, "failures": self.failures,
-                "time_lost": self.time_lost,
+                "time_lost": self.time_lost, "effective_ratio": self.effective_ratio,
                 "iterations": [{k: v for k, v in self.slowest(i).items() if k != "ops"}
                                for i in range(len(self.reports[0]["iterations"]))] if self.ok else []}
 
@@ -233,11 +234,15 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
         Path(plan_path).write_text(json.dumps(plan))
         with agents_on(lab, hosts, host_agent, Path(plan_path).parent / "agents") as agents:
             links0, cpu0, t0 = link_counters(lab), cpu_times(), time.monotonic()
+            progress = Path(plan_path).resolve().parent / "progress"      # rank 0's iterations begun
+            progress.unlink(missing_ok=True)
             procs = [lab.host(h).popen([sys.executable, "-m", RUNNER, "--rank", str(r), "--plan",
                                         str(Path(plan_path).resolve()), "--timeout", str(timeout),
-                                        "--silent-after", str(silent_after)])
+                                        "--silent-after", str(silent_after),
+                                        *(["--progress", str(progress)] if r == 0 else [])])
                      for r, h in enumerate(hosts)]
             if failures is not None:
+                failures.progress = failures.progress or progress
                 failures.start(t0)
             try:
                 run.reports, run.errors = collect_ranks(hosts, procs, deadline_s, kill_rank_after)
@@ -250,6 +255,7 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
                 run.failures += [{"failure": f.text, "what": "not fired: the job ended first", "at_s": None,
                                   "iteration": None, "error": None} for f in failures.missed()]
                 run.time_lost = time_lost(failures.events, spans)
+                run.effective_ratio = effective_ratio(failures.events, spans)
             run.wall_s = time.monotonic() - t0
             run.cpu_busy = busy_between(cpu0, cpu_times())
             run.link_load = LinkLoad.between(lab, links0, link_counters(lab), run.wall_s,

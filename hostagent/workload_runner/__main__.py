@@ -116,9 +116,14 @@ class Rank:
         else:
             raise ValueError(f"op {op['id']}: unknown kind {kind!r}")
 
-    def iteration(self) -> dict:
+    def iteration(self, number: int = 0, progress: str | None = None) -> dict:
+        """One iteration, after a barrier; ``progress``: a file its ``number`` is appended to then
+        (every rank has finished the iteration before)."""
         self.world.barrier()
         t0 = time.monotonic()
+        if progress:
+            with open(progress, "a") as f:
+                f.write(f"{number}\n")
         done = {op["id"]: threading.Event() for op in self.ops}
         times: dict[int, tuple[float, float]] = {}
         errors: list[str] = []
@@ -168,6 +173,8 @@ def main(argv=None) -> int:
     p.add_argument("--plan", required=True)
     p.add_argument("--timeout", type=float, default=60.0)
     p.add_argument("--silent-after", type=float, default=5.0)
+    p.add_argument("--progress", metavar="FILE", help="append each iteration's number to FILE as it begins, "
+                                                     "past its barrier (a failure schedule waits on it)")
     args = p.parse_args(argv)
     with open(args.plan) as f:
         plan = json.load(f)
@@ -175,8 +182,8 @@ def main(argv=None) -> int:
     report: dict = {"rank": args.rank, "in_network_group": job["group"] if job else None, "iterations": []}
     rank = Rank(args.rank, plan, args.timeout, args.silent_after)
     try:
-        for _ in range(plan["iterations"]):
-            report["iterations"].append(rank.iteration())
+        for i in range(plan["iterations"]):
+            report["iterations"].append(rank.iteration(i, args.progress))
     except CollectiveError as exc:        # the iteration's barrier, over the world: ranks are global
         report["error"] = f"iteration {len(report['iterations'])} barrier: {type(exc).__name__}: {exc}"
     except RuntimeError as exc:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from aifabric.experiments.failure_schedule import Event, PlannedFailure, iteration_spans, locate, time_lost
+from aifabric.experiments.failure_schedule import (Event, PlannedFailure, effective_ratio, iteration_spans, locate,
+                                                   time_lost)
 from topologies.fabric import fat_tree
 
 
@@ -14,10 +15,14 @@ def test_specs_parse_into_what_when_and_how_long() -> None:
     g = PlannedFailure.parse("switch:c1@4s")
     assert (g.kind, g.target, g.at_s, g.duration_s) == ("switch", ("c1",), 4.0, None)
     assert g.describe() == "switch c1 down at 4 s, for good"
+    h = PlannedFailure.parse("link:p0e0h0-p0e0@i4+2")
+    assert (h.at_s, h.at_iteration, h.duration_s) == (None, 4, 2.0)
+    assert h.describe() == "link p0e0h0-p0e0 down at the start of iteration 4, for 2 s"
 
 
 @pytest.mark.parametrize("text, words", [
-    ("link:c0-p0a0", "WHAT@SECONDS"),
+    ("link:c0-p0a0", "WHAT@WHEN"),
+    ("link:c0-p0a0@x3", "WHAT@WHEN"),
     ("rank:3@2", "'rank' is not one of link, switch"),
     ("link:c0@2", "its two ends"),
     ("link:c0-p0a0@2+0", "above 0 s"),
@@ -67,6 +72,8 @@ def test_an_outage_costs_the_iterations_it_overlapped_beyond_the_clean_median() 
     assert lost[link.text]["lost_s"] == pytest.approx((3.1 - median) + (1.3 - median), abs=1e-3)
     assert lost[switch.text]["iterations"] == []
     assert lost[switch.text]["lost_s"] == 0
+    wall = spans[-1][1] - spans[0][0]
+    assert effective_ratio(events, spans) == pytest.approx(round(6 * median / wall, 3))
 
 
 def test_a_failure_that_could_not_be_made_costs_nothing() -> None:
