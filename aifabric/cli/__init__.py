@@ -40,6 +40,8 @@ Commands, with their main options (each command's --help has them all):
     aifabric bench fidelity [--rates 1 4] [--parts ...]                 the lab against physics and papers: rate
                                                                         invariance, the latency-aware estimate,
                                                                         SwitchML's trend, nccl-tests' busbw
+    aifabric bench resilience [--recoveries ...] [--seeds ...]          a job through the same seeded failures
+                              [--mtbf 6] [--outage 2]                   under each recovery: time lost, ETTR
     aifabric clean                                                      remove leftovers
     aifabric fail link A B | fail switch S                              inject a failure into the fabric
     aifabric restore link A B | restore switch S                        of a running `aifabric up`
@@ -178,7 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--scenes", nargs="+", choices=LOSSLESS_SCENES, default=list(LOSSLESS_SCENES),
                       help="demo lossless: which scenes (default: all)")
 
-    bench = _command(sub, "bench", help="run a comparison on a fabric: load-balance (lb), collectives, train, fidelity")
+    bench = _command(sub, "bench", help="run a comparison on a fabric: load-balance (lb), collectives, train, fidelity, "
+                                        "resilience")
     bench_sub = bench.add_subparsers(dest="which", required=True)
     from aifabric.cli.load_balance_cli import add_arguments as lb_arguments
     lb = _command(bench_sub, "load-balance", aliases=["lb"],
@@ -201,6 +204,11 @@ def build_parser() -> argparse.ArgumentParser:
     from aifabric.experiments.fidelity_bench import add_arguments as fidelity_arguments
     fidelity_arguments(fidelity)
     fidelity.add_argument("--target", choices=("softswitch", "bmv2"), default="softswitch", help=TARGET_HELP)
+    resilience = _command(bench_sub, "resilience", help="one training job through the same seeded link failures "
+                                                        "under each recovery (none, data-plane failover, controller "
+                                                        "reroute, both): time lost, effective training time (k=4)")
+    from aifabric.experiments.resilience_bench import add_arguments as resilience_arguments
+    resilience_arguments(resilience)
     for bench_parser in (coll, train, fidelity):
         bench_parser.add_argument("--p4-build", metavar="DIR", help=P4_BUILD_HELP)
 
@@ -338,13 +346,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "train":       # its own checks, its own lab
         from aifabric.cli import train_cli
         return train_cli.run(args)
-    if args.command == "bench" and args.which in ("train", "fidelity"):     # their own labs
+    if args.command == "bench" and args.which in ("train", "fidelity", "resilience"):     # their own labs
         if os.geteuid() != 0:
             print("aifabric: error: must run as root (network namespaces, raw sockets)", file=sys.stderr)
             return 2
         if args.which == "fidelity":
             from aifabric.experiments import fidelity_bench
             return fidelity_bench.run_args(args)
+        if args.which == "resilience":
+            from aifabric.experiments import resilience_bench
+            return resilience_bench.run_args(args)
         from aifabric.experiments import train_bench
         return train_bench.run_args(args)
     if args.command in ("fail", "restore"):     # a request to the fabric's control socket

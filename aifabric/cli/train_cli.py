@@ -44,8 +44,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "Mbit/s, or with a unit (2.5M, 500k, 100pps); default %(default)s")
     p.add_argument("--seed", type=int, default=0, help="moves the groups' UDP ports, so ECMP hashes them anew")
     p.add_argument("--fail", type=fail_arg, action="append", default=[], metavar="WHAT@WHEN[+DURATION]",
-                   help="a failure during the job, repeatable: link:A-B or switch:NAME, WHEN seconds after the ranks "
-                        "start or iN as iteration N begins, back DURATION s later (else for good), e.g. "
+                   help="a failure during the job, repeatable: link:A-B or switch:NAME, WHEN seconds after the first "
+                        "iteration begins or iN as iteration N begins, back DURATION s later (else for good), e.g. "
                         "link:c0-p0a0@3+2, switch:c1@i2; the fabric then "
                         "runs failure handling (heartbeats, data-plane failover, reroute)")
     p.add_argument("--png", metavar="PATH", help=f"the timeline (default {DEFAULT_PNG})")

@@ -1,7 +1,7 @@
 """Failures on a running job's fabric at chosen times (``aifabric train --fail SPEC``), each one
 logged beside the iteration it hit and what that iteration lost.
 
-A SPEC is ``WHAT@WHEN[+DURATION]``: WHAT fails at WHEN, SECONDS after the ranks start or ``iN``
+A SPEC is ``WHAT@WHEN[+DURATION]``: WHAT fails at WHEN, SECONDS after the first iteration begins or ``iN``
 as iteration N begins (rank 0 past its barrier), and comes back DURATION seconds later (without
 ``+DURATION``: for the rest of the job).
 
@@ -19,6 +19,7 @@ process killed), so the fabric finds them as it would a real one: the lab runs f
 """
 from __future__ import annotations
 
+import random
 import re
 import statistics
 import threading
@@ -38,7 +39,7 @@ _SPEC = re.compile(r"^(?P<kind>[a-z]+):(?P<what>[^@]+)@(?:i(?P<iteration>[0-9]+)
 class PlannedFailure:
     kind: str                      # one of KINDS
     target: tuple[str, ...]        # (a, b) for a link, (name,) for a switch
-    at_s: float | None             # after the ranks start (None: at_iteration)
+    at_s: float | None             # after the first iteration begins (None: at_iteration)
     duration_s: float | None       # None: for good
     text: str                      # the SPEC as given
     at_iteration: int | None = None   # as that iteration begins (rank 0 past its barrier)
@@ -84,6 +85,30 @@ class PlannedFailure:
         return f"{what} down at {when}, {span}"
 
 
+def random_schedule(fabric, seed: int, mtbf_s: float, horizon_s: float,
+                    outage_s: float | None = None) -> list[PlannedFailure]:
+    """Link failures between switches (every one has another way round in the fabrics here) at
+    exponential gaps of mean ``mtbf_s`` within ``horizon_s`` s, each for ``outage_s`` s (None:
+    for good), links drawn uniformly; the same seed gives the same schedule. Never empty: where
+    the first gap passes the horizon, one failure falls at a uniform time within it."""
+    if mtbf_s <= 0 or horizon_s <= 0:
+        raise ValueError(f"a random schedule needs a mean time between failures and a horizon above 0 s "
+                         f"(got {mtbf_s:g} and {horizon_s:g})")
+    rng = random.Random(seed)
+    links = sorted((ln.a, ln.b) for ln in fabric.switch_links())
+    times, t = [], rng.expovariate(1 / mtbf_s)
+    while t < horizon_s:
+        times.append(t)
+        t += rng.expovariate(1 / mtbf_s)
+    times = times or [rng.uniform(0, horizon_s)]
+    out = []
+    for at in times:
+        a, b = rng.choice(links)
+        spec = f"link:{a}-{b}@{at:.2f}" + (f"+{outage_s:g}" if outage_s else "")
+        out.append(PlannedFailure.parse(spec))
+    return out
+
+
 def _linked(fabric, a: str, b: str) -> bool:
     for name, other in ((a, b), (b, a)):
         if any(s.name == name for s in fabric.switches) and other in fabric.ports_of(name).values():
@@ -120,6 +145,7 @@ class FailureSchedule:
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _based: float | None = None           # when the first iteration was seen begun: the seconds' base
 
     @property
     def needs_progress(self) -> bool:
@@ -144,14 +170,26 @@ class FailureSchedule:
                 self._fire(f, False)
 
     def _wait_for(self, f: PlannedFailure) -> bool:
-        """Until ``f`` is due; False: stopped first."""
-        if f.at_iteration is None:
-            return not self._stop.wait(max(0.0, self.t0 + f.at_s - time.monotonic()))
-        while not self._stop.is_set():
-            if self._iterations_begun() > f.at_iteration:
+        """Until ``f`` is due; False: stopped first. Seconds count from the first iteration's
+        start where the ranks' progress is known (their start-up is no part of the job), else
+        from `start`'s t0."""
+        if not self._wait_iteration(f.at_iteration if f.at_iteration is not None else 0):
+            return False
+        if f.at_iteration is not None:
+            return True
+        with self._lock:
+            if self.progress is not None and self._based is None:
+                self._based = time.monotonic()
+                self.t0 = self._based
+        return not self._stop.wait(max(0.0, self.t0 + f.at_s - time.monotonic()))
+
+    def _wait_iteration(self, n: int) -> bool:
+        """Until iteration ``n`` has begun (at once without a progress file); False: stopped first."""
+        while self.progress is not None and not self._stop.is_set():
+            if self._iterations_begun() > n:
                 return True
             self._stop.wait(PROGRESS_POLL_S)
-        return False
+        return not self._stop.is_set()
 
     def _iterations_begun(self) -> int:
         try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from aifabric.experiments.failure_schedule import (Event, PlannedFailure, effective_ratio, iteration_spans, locate,
-                                                   time_lost)
+                                                   random_schedule, time_lost)
 from topologies.fabric import fat_tree
 
 
@@ -82,3 +82,20 @@ def test_a_failure_that_could_not_be_made_costs_nothing() -> None:
     events = [Event(f, True, 101.5, error="switch c1 is not running")]
     locate(events, reports)
     assert time_lost(events, iteration_spans(reports)) == {}
+
+
+def test_a_random_schedule_is_the_seeds_and_fails_links_between_switches() -> None:
+    fabric = fat_tree(4)
+    one = random_schedule(fabric, seed=3, mtbf_s=5, horizon_s=30, outage_s=2)
+    assert one == random_schedule(fabric, seed=3, mtbf_s=5, horizon_s=30, outage_s=2)
+    assert one != random_schedule(fabric, seed=4, mtbf_s=5, horizon_s=30, outage_s=2)
+    hosts = {h.name for h in fabric.hosts}
+    for f in one:
+        f.check(fabric)
+        assert f.kind == "link" and not hosts & set(f.target) and f.duration_s == 2 and 0 <= f.at_s < 30
+    assert [f.at_s for f in one] == sorted(f.at_s for f in one)
+    assert len(one) >= 1
+    rare = random_schedule(fabric, seed=1, mtbf_s=1e6, horizon_s=10)
+    assert len(rare) == 1 and rare[0].duration_s is None and rare[0].at_s < 10
+    with pytest.raises(ValueError, match="above 0 s"):
+        random_schedule(fabric, seed=1, mtbf_s=0, horizon_s=10)
