@@ -145,7 +145,7 @@ class FailureSchedule:
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _based: float | None = None           # when the first iteration was seen begun: the seconds' base
+    _first_iteration_at: float | None = None    # when the first iteration was seen begun: the seconds' base
 
     @property
     def needs_progress(self) -> bool:
@@ -178,9 +178,9 @@ class FailureSchedule:
         if f.at_iteration is not None:
             return True
         with self._lock:
-            if self.progress is not None and self._based is None:
-                self._based = time.monotonic()
-                self.t0 = self._based
+            if self.progress is not None and self._first_iteration_at is None:
+                self._first_iteration_at = time.monotonic()
+                self.t0 = self._first_iteration_at
         return not self._stop.wait(max(0.0, self.t0 + f.at_s - time.monotonic()))
 
     def _wait_iteration(self, n: int) -> bool:

@@ -251,7 +251,8 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
                     failures.stop()
             if failures is not None:
                 spans = locate(failures.events, run.reports)
-                run.failures = [e.to_dict(failures.t0) for e in failures.events]
+                first = spans[0][0] if spans else failures.t0     # times from the first iteration's start
+                run.failures = [e.to_dict(first) for e in failures.events]
                 run.failures += [{"failure": f.text, "what": "not fired: the job ended first", "at_s": None,
                                   "iteration": None, "error": None} for f in failures.missed()]
                 run.time_lost = time_lost(failures.events, spans)

@@ -118,7 +118,7 @@ class Rank:
 
     def iteration(self, number: int = 0, progress: str | None = None) -> dict:
         """One iteration, after a barrier; ``progress``: a file its ``number`` is appended to then
-        (every rank has finished the iteration before)."""
+        (every rank has finished the one before)."""
         self.world.barrier()
         t0 = time.monotonic()
         if progress:
