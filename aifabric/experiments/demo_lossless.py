@@ -144,11 +144,15 @@ def print_tables(runs: list[Run], figures: dict) -> None:
 
 def draw(path: Path, runs: list[Run]) -> None:
     """Per scene: the ports holding a neighbour paused over time, each run a line (the PAUSE frames
-    sent so far on the right axis, dashed)."""
+    sent so far on the right axis, dashed); three scenes a row, each panel's runs named below it."""
     plt = report.pyplot()
-    scenes = list(dict.fromkeys(r.scene for r in runs))
-    fig, axes = plt.subplots(1, max(1, len(scenes)), figsize=(4.2 * max(1, len(scenes)), 3.8), squeeze=False)
-    for ax, scene in zip(axes[0], scenes):
+    scenes = list(dict.fromkeys(r.scene for r in runs)) or ["(no scene)"]
+    cols = min(3, len(scenes))
+    rows = -(-len(scenes) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.8 * cols, 4.2 * rows), squeeze=False)
+    for ax in axes.flat[len(scenes):]:
+        ax.set_visible(False)
+    for ax, scene in zip(axes.flat, scenes):
         right = ax.twinx()
         for i, r in enumerate(x for x in runs if x.scene == scene):
             colour = f"C{i}"
@@ -160,7 +164,7 @@ def draw(path: Path, runs: list[Run]) -> None:
         ax.set_xlabel("s into the run")
         ax.set_ylabel("ports holding a neighbour paused")
         right.set_ylabel("PAUSE frames sent (dashed)")
-        ax.legend(fontsize=7, loc="upper right")
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1, frameon=False)
     fig.suptitle("Pauses over time, class 3, k=4 fat-tree")
     fig.tight_layout()
     report.save_figure(fig, path)
