@@ -271,12 +271,11 @@ def _write_compose(args: argparse.Namespace) -> int:
 
 
 def _lossless_config(args: argparse.Namespace):
-    """``up --lossless``: the demo's classes (class 3 lossless from the start), else None."""
+    """``up --lossless``: the lab's RoCE class, lossless from the start, else None."""
     if not args.lossless:
         return None
-    from dataclasses import replace
-    from aifabric.experiments.lossless_scenes import CLASS, demo_config
-    return replace(demo_config(), lossless=frozenset({CLASS}))
+    from aifabric.lab.lossless import rdma_classes
+    return rdma_classes(lossless=True)
 
 
 def _start_metrics(lab, where: str):

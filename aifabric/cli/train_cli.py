@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from contextlib import nullcontext
 import sys
 import tempfile
 from pathlib import Path
@@ -18,8 +19,9 @@ from aifabric.cli import topo_args, workload_cli
 from aifabric.lab import report
 from aifabric.workloads import WorkloadError, generate, place
 from aifabric.cli.validate import fail_arg
+from aifabric.experiments.background import background_flows
 from aifabric.lab.links import LinkPlan, LinkRate, rate_arg
-from emulation.p4switch import TARGETS
+from emulation.p4switch import TARGETS, resolve_target
 
 DEFAULT_PNG = "out/train_timeline.png"
 COLLECTIVES = ("ring", "in_network")
@@ -48,6 +50,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "iteration begins or iN as iteration N begins, back DURATION s later (else for good), e.g. "
                         "link:c0-p0a0@3+2, switch:c1@i2; the fabric then "
                         "runs failure handling (heartbeats, data-plane failover, reroute)")
+    p.add_argument("--lossless", action="store_true",
+                   help="the ranks' packets in the lab's RoCE class (3, DSCP 26), lossless for the job: the switches "
+                        "pause instead of dropping and the ranks hold their sends while paused (softswitch; the "
+                        "ranks on the Python host path, the one that honours PFC)")
+    p.add_argument("--no-pfc", action="store_true",
+                   help="with --lossless: the ranks' class without PFC (it drops when full, as class 0 does), "
+                        "to tell the class's priority from PFC's part")
+    p.add_argument("--background", type=float, metavar="SHARE",
+                   help="storage-like traffic beside the job: from every host that runs no rank, a UDP flow of class "
+                        "0 to a rank's host at SHARE (0-1] of the link rate, for as long as the job runs")
     p.add_argument("--png", metavar="PATH", help=f"the timeline (default {DEFAULT_PNG})")
 
 
@@ -64,6 +76,16 @@ def prepare(args: argparse.Namespace):
     workload = generate(job, scale, placement)
     for failure in args.fail:
         failure.check(fabric)
+    if args.background is not None:
+        background_flows([h.name for h in fabric.hosts], list(placement.hosts), args.rate, args.background)
+    if args.no_pfc and not args.lossless:
+        raise ValueError("--no-pfc goes with --lossless (the ranks' class, without PFC)")
+    if args.lossless and (args.lb == "plb" or args.congestion != "none"):
+        raise ValueError("--lossless: the ranks' traffic class is not offered with the host agents' RoCEv2 framing "
+                         "(--lb plb, --congestion dcqcn)")
+    if args.lossless and resolve_target(args.target)[0] != "softswitch":
+        from controller.lossless.target import BMV2_PFC
+        raise ValueError(f"--lossless: {BMV2_PFC}")
     if args.collectives == "in_network" and job.parallelism.world >= len(fabric.hosts):
         raise ValueError(f"--collectives in_network needs a host that runs no rank: {fabric.describe()} has "
                          f"{len(fabric.hosts)} hosts for {job.parallelism.world} ranks")
@@ -75,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
         print("aifabric: error: must run as root (network namespaces, raw sockets)", file=sys.stderr)
         return 2
     from aifabric.experiments.calibration import calibrate, group_sizes
+    from aifabric.experiments.background import running
     from aifabric.experiments.fabric_conditions import FabricConditions
     from aifabric.experiments.failure_schedule import FailureSchedule
     from aifabric.experiments.train_runner import draw_timeline, run_workload
@@ -83,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     from controller.aggregation import JobManager
     from controller.failover import HeartbeatConfig
     from controller.failover.config import link_interval_for
-    from emulation.p4switch import resolve_target
+    from aifabric.lab.lossless import RDMA_PRIORITY, rdma_classes
 
     try:
         job, fabric, placement, scale, workload = prepare(args)
@@ -93,33 +116,47 @@ def run(args: argparse.Namespace) -> int:
     failover = (HeartbeatConfig(link_interval_ms=link_interval_for(resolve_target(args.target)[0]))
                 if args.fail else None)
     with tempfile.TemporaryDirectory(prefix="aifabric-train-") as tmp, \
-            Lab(fabric, target=args.target, progress=report.progress, failover=failover) as lab:
+            Lab(fabric, target=args.target, progress=report.progress, failover=failover,
+                lossless=rdma_classes() if args.lossless else None) as lab:
         conditions = FabricConditions(lab, args.rate)
+        before = class_totals(lab) if args.lossless else None
         ranks = list(placement.hosts)
         calibration = (calibrate(lab, conditions.plan, ranks, sizes=group_sizes(workload))
                        if len(ranks) > 1 else None)
         if calibration is not None:
             report.progress(calibration.describe())
         manager = JobManager(lab.controller) if args.collectives == "in_network" else None
-        with conditions.load_balancing(args.lb):
+        background = (running(lab, background_flows([h.name for h in fabric.hosts], ranks, args.rate,
+                                                    args.background))
+                      if args.background is not None else nullcontext())
+        with conditions.load_balancing(args.lb), background:
             run_ = run_workload(lab, workload, args.iterations, Path(tmp) / "plan.json", manager=manager,
                                 link=conditions.plan, seed=args.seed,
                                 host_agent=conditions.host_agent(args.lb, args.congestion, args.seed),
                                 costs=calibration.costs if calibration else None,
-                                failures=FailureSchedule(Failures(lab), args.fail) if args.fail else None)
+                                failures=FailureSchedule(Failures(lab), args.fail) if args.fail else None,
+                                klass=RDMA_PRIORITY if args.lossless else None, pfc=not args.no_pfc)
+            pauses = lossless_figures(lab, before) if args.lossless else None
     if not run_.ok:
         if run_.failures:
             print(failure_table(run_))
         print("aifabric: training failed: " + "; ".join(run_.errors), file=sys.stderr)
         return 1
     print(render(run_, job, fabric, scale, args))
+    if pauses is not None:
+        print(f"{'lossy' if args.no_pfc else 'lossless'} class {RDMA_PRIORITY}: {pauses['pause_sent']} PAUSE frames, neighbours held paused "
+              f"{pauses['pausing_s']:.2f} s in all, lossless drops {pauses['lossless_drops']}, queue drops "
+              f"{pauses['drops']}; the ranks' sends held {run_.paused_s:.2f} s in all")
     png = args.png or DEFAULT_PNG
     draw_timeline(png, run_)
     print(f"timeline written to {Path(png).resolve()}")
     if args.json:
         report.write_json(args.json, {**workload.job.to_dict(), "scale": scale.to_dict(), "collectives": args.collectives,
                                       "calibration": calibration.to_dict() if calibration else None,
-                                      "fail": [f.text for f in args.fail],
+                                      "fail": [f.text for f in args.fail], "lossless": args.lossless,
+                                      "pfc": args.lossless and not args.no_pfc,
+                                      "background": args.background,
+                                      "pauses": pauses,
                                       "lb": args.lb, "congestion": args.congestion, "rate": args.rate, "seed": args.seed, **run_.summary(),
                                       "ranks": run_.reports})
         print(f"figures written to {Path(args.json).resolve()}")
@@ -180,3 +217,16 @@ def failure_table(run_) -> str:
     return table + ("\neffective training time ratio: " + (f"{ratio:.3f} (the iterations at the clean median over "
                                                            f"their wall time)" if ratio is not None
                                                            else "unknown (no iteration free of an outage)"))
+
+
+def class_totals(lab) -> dict:
+    """The RoCE class's counters over every switch now (aifabric.experiments.lossless_scenes.totals)."""
+    from aifabric.experiments.lossless_scenes import totals
+    lab.lossless.poller.poll_once()
+    return totals(lab.lossless.poller.snapshot())
+
+
+def lossless_figures(lab, before: dict) -> dict:
+    """What the class's switches did since ``before``: PAUSE frames, time held paused, drops."""
+    from aifabric.experiments.lossless_scenes import delta
+    return delta(before, class_totals(lab))

@@ -37,8 +37,9 @@ from pathlib import Path
 from aifabric.lab.failures import Failures
 from aifabric.lab.lab import Lab
 from aifabric.lab.links import MTU_FRAME, LinkRate
+from aifabric.lab.lossless import RDMA_DSCP, RDMA_PFC, RDMA_PRIORITY, rdma_classes
 from controller.load_balance import Pin, TeOverrides
-from controller.lossless import LosslessConfig, PfcThresholds, TrafficClass, WatchdogConfig
+from controller.lossless import LosslessConfig, WatchdogConfig
 from controller.telemetry.entries import EcnThresholds
 from hostagent.agent.config import AgentConfig
 from hostagent.agent.launch import start_agents
@@ -47,12 +48,12 @@ from hostagent.traffic.flows import ROCEV2_PORT, FlowSpec
 from hostagent.traffic.ratecontrol import RATE_CONTROL_PORT
 from softswitch.queues import wire_bytes
 
-CLASS, DSCP = 3, 26
+CLASS, DSCP = RDMA_PRIORITY, RDMA_DSCP
 RATE = LinkRate.parse("10M")
 FRAME = MTU_FRAME                       # every flow's frames: 1514 bytes
 PAYLOAD = FRAME - 42                    # their UDP payload
 WIRE_BITS = wire_bytes(FRAME) * 8
-PFC = PfcThresholds(xoff=16 * FRAME, xon=8 * FRAME, headroom=32 * FRAME)
+PFC = RDMA_PFC
 WATCHDOG = WatchdogConfig(detect_ms=200, restore_ms=400, poll_ms=20)
 ECN_BELOW, ECN_ABOVE = 4, 100           # packets: below XOFF (16 frames) and never reached before it
 RECEIVER = "p3e1h1"
@@ -63,8 +64,8 @@ LOOP_SRC, LOOP_DST, LOOP_AGG, LOOP_CORE = "p1e0h0", "p0e0h0", "p0a0", "c0"
 
 
 def demo_config() -> LosslessConfig:
-    """Class 3 ("rdma", DSCP 26) with PFC thresholds; everything else class 0, as before."""
-    return LosslessConfig((TrafficClass(CLASS, (DSCP,), "rdma", depth=512, pfc=PFC),))
+    """The lab's RoCE class (aifabric.lab.lossless.rdma_classes), lossless while a scene asks."""
+    return rdma_classes()
 
 
 @dataclass

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -154,7 +154,7 @@ class WorkloadRun:
                 "wall_s": round(self.wall_s, 2), "in_network": self.in_network, "agg_ops": self.agg_ops,
                 "server": self.server_stats, "link_load": self.link_load, "estimate": self.estimate,
                 "latency_estimate": self.latency_estimate,
-                "agents": self.agents, "resent": self.resent, "failures": self.failures,
+                "agents": self.agents, "resent": self.resent, "paused_s": self.paused_s, "failures": self.failures,
                 "time_lost": self.time_lost, "effective_ratio": self.effective_ratio,
                 "iterations": [{k: v for k, v in self.slowest(i).items() if k != "ops"}
                                for i in range(len(self.reports[0]["iterations"]))] if self.ok else []}
@@ -162,6 +162,11 @@ class WorkloadRun:
     @property
     def ok(self) -> bool:
         return not self.errors and len(self.reports) == len(self.hosts)
+
+    @property
+    def paused_s(self) -> float:
+        """Seconds PFC held the ranks' sends, summed over ranks (0 without a lossless class)."""
+        return round(sum(r.get("paused_s", 0.0) for r in self.reports), 3)
 
     @property
     def resent(self) -> int:
@@ -182,6 +187,26 @@ class WorkloadRun:
         return rows
 
 
+def class_settings(lab: Lab, klass: int, pfc: bool, hosts: list[str]) -> dict:
+    """The plan's "lossless": the class's DSCP, its priority and, with ``pfc``, each rank's host's
+    PFC state to honour; ValueError where the lab has no such class."""
+    if lab.lossless is None:
+        raise ValueError("a traffic class for the ranks needs a lab with classes: Lab(lossless=...)")
+    c = lab.lossless.config.klass(klass)
+    pause = lab.lossless.sender_pause() if pfc else {}
+    return {"dscp": c.dscps[0], "priority": c.priority, "pause": {str(r): pause[h] for r, h in enumerate(hosts) if h in pause}}
+
+
+@contextmanager
+def _lossless_for(lab: Lab, job: str, klass: int):
+    """Class ``klass`` lossless on every switch while the job runs."""
+    lab.lossless.use(job, {klass})
+    try:
+        yield
+    finally:
+        lab.lossless.release(job)
+
+
 def _ratio(a: float, b: float | None) -> float | str:
     return a / b if b else "-"
 
@@ -197,7 +222,7 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
                  silent_after: float = 5.0, deadline_s: float = 600.0, manager: JobManager | None = None,
                  link: LinkPlan | None = None, seed: int = 0, kill_rank_after: tuple[int, float] | None = None,
                  host_agent: AgentConfig | None = None, costs: Costs | None = None,
-                 failures: FailureSchedule | None = None) -> WorkloadRun:
+                 failures: FailureSchedule | None = None, klass: int | None = None, pfc: bool = True) -> WorkloadRun:
     """Every rank's ops, ``iterations`` times; with ``manager`` the data-parallel all-reduces in
     the switches. ``link``: how the links are limited (None: not), for the link load's shares and
     the ranks' first retransmission timeouts. ``seed`` moves the
@@ -206,7 +231,10 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
     when a host dies. ``host_agent``: the host agents' configuration, for a run under PLB and/or
     DCQCN (see the module doc). ``costs``: a calibration's constants (aifabric.experiments.calibration),
     for the latency-aware estimate beside the link-bound one. ``failures``: a schedule started with
-    the ranks, its events placed in the iterations they hit (``run.failures``, ``run.time_lost``)."""
+    the ranks, its events placed in the iterations they hit (``run.failures``, ``run.time_lost``).
+    ``klass``: one of the lab's traffic classes (``Lab(lossless=...)``) the ranks' packets go in
+    (their DSCP), made lossless for the run with ``pfc`` (the ranks then hold their sends while
+    their host's class is paused, on the Python host path)."""
     if workload.placement is None:
         raise ValueError("the workload needs a placement on the fabric's hosts (aifabric.workloads.place)")
     world = workload.job.parallelism.world
@@ -220,11 +248,14 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
                          f"aggregation port {AGG_UDP_PORT}, which the switches intercept; take a smaller seed")
     if host_agent is not None:
         plan.update(rocev2_settings(host_agent, hosts))
+    if klass is not None:
+        plan["lossless"] = class_settings(lab, klass, pfc, hosts)
     run = WorkloadRun(hosts)
     groups = in_network_groups(workload) if manager is not None else []
     jobs = (in_network_jobs(lab, [[hosts[r] for r in g] for g in groups], manager=manager,
                             server=free_host(lab, hosts), slots=WORKLOAD_SLOTS) if groups else nullcontext())
-    with jobs as agg:
+    job_classes = (_lossless_for(lab, "train", klass) if klass is not None and pfc else nullcontext())
+    with jobs as agg, job_classes:
         if agg is not None:
             index = {tuple(g): i for i, g in enumerate(plan["groups"])}
             plan["aggregation"] = {str(r): {"group": index[tuple(g)], "slots": agg.slots,

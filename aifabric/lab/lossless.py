@@ -15,10 +15,23 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from controller.lossless import CallableControl, ClassPoller, Lossless, LosslessConfig, Unsupported
+from aifabric.lab.links import MTU_FRAME
+from controller.lossless import (CallableControl, ClassPoller, Lossless, LosslessConfig, PfcThresholds, TrafficClass,
+                                 Unsupported)
 from controller.lossless.target import BMV2_PFC
 from softswitch.pfc import NOMINAL_BITRATE
 from softswitch.ports import interface_mac
+
+RDMA_PRIORITY, RDMA_DSCP = 3, 26     # the lab's RoCE class: its egress queue and the DSCP that maps to it
+# PAUSE at 16 full frames in a port's buffer of the class, XON at 8, 32 more taken in flight
+RDMA_PFC = PfcThresholds(xoff=16 * MTU_FRAME, xon=8 * MTU_FRAME, headroom=32 * MTU_FRAME)
+
+
+def rdma_classes(lossless: bool = False) -> LosslessConfig:
+    """Class 3 ("rdma", DSCP 26, 512 packets deep) with PFC thresholds, everything else class 0
+    as before; ``lossless``: class 3 lossless from the start (else while a job asks for it)."""
+    return LosslessConfig((TrafficClass(RDMA_PRIORITY, (RDMA_DSCP,), "rdma", depth=512, pfc=RDMA_PFC),),
+                          lossless=frozenset({RDMA_PRIORITY}) if lossless else frozenset())
 
 
 def runtime_control(lab) -> CallableControl:

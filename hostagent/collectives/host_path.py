@@ -53,6 +53,10 @@ def choose(config) -> Choice:
     mode, where = requested(config)
     if mode == "python":
         return Choice("python", f"asked for ({where}=python)")
+    if config.pause is not None:          # the native engine's send loop does not look at the host's PFC state
+        if mode == "native":
+            raise HostPathUnavailable(f"host path native ({where}) cannot honour PFC (pause): the Python path does")
+        return Choice("python", "auto: PFC (pause) is honoured by the Python path only")
     from hostagent.collectives.native import binding
     try:
         library, built = binding.library()

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from hostagent.collectives.rocev2 import RoceEndpoint
+from hostagent.lossless.pause import PauseReader
 from hostagent.collectives.transport import Pending, RtoEstimator, TransferStats, UdpEndpoint, byte_view
 
 MAGIC = b"CL"
@@ -43,6 +44,7 @@ HEADER = struct.Struct("!2sBIHIQII")  # magic, kind, group, source rank, seq, ta
 PAYLOAD = 1400  # bytes of message per packet: header + payload + IP/UDP fit a 1500-byte MTU
 ABORT_COPIES = 3
 MAX_RTO_S = 2.0
+PAUSE_CHECK_S = 0.0005     # a paused sender looks again this soon at the latest (hostagent.traffic.sender's)
 HEARTBEAT_S = 0.25
 ACK_EVERY = 8  # packets taken from one source before an acknowledgement goes out at once
 SACK = struct.Struct("!I")
@@ -114,7 +116,9 @@ class TransportConfig:
     .rocev2); `rate_control_port` (with rocev2; 0: none) is where the sender hears the rates
     DCQCN sets for its queue pairs. `host_path`: "auto" (native where it builds, else Python),
     "native" (or refuse to start, saying why) or "python"; None: $AIFABRIC_HOST_PATH, else auto
-    (hostagent.collectives.host_path)."""
+    (hostagent.collectives.host_path). `dscp` marks every packet (the switches' traffic class);
+    `pause` ("MAP_ID:HOST_ID", hostagent.lossless.HostPause.sender_arg) holds every packet while the
+    host's class `priority` is paused by PFC, as a RoCE NIC's queue waits (the Python path only)."""
     window: int = 64
     rto_s: float = 0.03
     silent_after_s: float = 10.0
@@ -123,6 +127,9 @@ class TransportConfig:
     rocev2: bool = False
     rate_control_port: int = 0
     host_path: str | None = None
+    dscp: int = 0
+    priority: int = 0
+    pause: str | None = None
 
     def __post_init__(self) -> None:
         if self.host_path is not None and self.host_path not in HOST_PATHS:
@@ -131,6 +138,10 @@ class TransportConfig:
             raise ValueError("TransportConfig: rate_control_port paces RoCEv2 queue pairs; set rocev2 too")
         if self.rocev2 and self.drop_outgoing:
             raise ValueError("TransportConfig: drop_outgoing is not offered with rocev2")
+        if not 0 <= self.dscp < 64 or not 0 <= self.priority < 8:
+            raise ValueError(f"TransportConfig: dscp {self.dscp} (0..63) or priority {self.priority} (0..7) out of range")
+        if self.rocev2 and (self.dscp or self.pause is not None):
+            raise ValueError("TransportConfig: a traffic class (dscp, pause) is not offered with rocev2")
 
 
 class ReliableTransport:
@@ -145,7 +156,10 @@ class ReliableTransport:
         self._settings(rank, peers, group, config)
         rto_s = self.rto_s
         self.endpoint = (RoceEndpoint(self.peers[rank], self.peers, group, config.rate_control_port) if config.rocev2
-                         else UdpEndpoint(self.peers[rank], config.drop_outgoing, drop_seed=config.drop_seed))
+                         else UdpEndpoint(self.peers[rank], config.drop_outgoing, drop_seed=config.drop_seed,
+                                          dscp=config.dscp))
+        self._pause = PauseReader.from_arg(config.pause) if config.pause else None
+        self.paused_s = 0.0              # time sends were held by PFC
         self.stats: TransferStats = self.endpoint.stats
         self._by_address = {p: r for r, p in enumerate(self.peers)}
         self._cond = threading.Condition()
@@ -244,6 +258,8 @@ class ReliableTransport:
         """Which host path runs this transport and why, and with rocev2 what its framing counted
         (RoceEndpoint.counters(); the native engine adds its own counters)."""
         out: dict[str, float | str] = {"host_path": self.host_path, "host_path_reason": self.host_path_reason}
+        if self._pause is not None:
+            out["paused_s"] = round(self.paused_s, 3)
         if isinstance(self.endpoint, RoceEndpoint):
             out.update(self.endpoint.counters())
         return out
@@ -270,10 +286,23 @@ class ReliableTransport:
 
     def _send(self, data: bytes, dst: int) -> None:
         with self._send_lock:
+            if self._pause is not None:
+                self._hold()
             try:
                 self.endpoint.send(data, self.peers[dst])
             except OSError:
                 self.send_errors += 1  # unreachable right now: the resend timer tries again
+
+    def _hold(self) -> None:
+        """Wait while PFC pauses our class (looking again at least every PAUSE_CHECK_S: an XON
+        ends a pause early); under the send lock, so nothing of ours leaves meanwhile."""
+        while not self._closed:
+            held = self._pause.held_ns(self.config.priority)
+            if held <= 0:
+                return
+            start = time.monotonic()
+            time.sleep(min(held / 1e9, PAUSE_CHECK_S))
+            self.paused_s += time.monotonic() - start
 
     # --- the background thread ----------------------------------------------------------------
 

@@ -102,15 +102,18 @@ class RtoEstimator:
 
 class UdpEndpoint:
     """A bound UDP socket. `drop_outgoing` (0 <= p < 1, off by default) silently discards that
-    fraction of outgoing datagrams, chosen by a Random seeded with `drop_seed`."""
+    fraction of outgoing datagrams, chosen by a Random seeded with `drop_seed`; `dscp` marks every
+    datagram (the switches' traffic class)."""
 
-    def __init__(self, bind: tuple[str, int], drop_outgoing: float = 0.0, drop_seed: int = 0) -> None:
+    def __init__(self, bind: tuple[str, int], drop_outgoing: float = 0.0, drop_seed: int = 0, dscp: int = 0) -> None:
         if not 0.0 <= drop_outgoing < 1.0:
             raise ValueError(f"drop_outgoing {drop_outgoing} is outside [0, 1)")
         self.drop_outgoing = drop_outgoing
         self._rng = random.Random(drop_seed)
         self.stats = TransferStats()
         self.sock = bound_socket(bind)
+        if dscp:
+            self.sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, dscp << 2)   # its traffic class
         self.address: tuple[str, int] = self.sock.getsockname()
 
     def send(self, data: bytes, addr: tuple[str, int]) -> None:

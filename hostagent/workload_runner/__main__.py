@@ -9,7 +9,9 @@ binds the aggregation port), every other collective by ring}, and optionally the
 "window" (packets in flight per link), "rto_s" (first retransmission timeout) and "agg_timeout_s"
 (in-network chunk resend timeout): on rate-limited links the lab sets them to what a full window takes through one link,
 as shorter ones resend what is only queued, and "rocev2" (the groups' packets RoCEv2-like, for the
-host agents' PLB and DCQCN) with "rate_control_port" (where DCQCN's rates arrive)}. Every stream runs on its own
+host agents' PLB and DCQCN) with "rate_control_port" (where DCQCN's rates arrive), and "lossless"
+({"dscp", "priority", "pause": {rank: MAP_ID:HOST_ID}}: every group's packets in that traffic
+class, held while the host's class is paused)}. Every stream runs on its own
 thread, an op starting once its deps are done and the stream's previous op ended; a barrier of
 all ranks starts each iteration. Prints one JSON report: per iteration, each op's start and end
 (seconds from the iteration's start) and the accounting of hostagent.workload_runner.accounting.
@@ -47,8 +49,12 @@ class Rank:
         job = plan.get("aggregation", {}).get(str(rank))
         window, rto = plan.get("window", WINDOW), plan.get("rto_s", DEFAULT_RTO_S)
         agg_timeout = plan.get("agg_timeout_s", DEFAULT_AGG_TIMEOUT_S)
+        lossless = plan.get("lossless")       # the ranks' traffic class, and their host's PFC state to honour
+        klass = {} if lossless is None else {"dscp": lossless["dscp"], "priority": lossless["priority"],
+                                              "pause": lossless["pause"].get(str(rank))}
         transport = TransportConfig(window=window, rto_s=rto, silent_after_s=silent_after,
-                                    rocev2=plan.get("rocev2", False), rate_control_port=plan.get("rate_control_port", 0))
+                                    rocev2=plan.get("rocev2", False), rate_control_port=plan.get("rate_control_port", 0),
+                                    **klass)
         for index, members in enumerate(plan["groups"]):
             if rank in members:
                 in_network = job is not None and job["group"] == index
@@ -68,6 +74,14 @@ class Rank:
         return {"transport": sum(pg.transport.stats.retransmissions for pg in self.groups.values()),
                 "in_network": sum(pg.in_network.totals.retransmissions
                                   for pg in self.groups.values() if pg.in_network is not None)}
+
+    def paused_s(self) -> float:
+        """How long PFC held this rank's sends, summed over its groups (0 without a lossless class)."""
+        return round(sum(getattr(pg.transport, "paused_s", 0.0) for pg in self.groups.values()), 3)
+
+    def host_paths(self) -> list[str]:
+        """Each group's host path (native or python)."""
+        return sorted({pg.transport.host_path for pg in self.groups.values()})
 
     def _pair(self, op: dict) -> tuple[ProcessGroup, int]:
         a, b = op["group"]
@@ -190,6 +204,8 @@ def main(argv=None) -> int:
         report["error"] = f"iteration {len(report['iterations'])}: {exc}"
     finally:
         report["resent"] = rank.resent()
+        report["paused_s"] = rank.paused_s()
+        report["host_paths"] = rank.host_paths()
         rank.close()
     report["ok"] = "error" not in report
     print(json.dumps(report), flush=True)

@@ -64,3 +64,38 @@ def test_a_deadlock_sticks_without_the_watchdog_and_is_broken_by_it(scenes) -> N
     assert not guarded.figures["stuck"] and guarded.figures["loop_queued"] == 0, guarded.figures
     assert guarded.totals["storms"] > 0 and guarded.totals["watchdog_drops"] > 0, guarded.totals
     assert guarded.figures["detected_after_ms"] is not None, guarded.figures
+
+
+def test_a_training_job_sends_in_the_lossless_class_and_honours_its_pauses(scenes, tmp_path) -> None:
+    """`aifabric train --lossless`: a data-parallel job's ranks mark their packets with the RoCE
+    class's DSCP (their hosts' eBPF counts them in class 3, only ARP in class 0), run on the host path
+    that honours PFC, and send nothing while their class is paused (the eBPF egress count of what
+    left during a pause stays 0); the switches carried class 3's packets."""
+    from aifabric.experiments.lossless_scenes import CLASS
+    from aifabric.experiments.train_runner import run_workload
+    from aifabric.workloads import Job, Parallelism, Scale, estimate, fit, generate, place, preset
+    lab = scenes.lab
+    job = Job(preset("tiny"), Parallelism(dp=8))
+    workload = generate(job, fit(estimate(generate(job, Scale(1.0))).step_s, 0.5), place(lab.fabric, job.parallelism))
+    hosts = list(workload.placement.hosts)
+
+    def host_counts() -> dict[str, dict]:
+        return {h: lab.lossless.hosts.counters(lab.lossless.host_ids[h]) for h in hosts}
+
+    before, switches_before = host_counts(), scenes.snapshot()
+    run = run_workload(lab, workload, 2, tmp_path / "plan.json", klass=CLASS)
+    after, switches_after = host_counts(), scenes.snapshot()
+    assert run.ok, run.errors
+    assert all(r["host_paths"] == ["python"] for r in run.reports), [r["host_paths"] for r in run.reports]
+
+    def sent(counts: dict, host: str, klass: int, what: str = "tx") -> int:
+        c = counts[host].get(klass)
+        return 0 if c is None else getattr(c, what)
+
+    in_class = sum(sent(after, h, CLASS) - sent(before, h, CLASS) for h in hosts)
+    in_zero = sum(sent(after, h, 0) - sent(before, h, 0) for h in hosts)
+    # class 0 carries only what has no DSCP: ARP, a request and a reply per pair of hosts at most
+    assert in_class > 100 and in_zero <= 2 * len(hosts) * (len(hosts) - 1), (in_class, in_zero)
+    assert sum(sent(after, h, CLASS, "tx_paused") - sent(before, h, CLASS, "tx_paused") for h in hosts) == 0
+    assert switches_after["tx_packets"] - switches_before["tx_packets"] >= in_class, (switches_before, switches_after)
+    assert "train" not in lab.lossless.classes.jobs, "the job's class stayed lossless after it"

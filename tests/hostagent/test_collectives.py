@@ -14,6 +14,7 @@ in-network float32 within the quantisation bound (tensors.check_aggregated).
 
 from __future__ import annotations
 
+import socket
 import time
 from typing import Callable
 
@@ -409,3 +410,56 @@ def test_send_recv_and_auto_reports_its_choice() -> None:
         assert pgs[0].choices == [("all_reduce", "halving_doubling", 64), ("all_reduce", "ring", 1_200_000)]
     finally:
         close_all(pgs)
+
+
+class _ScriptedPause:
+    """A host's PFC state as hostagent.lossless.PauseReader gives it: class ``priority`` paused
+    until ``until`` (time.monotonic_ns()), every other class free."""
+
+    def __init__(self, priority: int, seconds: float) -> None:
+        self.priority, self.until = priority, time.monotonic_ns() + int(seconds * 1e9)
+
+    def held_ns(self, priority: int, now_ns: int | None = None) -> int:
+        now = time.monotonic_ns() if now_ns is None else now_ns
+        return max(0, self.until - now) if priority == self.priority else 0
+
+
+@pytest.mark.parametrize("priority, held", [(3, True), (0, False)])
+def test_a_paused_class_holds_the_python_transport_and_no_other(monkeypatch, priority: int, held: bool) -> None:
+    """With ``pause`` the transport reads its host's PFC state before every packet: while its own
+    class (3) is paused nothing leaves, the message arriving only after the pause; a pause of
+    another class holds nothing. ``pause`` chooses the Python host path (the native engine does
+    not look at the state) and the DSCP marks the socket."""
+    from hostagent.lossless import pause as pause_module
+    pause_s = 0.4
+    made: list[_ScriptedPause] = []
+    monkeypatch.setattr(pause_module.PauseReader, "from_arg",
+                        classmethod(lambda cls, text: made.append(_ScriptedPause(3, pause_s)) or made[-1]))
+    net = fresh_net()
+    peers = [(net + "10", PORT), (net + "11", PORT)]
+    config = TransportConfig(dscp=26, priority=priority, pause="1:1", host_path="auto")
+    a = open_transport(0, peers, config=config)
+    b = open_transport(1, peers, config=TransportConfig())
+    try:
+        assert a.host_path == "python" and "PFC" in a.host_path_reason
+        assert a.endpoint.sock.getsockopt(socket.IPPROTO_IP, socket.IP_TOS) == 26 << 2
+        t0 = time.monotonic_ns()
+        a.send(1, 7, b"x" * 3000, time.monotonic() + 5.0)
+        assert b.recv(0, 7, time.monotonic() + 5.0) == b"x" * 3000
+        arrived = time.monotonic_ns()
+        left = max(0, made[0].until - t0) / 1e9           # of the pause when the send began
+        if held:
+            assert arrived >= made[0].until and a.paused_s >= 0.9 * left, (arrived - made[0].until, a.paused_s, left)
+        else:
+            assert a.paused_s == 0 and arrived < made[0].until, (a.paused_s, (made[0].until - arrived) / 1e9)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_pause_is_refused_on_the_native_host_path_saying_why() -> None:
+    from hostagent.collectives.host_path import HostPathUnavailable
+    net = fresh_net()
+    with pytest.raises(HostPathUnavailable, match="cannot honour PFC"):
+        open_transport(0, [(net + "10", PORT), (net + "11", PORT)],
+                       config=TransportConfig(host_path="native", pause="1:1", priority=3))

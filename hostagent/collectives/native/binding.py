@@ -120,6 +120,8 @@ class NativeTransport(ReliableTransport):
         sock = bound_socket(self.peers[rank])
         if config.rocev2:
             sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, ECT0)     # switches mark instead of dropping
+        elif config.dscp:
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, config.dscp << 2)    # its traffic class
         self.address: tuple[str, int] = sock.getsockname()
         ips = (ctypes.c_uint32 * len(peers))(*(_ipv4(ip) for ip, _ in self.peers))
         ports = (ctypes.c_uint16 * len(peers))(*(socket.htons(ROCEV2_PORT if config.rocev2 else port)
