@@ -21,22 +21,28 @@ import argparse
 import statistics
 import sys
 import tempfile
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from aifabric.experiments.background import background_flows, running
 from aifabric.experiments.calibration import calibrate, group_sizes
 from aifabric.experiments.fabric_conditions import CONGESTION, LB_MODES, FabricConditions
 from aifabric.experiments.train_runner import WorkloadRun, run_workload
 from aifabric.lab import report
 from aifabric.lab.lab import Lab
 from aifabric.lab.links import LinkPlan, LinkRate, rate_arg
+from aifabric.lab.lossless import RDMA_PRIORITY, rdma_classes
 from aifabric.lab.report import Failed
 from aifabric.workloads import Job, Parallelism, Scale, WorkloadError, estimate, fit, generate, place, preset
 from controller.aggregation import JobManager
+from controller.lossless.target import BMV2_PFC
+from emulation.p4switch import resolve_target
 from topologies.fabric import Fabric
 from topologies.shapes import build
 
 COLLECTIVES = ("ring", "in_network")
+CLASSES = ("none", "lossy", "lossless")     # the ranks' packets in class 0, or in the lab's RoCE class without or with PFC
 # every shape holds the 8 ranks and a host that runs none (the in-network jobs' fallback aggregator)
 TOPOLOGIES: dict[str, tuple[str, dict[str, int]]] = {
     "fattree": ("fat_tree", {"k": 4}),
@@ -63,6 +69,8 @@ class TrainBenchPlan:
     seeds: tuple[int, ...] = (0, 1, 2)
     congestion: str = "none"
     target: str = "softswitch"
+    classes: tuple[str, ...] = ("none",)       # the ranks' traffic class: none (class 0), lossy, lossless
+    background: float | None = None            # storage-like class-0 traffic beside every run (share of a link)
 
     @property
     def emulated_mbps(self) -> float:
@@ -103,47 +111,55 @@ def run_topology(plan: TrainBenchPlan, topology: str, scale: Scale, runs: list[d
     """Every (seed, mode, collectives) on one fabric; a run that raises is recorded as failed with
     its error, and so is every run of a fabric that did not come up. The fabric's calibration (the
     latency-aware estimate's constants) goes into ``calibrations``."""
-    combos = [(seed, mode, coll) for seed in plan.seeds for mode in plan.modes for coll in plan.collectives]
+    combos = [(seed, mode, coll, cls) for seed in plan.seeds for mode in plan.modes for coll in plan.collectives
+              for cls in plan.classes]
     done = 0
     try:
         fabric = fabric_of(topology)
         workload = generate(plan.job(), scale, place(fabric, plan.job().parallelism))
         with tempfile.TemporaryDirectory(prefix="aifabric-bench-train-") as tmp, \
-                Lab(fabric, target=plan.target, progress=report.progress) as lab:
+                Lab(fabric, target=plan.target, progress=report.progress,
+                    lossless=rdma_classes() if set(plan.classes) != {"none"} else None) as lab:
             conditions = FabricConditions(lab, plan.rate)
             calibration = calibrate(lab, conditions.plan, list(workload.placement.hosts),
                                     sizes=group_sizes(workload))
             report.progress(f"{topology}: {calibration.describe()}")
             calibrations[topology] = calibration.to_dict()
             manager = JobManager(lab.controller)
-            for seed, mode, coll in combos:
-                report.progress(f"{topology} seed {seed} {mode} {coll}")
-                row = {"topology": topology, "mode": mode, "collectives": coll, "seed": seed}
+            ranks = list(workload.placement.hosts)
+            background = (background_flows([h.name for h in fabric.hosts], ranks, plan.rate, plan.background)
+                          if plan.background else None)
+            for seed, mode, coll, cls in combos:
+                report.progress(f"{topology} seed {seed} {mode} {coll}" + (f" class {cls}" if cls != "none" else ""))
+                row = {"topology": topology, "mode": mode, "collectives": coll, "classes": cls, "seed": seed}
                 try:
-                    with conditions.load_balancing(mode):
+                    with conditions.load_balancing(mode), (running(lab, background) if background else nullcontext()):
                         run = run_workload(lab, workload, plan.iterations, Path(tmp) / "plan.json",
                                            manager=manager if coll == "in_network" else None,
                                            link=conditions.plan, seed=seed, deadline_s=300.0,
                                            host_agent=conditions.host_agent(mode, plan.congestion, seed),
-                                           costs=calibration.costs)
+                                           costs=calibration.costs, klass=RDMA_PRIORITY if cls != "none" else None,
+                                           pfc=cls == "lossless")
                     row.update(figures(run))
                 except Exception as exc:        # noqa: BLE001 - named in the table, the next run goes on
                     row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
                 runs.append(row)
                 done += 1
     except Exception as exc:                    # noqa: BLE001 - the fabric: every run left is failed by name
-        for seed, mode, coll in combos[done:]:
-            runs.append({"topology": topology, "mode": mode, "collectives": coll, "seed": seed, "ok": False,
+        for seed, mode, coll, cls in combos[done:]:
+            runs.append({"topology": topology, "mode": mode, "collectives": coll, "classes": cls, "seed": seed,
+                         "ok": False,
                          "error": f"fabric: {type(exc).__name__}: {exc}"[:300]})
 
 
 def summarise(runs: list[dict]) -> list[dict]:
-    """Medians over seeds per (topology, mode, collectives); a combination with a failed seed says so."""
+    """Medians over seeds per (topology, mode, collectives, classes); a combination with a failed seed says so."""
     rows = []
-    for key in dict.fromkeys((r["topology"], r["mode"], r["collectives"]) for r in runs):
-        sel = [r for r in runs if (r["topology"], r["mode"], r["collectives"]) == key]
+    keys = ("topology", "mode", "collectives", "classes")
+    for key in dict.fromkeys(tuple(r.get(k, "none") for k in keys) for r in runs):
+        sel = [r for r in runs if tuple(r.get(k, "none") for k in keys) == key]
         ok = [r for r in sel if r["ok"]]
-        row = dict(zip(("topology", "mode", "collectives"), key), runs=len(sel), failed=len(sel) - len(ok))
+        row = dict(zip(keys, key), runs=len(sel), failed=len(sel) - len(ok))
         row["errors"] = [r["error"] for r in sel if not r["ok"]]
         for k in KEYS:
             known = [r[k] for r in ok if r.get(k) is not None]
@@ -168,10 +184,10 @@ def _over(row: dict, estimate_key: str) -> str | Failed:
 
 
 def render(plan: TrainBenchPlan, scale: Scale, rows: list[dict]) -> str:
-    headers = ["topology", "mode", "DP all-reduce", "runs ok", "step (s)", "exposed comm (s)", "link-bound (s)",
+    headers = ["topology", "mode", "DP all-reduce", "ranks' class", "runs ok", "step (s)", "exposed comm (s)", "link-bound (s)",
                "measured / link-bound", "latency-aware (s)", "measured / latency-aware", "busiest link",
                "fabric max/mean", "packets resent", "CPU busy"]
-    body = [(r["topology"], r["mode"], r["collectives"], f"{r['runs'] - r['failed']}/{r['runs']}",
+    body = [(r["topology"], r["mode"], r["collectives"], r["classes"], f"{r['runs'] - r['failed']}/{r['runs']}",
              _cell(r, "step_s", ".2f"), _cell(r, "exposed_comm_s", ".2f"), _cell(r, "estimate_step_s", ".2f"),
              _over(r, "estimate_step_s"), _cell(r, "latency_estimate_step_s", ".2f"), _over(r, "latency_estimate_step_s"),
              _cell(r, "busiest_share", ".0%"), _cell(r, "fabric_imbalance", ".2f"), _cell(r, "resent", ".0f"),
@@ -181,26 +197,30 @@ def render(plan: TrainBenchPlan, scale: Scale, rows: list[dict]) -> str:
     title = (f"{plan.preset} DP{plan.dp} x TP{plan.tp} x PP{plan.pp}, {job.parallelism.world} ranks, links "
              f"{plan.rate} per direction, scale 1/{scale.factor:.3g} "
              f"(emulated time x{scale.time_dilation:.3g}); medians over seeds {list(plan.seeds)}, last of "
-             f"{plan.iterations} iterations, slowest rank")
+             f"{plan.iterations} iterations, slowest rank"
+             + (f"; storage-like class-0 flows at {plan.background:g} of a link beside every run" if plan.background
+                else ""))
     return report.table(headers, body, title=title)
 
 
 def plot(path: str | Path, rows: list[dict], plan: TrainBenchPlan) -> None:
     plt = report.pyplot()
     fig, axes = plt.subplots(1, len(plan.topologies), figsize=(5 * len(plan.topologies), 4), sharey=True, squeeze=False)
-    width = 0.8 / len(plan.collectives)
+    variants = [(coll, cls) for coll in plan.collectives for cls in plan.classes]
+    width = 0.8 / len(variants)
     for ax, topo in zip(axes[0], plan.topologies):
-        for c, coll in enumerate(plan.collectives):
-            sel = [next((r for r in rows if (r["topology"], r["mode"], r["collectives"]) == (topo, m, coll)), None)
-                   for m in plan.modes]
+        for c, (coll, cls) in enumerate(variants):
+            sel = [next((r for r in rows if (r["topology"], r["mode"], r["collectives"], r["classes"]) ==
+                         (topo, m, coll, cls)), None) for m in plan.modes]
             xs = [i + c * width for i in range(len(plan.modes))]
-            ax.bar(xs, [(r["step_s"] or 0) if r else 0 for r in sel], width, label=f"{coll} step")
+            label = coll + (f", class {cls}" if cls != "none" else "")
+            ax.bar(xs, [(r["step_s"] or 0) if r else 0 for r in sel], width, label=f"{label} step")
             ax.bar(xs, [(r["exposed_comm_s"] or 0) if r else 0 for r in sel], width * 0.5, color="black", alpha=0.35,
                    label="exposed comm" if c == 0 else None)
         est = next((r["estimate_step_s"] for r in rows if r["topology"] == topo and r["estimate_step_s"]), None)
         if est:
             ax.axhline(est, color="gray", linestyle="--", linewidth=1, label="estimate (ring)")
-        ax.set_xticks([i + width * (len(plan.collectives) - 1) / 2 for i in range(len(plan.modes))], plan.modes)
+        ax.set_xticks([i + width * (len(variants) - 1) / 2 for i in range(len(plan.modes))], plan.modes)
         ax.set_title(topo)
         ax.set_ylabel("seconds (emulated)")
         ax.legend(fontsize=7)
@@ -244,6 +264,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="congestion feedback in every run: dcqcn (the hosts' agents) or none")
     p.add_argument("--seeds", nargs="+", type=int, default=list(d.seeds),
                    help="seeds (each moves the groups' UDP ports, so ECMP hashes them anew); medians over them")
+    p.add_argument("--classes", nargs="+", choices=CLASSES, default=list(d.classes), metavar="CLASS",
+                   help="the ranks' traffic class: none (class 0), lossy or lossless (the lab's RoCE class without "
+                        "or with PFC; softswitch; not with plb or dcqcn); default none")
+    p.add_argument("--background", type=float, metavar="SHARE",
+                   help="storage-like class-0 flows beside every run, from each host that runs no rank to a rank's "
+                        "host, at SHARE (0-1] of a link")
     p.add_argument("--json", default="out/bench_train.json", help="the figures as JSON (default %(default)s)")
     p.add_argument("--png", default="out/bench_train.png", help="step times per mode (default %(default)s)")
 
@@ -254,10 +280,20 @@ def plan_of(a: argparse.Namespace) -> TrainBenchPlan:
     plan = TrainBenchPlan(preset=a.preset, dp=a.dp, tp=a.tp, pp=a.pp, micro_batches=a.micro_batches,
                           iterations=a.iterations, fit_seconds=a.fit_seconds, rate=a.rate,
                           topologies=tuple(a.topologies), modes=tuple(a.modes), collectives=tuple(a.collectives),
-                          seeds=tuple(a.seeds), congestion=a.congestion, target=getattr(a, "target", "softswitch"))
+                          seeds=tuple(a.seeds), congestion=a.congestion, target=getattr(a, "target", "softswitch"),
+                          classes=tuple(a.classes), background=a.background)
     plan.scale()
+    if set(plan.classes) != {"none"}:
+        if resolve_target(plan.target)[0] != "softswitch":
+            raise ValueError(f"--classes {' '.join(plan.classes)}: {BMV2_PFC}")
+        if plan.congestion != "none" or "plb" in plan.modes:
+            raise ValueError("--classes: the ranks' traffic class is not offered with the host agents' RoCEv2 framing "
+                             "(plb, --congestion dcqcn)")
     for topology in plan.topologies:
-        place(fabric_of(topology), plan.job().parallelism)
+        fabric = fabric_of(topology)
+        placement = place(fabric, plan.job().parallelism)
+        if plan.background is not None:
+            background_flows([h.name for h in fabric.hosts], list(placement.hosts), plan.rate, plan.background)
     return plan
 
 

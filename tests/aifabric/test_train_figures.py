@@ -41,6 +41,17 @@ def test_bench_medians_over_seeds_and_failed_seeds_named():
     assert rows["rail", "ecmp"]["step_s"] is None and rows["rail", "ecmp"]["errors"]
 
 
+def test_bench_keeps_the_ranks_classes_apart_and_names_them():
+    from aifabric.experiments.train_bench import TrainBenchPlan, render, summarise
+    from aifabric.workloads import Scale
+    runs = [{**_run("fattree", "ecmp", "ring", s, step), "classes": cls}
+            for s, (step, cls) in enumerate(((2.0, "none"), (3.0, "lossless"), (4.0, "lossless")))]
+    rows = {r["classes"]: r for r in summarise(runs)}
+    assert rows["none"]["step_s"] == 2.0 and rows["lossless"]["step_s"] == 3.5 and rows["lossless"]["runs"] == 2
+    table = render(TrainBenchPlan(classes=("none", "lossless"), background=0.5), Scale(0.01), list(rows.values()))
+    assert "ranks' class" in table and "lossless" in table and "class-0 flows at 0.5 of a link" in table
+
+
 def test_the_cli_offers_the_modes_the_lab_sets():
     from aifabric.cli.train_cli import LB_MODES as cli_modes
     from aifabric.experiments.fabric_conditions import LB_MODES
