@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from hostagent.collectives.rocev2 import RoceEndpoint
-from hostagent.lossless.pause import PauseReader
 from hostagent.collectives.transport import Pending, RtoEstimator, TransferStats, UdpEndpoint, byte_view
+from hostagent.lossless.pause import PauseReader
 
 MAGIC = b"CL"
 HEADER = struct.Struct("!2sBIHIQII")  # magic, kind, group, source rank, seq, tag, fragment, fragments
