@@ -271,10 +271,10 @@ def time_lost(events: list[Event], spans: list[tuple[float, float]]) -> dict[str
             for text, its in hit.items()}
 
 
-def effective_ratio(events: list[Event], spans: list[tuple[float, float]]) -> float | None:
-    """The effective training time ratio of the run: what its iterations would have taken at the
-    median of those no outage overlapped, over what they took (None: no clean iteration)."""
-    costs = time_lost(events, spans)
+def effective_ratio(costs: dict[str, dict], spans: list[tuple[float, float]]) -> float | None:
+    """The effective training time ratio of the run, from `time_lost`'s ``costs``: what its
+    iterations would have taken at the median of those no outage overlapped, over what they took
+    (None: no clean iteration)."""
     overlapped = {i for c in costs.values() for i in c["iterations"]}
     clean = [b - a for i, (a, b) in enumerate(spans) if i not in overlapped]
     if not clean or not spans:

@@ -287,7 +287,7 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
                 run.failures += [{"failure": f.text, "what": "not fired: the job ended first", "at_s": None,
                                   "iteration": None, "error": None} for f in failures.missed()]
                 run.time_lost = time_lost(failures.events, spans)
-                run.effective_ratio = effective_ratio(failures.events, spans)
+                run.effective_ratio = effective_ratio(run.time_lost, spans)
             run.wall_s = time.monotonic() - t0
             run.cpu_busy = busy_between(cpu0, cpu_times())
             run.link_load = LinkLoad.between(lab, links0, link_counters(lab), run.wall_s,

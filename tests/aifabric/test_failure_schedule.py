@@ -73,7 +73,7 @@ def test_an_outage_costs_the_iterations_it_overlapped_beyond_the_clean_median() 
     assert lost[switch.text]["iterations"] == []
     assert lost[switch.text]["lost_s"] == 0
     wall = spans[-1][1] - spans[0][0]
-    assert effective_ratio(events, spans) == pytest.approx(round(6 * median / wall, 3))
+    assert effective_ratio(lost, spans) == pytest.approx(round(6 * median / wall, 3))
 
 
 def test_a_failure_that_could_not_be_made_costs_nothing() -> None:
