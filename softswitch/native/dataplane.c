@@ -429,8 +429,8 @@ static void send_packet_socket(ss_dataplane *dp, int fd, uint32_t first, uint32_
 /* the same run by its AF_XDP socket (copied into its UMEM; what it cannot take now waits there) */
 static void send_xsk(ss_dataplane *dp, ss_xsk *x, uint32_t first, uint32_t count, uint32_t *ok, uint32_t *lost) {
     for (uint32_t k = 0; k < count; k++)
-        dp->frames[k] = (ss_xsk_frame){ dp->tx_buf + (size_t)(first + k) * SS_MAX_FRAME, dp->tx[first + k].len };
-    ss_xsk_tx(x, dp->frames, count, ok, lost);
+        dp->tx_frames[k] = (ss_xsk_frame){ dp->tx_buf + (size_t)(first + k) * SS_MAX_FRAME, dp->tx[first + k].len };
+    ss_xsk_tx(x, dp->tx_frames, count, ok, lost);
 }
 
 static void count_sent(ss_dataplane *dp, int port, uint32_t ok, uint32_t lost) {
@@ -501,7 +501,7 @@ static uint32_t read_packet_socket(ss_dataplane *dp, int port) {
     int got = recvmmsg(dp->fds[port], dp->rx_msgs, RX_BATCH, MSG_DONTWAIT, NULL);
     if (got < 0 && (errno == ENETDOWN || errno == ENXIO) && dp->xsk_count) dp->check_xsks = 1;
     for (int i = 0; i < got; i++)
-        dp->frames[i] = (ss_xsk_frame){ dp->rx_msgs[i].msg_hdr.msg_flags & MSG_TRUNC ? NULL
+        dp->rx_frames[i] = (ss_xsk_frame){ dp->rx_msgs[i].msg_hdr.msg_flags & MSG_TRUNC ? NULL
                                         : dp->rx_buf + (size_t)i * SS_MAX_FRAME, dp->rx_msgs[i].msg_len };
     return got > 0 ? (uint32_t)got : 0;
 }
@@ -510,21 +510,21 @@ static uint32_t read_packet_socket(ss_dataplane *dp, int port) {
 static void receive_burst(ss_dataplane *dp, int port, ss_xsk *x) {
     uint32_t received = 0;
     while (received < RX_BURST) {
-        uint32_t got = x ? ss_xsk_rx(x, dp->frames, RX_BATCH) : read_packet_socket(dp, port);
+        uint32_t got = x ? ss_xsk_rx(x, dp->rx_frames, RX_BATCH) : read_packet_socket(dp, port);
         if (!got) break;
         received += got;
         for (uint32_t i = 0; i < got; i++) {
-            if (!dp->frames[i].data) {         /* longer than SS_MAX_FRAME, or not a whole frame */
+            if (!dp->rx_frames[i].data) {         /* longer than SS_MAX_FRAME, or not a whole frame */
                 failed(dp, SS_ERR_TOO_LONG);
                 continue;
             }
-            const uint8_t *f = dp->frames[i].data;
-            if (dp->frames[i].len >= 14 && f[12] == 0x88 && f[13] == 0x08) {   /* MAC control: the MAC's (pfc.c) */
+            const uint8_t *f = dp->rx_frames[i].data;
+            if (dp->rx_frames[i].len >= 14 && f[12] == 0x88 && f[13] == 0x08) {   /* MAC control: the MAC's (pfc.c) */
                 COUNT(dp->counters.mac_control, 1);
-                ss_pfc_receive(dp, port, f, dp->frames[i].len, (double)now_us(dp));
+                ss_pfc_receive(dp, port, f, dp->rx_frames[i].len, (double)now_us(dp));
                 continue;
             }
-            arrival(dp, port, f, dp->frames[i].len);
+            arrival(dp, port, f, dp->rx_frames[i].len);
             /* BMv2's egress runs while ingress takes the next packet: what may leave now leaves
              * before the next arrival is queued */
             if (dp->queued || dp->internal_head) drain_queues(dp);

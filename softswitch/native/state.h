@@ -156,7 +156,10 @@ struct ss_dataplane {
     uint8_t *tx_buf;               /* TX_BATCH frames of SS_MAX_FRAME, deparsed into in place */
     tx_slot tx[TX_BATCH];
     uint32_t tx_count;
-    ss_xsk_frame frames[RX_BATCH];  /* a batch read from either socket, or a run to send by AF_XDP */
+    ss_xsk_frame rx_frames[RX_BATCH];  /* a batch read from either socket */
+    /* a run to send by AF_XDP: apart from rx_frames, since a run is sent while a batch is read
+     * (each arrival lets egress send what may leave) */
+    ss_xsk_frame tx_frames[TX_BATCH];
     ss_xsk *xsks[SS_MAX_PORTS];    /* the ports' AF_XDP sockets, where open */
     uint8_t port_io[SS_MAX_PORTS]; /* PORT_PACKET, PORT_XSK, PORT_XSK_GONE */
     int xsk_ports[SS_MAX_PORTS];   /* the numbers of the ports with one, xsk_count of them */

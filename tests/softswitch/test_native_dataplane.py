@@ -310,6 +310,26 @@ def test_packet_in_reaches_python_and_packet_out_enters_on_the_cpu_port(switch):
     assert (c.packet_in, c.packet_out, c.packet_in_lost) == (1, 1, 0)
 
 
+def test_frames_read_while_held_frames_are_sent_stay_whole(switch):
+    """Two ports' bursts in one loop turn: the first's 24 frames wait to be sent with the turn's
+    others, and the 32nd held frame sends them while the second port's batch is being read.
+    Sending must not touch that batch (on AF_XDP it once shared the frame list: the rest of the
+    batch became copies of frames the switch had just sent, and its own frames were lost)."""
+    s = switch(cpu_port=CPU_PORT)
+    s.rule_in(1).egress, s.rule_in(2).egress, s.rule_in(CPU_PORT).egress = 3, 4, 3
+    s.dp.start()
+    with s.dp.lock:                        # the loop wakes for the packet-out and waits here
+        s.dp.inject_packet_out(frame(999))
+        time.sleep(0.2)
+        s.send(1, [frame(i) for i in range(24)])
+        s.send(2, [frame(100 + i) for i in range(24)])
+        time.sleep(0.2)                    # its next wait finds both ports' frames: one turn
+    assert sorted(seq_of(f) for f in s.receive(4, 24)) == list(range(100, 124))
+    assert sorted(seq_of(f) for f in s.receive(3, 25)) == [*range(24), 999]
+    c = counters_once(s.dp, lambda c: c.tx >= 49)
+    assert (c.rx, c.tx, c.dropped, c.errors) == (48, 49, 0, 0)
+
+
 def test_failures_are_counted_by_name_and_the_loop_goes_on(switch):
     s = switch()
     s.rule_in(1).status = DIV_ZERO
