@@ -196,6 +196,11 @@ class SwitchAgent:
             self._desired_version += 1
             self.status.in_sync = False
 
+    def desired_state(self) -> tuple[list[p4runtime_pb2.Entity], set[tuple]]:
+        """What the switch should hold and what of it the controller owns, as of now."""
+        with self._desired_lock:
+            return self.desired, self.owns
+
     def needs_reconcile(self) -> bool:
         """No healthy session, or the switch may differ from the desired state."""
         conn = self.conn

@@ -49,6 +49,7 @@ DRAIN_ROUNDS = 64              # rounds of egress + resubmit/recirculate per loo
 # processing (~0.5 ms at saturation) between a frame's egress and its send; a frame of a
 # loop turn with fewer packets goes out at the end of the turn.
 TX_BATCH = 32
+DRAIN_LIMIT = 10000            # turns `run_through` gives a frame before it calls the program a loop
 
 
 @dataclass
@@ -227,6 +228,20 @@ class Dataplane(QueueSettings, LosslessSettings):
         check_packet_out(frame)
         self._packet_outs.append(frame)
         self._wake()
+
+    def run_through(self, port: int, frames: list[bytes], limit: int = DRAIN_LIMIT) -> bool:
+        """``frames`` in as if they arrived on ``port``, processed until nothing is left inside
+        (copies, recirculations, queues); what leaves goes to ``transmit``. For a data plane
+        driven from its owner's thread instead of its loop (the STF runner, offline switches).
+        False when packets were still inside after ``limit`` turns (a program that loops)."""
+        with self.lock:
+            self._path.arrivals(port, frames)
+            for _ in range(limit):
+                if not (self.queued or self._internal):
+                    return True
+                self._run_internal()
+                self._drain_queues()
+            return not (self.queued or self._internal)
 
     def now_us(self) -> int:
         """Microseconds since the switch started, as BMv2's timestamps."""

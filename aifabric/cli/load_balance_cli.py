@@ -44,6 +44,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="plb modes: congested PLB rounds before a flow repaths (default %(default)s, the kernel's)")
     p.add_argument("--plb-round-ms", type=float, default=LbPlan.plb_round_s * 1000, metavar="MS",
                    help="plb modes: the PLB round, about one RTT (default %(default)g)")
+    p.add_argument("--qps", type=int, default=LbPlan.qps, metavar="N",
+                   help="qp-scaling: queue pairs (flows on their own source ports) a peer pair (default %(default)s)")
     p.add_argument("--int", dest="int_queues", action="store_true",
                    help="INT on every flow: report the queue depth at the hot port per mode")
     p.add_argument("--json", default="out/load_balance.json", help="where the figures go (default %(default)s)")
@@ -54,7 +56,7 @@ def run(args: argparse.Namespace, pipeline=None) -> int:
     from aifabric.lab.lab import Lab
     from topologies.fabric import fat_tree
 
-    plan = LbPlan(rate=args.rate, packets=args.packets, int_queues=args.int_queues,
+    plan = LbPlan(rate=args.rate, packets=args.packets, int_queues=args.int_queues, qps=args.qps,
                   plb_rehash_rounds=args.plb_rehash_rounds, plb_round_s=args.plb_round_ms / 1000)
     runs, heat = [], {}
     skipped = unavailable_modes(args.modes)

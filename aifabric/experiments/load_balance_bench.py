@@ -28,7 +28,8 @@ eBPF host agents of hostagent/agent moving a flow to another source port after `
 PLB rounds of ``plb_round_s``) and ``plb+dcqcn`` (the same, and DCQCN setting the senders'
 rates from CNPs); ``kernel-plb`` (ECMP, the same flows as TCP over IPv6 with DCTCP, and the
 kernel's own PLB repathing them by flow label, `hostagent.load_balance_kernel_plb`: where the kernel has
-DCTCP). ECN marks every ECN-capable packet above ``ecn_threshold`` packets of queue (step
+DCTCP); ``disjoint`` and ``qp-scaling`` (ECMP, the hosts choosing their flows' source ports
+with the fabric's hash: `aifabric.experiments.host_load_balance`). ECN marks every ECN-capable packet above ``ecn_threshold`` packets of queue (step
 marking, as DCTCP's K); only the agents and DCTCP make packets ECN-capable, so the other modes
 are never marked. Per run also: CE marks (the switches' ``ecn_marked`` counters), PLB repaths
 and CNPs (the agents' counters; for ``kernel-plb`` the kernel's TCPPLBRehash). With
@@ -43,6 +44,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from aifabric.experiments.host_load_balance import DEFAULT_QPS, HOST_MODES, merge_queue_pairs, spread
 from aifabric.lab.cpu_meter import CpuMeter
 from aifabric.lab.lab import Lab
 from aifabric.lab.links import MTU_FRAME, LinkPlan, LinkRate, limit_links
@@ -64,7 +66,7 @@ from hostagent.traffic.ratecontrol import RATE_CONTROL_PORT
 from topologies.fabric import Role
 
 KERNEL_PLB = "kernel-plb"
-MODES = ("ecmp", "spray", "flowlet", "te", "plb", "plb+dcqcn", KERNEL_PLB)
+MODES = ("ecmp", "spray", "flowlet", "te", "plb", "plb+dcqcn", KERNEL_PLB, *HOST_MODES)
 AGENT_MODES = ("plb", "plb+dcqcn")
 PATTERNS = ("permutation", "collective", "incast")
 FRAME_BYTES = MTU_FRAME             # every flow's frames: full size
@@ -94,6 +96,7 @@ class LbPlan:
     plb_rehash_rounds: int = PlbParams.rehash_rounds   # PLB's N: congested rounds before a repath
     ecn_threshold: int = 10          # packets of queue above which ECN-capable packets are marked
     int_queues: bool = False         # INT on the flows: queue depth per hop from the collector
+    qps: int = DEFAULT_QPS           # qp-scaling: queue pairs (flows) a peer pair
 
     def __post_init__(self) -> None:
         if not self.packets_per_s >= 1:
@@ -107,6 +110,8 @@ class LbPlan:
         PlbParams(rehash_rounds=self.plb_rehash_rounds)      # a bad N is named before any bring-up
         if not self.plb_round_s > 0:
             raise ValueError(f"PLB round {self.plb_round_s * 1000:g} ms: must be positive")
+        if not 1 <= self.qps <= self.packets:
+            raise ValueError(f"QP scaling over {self.qps} queue pairs: 1..{self.packets} (the packets of a flow)")
 
     def links(self) -> LinkPlan:
         return LinkPlan(self.rate, queue_depth=self.queue_depth, frame_bytes=FRAME_BYTES)
@@ -250,6 +255,9 @@ def core_links(lab: Lab) -> dict[str, int]:
 def run_mode(lab: Lab, modes: LbModes, te: TeLoop, mode: str, pattern: str, seed: int, plan: LbPlan) -> ModeRun:
     flows = make_flows(lab, pattern, seed, plan)
     modes.set(mode if mode in ("spray", "flowlet") else "ecmp", gap_us=plan.flowlet_gap_us)
+    parents = None                  # host modes: the flow each of theirs stands for
+    if mode in HOST_MODES:
+        flows, parents = spread(lab.controller, mode, flows, seed, plan.qps)
     run = ModeRun(mode, pattern, seed)
     hosts = {n: lab.host(n) for n in {f.src for f in flows} | {f.dst for f in flows}}
     agents, addr_of = None, None
@@ -290,6 +298,8 @@ def run_mode(lab: Lab, modes: LbModes, te: TeLoop, mode: str, pattern: str, seed
     run.core_links = {k: after[k] - before[k] for k in after}
     run.cpu_busy, run.switch_cpu = share.busy, share.switches
     run.flows = [r.summary() for r in results]
+    if parents is not None:
+        run.flows = merge_queue_pairs(run.flows, parents)
     if plan.int_queues and lab.collector is not None:
         lab.collector.wait_quiet()
         run.queues = hot_port(lab.collector.snapshot(), {s.device_id: s.name for s in lab.fabric.switches})

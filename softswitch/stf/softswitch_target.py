@@ -19,8 +19,6 @@ from ..runtime.tables import Entry, TableError
 from .names import ResolvedEntry
 from .errors import StfError, Unsupported
 
-DRAIN_LIMIT = 10000    # loop turns after a packet before the runner gives up on it (a program that loops)
-
 
 class SoftswitchTarget:
     name = "softswitch"
@@ -57,16 +55,8 @@ class SoftswitchTarget:
         logging.getLogger("softswitch.stf").debug("packet failed", exc_info=e)
 
     def send(self, port: int, frame: bytes) -> None:
-        dp = self.dp
-        with dp.lock:
-            dp._path.arrivals(port, [frame])
-            for _ in range(DRAIN_LIMIT):
-                if not (dp.queued or dp._internal):
-                    break
-                dp._run_internal()
-                dp._drain_queues()
-            else:
-                self._error_messages.append("packets still in the switch after the drain limit (a loop?)")
+        if not self.dp.run_through(port, [frame]):
+            self._error_messages.append("packets still in the switch after the drain limit (a loop?)")
 
     def settle(self) -> None:
         return None        # send() returns when the packet and its copies are through

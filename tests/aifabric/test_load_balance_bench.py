@@ -58,3 +58,65 @@ def test_the_imbalance_floor_is_the_fullest_direction_of_flows_on_one_path_each(
     assert imbalance_floor(flows(("p0e0h0", "p0e1h1")), 32) is None     # nothing crosses the cores
     # 20 between pods: a mean of 1.25 a direction, so some direction carries 2 at best
     assert imbalance_floor(flows(*[(f"p{i % 4}e0h0", f"p{(i + 1) % 4}e0h1") for i in range(20)]), 32) == 1.6
+
+
+@pytest.fixture(scope="module")
+def controller():
+    from controller.fabric_controller import FabricController, Pipeline
+    from topologies.fabric import fat_tree
+    ctl = FabricController(fat_tree(4), Pipeline.from_build_dir())
+    yield ctl
+    ctl.close()
+
+
+def _permutation(seed: int):
+    from hostagent.traffic import patterns
+    names = [f"p{p}e{e}h{h}" for p in range(4) for e in range(2) for h in range(2)]
+    return patterns.permutation(names, seed, size=40, rate_pps=100.0, payload=1472)
+
+
+def test_qp_scaling_spreads_each_flow_over_its_queue_pairs_on_distinct_paths(controller):
+    from aifabric.experiments.host_load_balance import spread
+    from controller.load_balance.hash_paths import FiveTuple, HashPaths
+    from controller.paths import installed_paths
+    flows = _permutation(1)
+    qps, parents = spread(controller, "qp-scaling", flows, seed=1, qps=4)
+    assert len(qps) == 4 * len(flows) and parents == [i for i in range(len(flows)) for _ in range(4)]
+    with HashPaths.of(controller) as paths:
+        for i, flow in enumerate(flows):
+            mine = [q for q, p in zip(qps, parents) if p == i]
+            assert {(q.src, q.dst, q.dport) for q in mine} == {(flow.src, flow.dst, flow.dport)}
+            assert sum(q.size for q in mine) == flow.size and all(q.rate_pps == flow.rate_pps / 4 for q in mine)
+            allowed = installed_paths(controller.fabric, controller.forwarding, flow.src, flow.dst)
+            assert len({paths.path(FiveTuple(q.src, q.dst, q.sport)) for q in mine}) == min(4, len(allowed))
+    assert len({(q.src, q.sport) for q in qps}) == len(qps)
+
+
+def test_qp_scaling_refuses_a_flow_it_cannot_split(controller):
+    from dataclasses import replace
+
+    from aifabric.experiments.host_load_balance import spread
+    flows = _permutation(1)
+    with pytest.raises(ValueError, match="cannot be split over 4 queue pairs"):
+        spread(controller, "qp-scaling", [replace(flows[0], size=3)], seed=1, qps=4)
+
+
+def test_a_flows_queue_pairs_merge_into_its_figures():
+    from aifabric.experiments.host_load_balance import merge_queue_pairs
+    part = dict(src="a", dst="b", sport=1, complete=True, delivered_bytes=100, fct_s=1.0, out_of_order=0, lost=0,
+                sender_late_s=0.0, error=None)
+    merged = merge_queue_pairs([part, {**part, "sport": 2, "fct_s": 2.5, "lost": 1, "complete": False},
+                                {**part, "src": "c"}], [0, 0, 1])
+    assert [m["id"] for m in merged] == [0, 1] and merged[0]["qps"] == 2
+    assert (merged[0]["complete"], merged[0]["delivered_bytes"], merged[0]["fct_s"], merged[0]["lost"]) == \
+        (False, 200, 2.5, 1)
+    unfinished = merge_queue_pairs([part, {**part, "fct_s": None}], [0, 0])
+    assert unfinished[0]["fct_s"] is None
+
+
+def test_disjoint_keeps_each_flow_and_moves_only_its_source_port(controller):
+    from aifabric.experiments.host_load_balance import spread
+    flows = _permutation(2)
+    chosen, parents = spread(controller, "disjoint", flows, seed=2)
+    assert parents == list(range(len(flows)))
+    assert [(f.src, f.dst, f.size, f.rate_pps) for f in chosen] == [(f.src, f.dst, f.size, f.rate_pps) for f in flows]

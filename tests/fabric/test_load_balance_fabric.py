@@ -4,7 +4,8 @@ Each check looks at p0e0, an edge switch whose two uplinks (ports 3 and 4) form 
 of every remote destination, and reads its egress port counters around the traffic it sends:
 spray splits one flow over both uplinks evenly, ECMP keeps it on one, a flowlet stays on one
 uplink while its gaps are short and moves after long pauses, a TE pin wins over spraying and
-goes away when removed, and changing modes under a running flow loses nothing. TE's own
+goes away when removed, and changing modes under a running flow loses nothing. The fabric's hash
+as a library (`HashPaths`) names every switch's choice for 192 five-tuples, as INT shows them. TE's own
 measurement is shown too: the edge switch samples one packet in N to the controller,
 and the TE loop pins the elephants it found in those samples, and the traffic follows the pins.
 Before any of that, on the fresh fabric, every ordered host pair reaches each other over IPv4
@@ -49,7 +50,7 @@ def lb_lab(request):
     fabric = fat_tree(4)
     busy = [s.name for s in fabric.switches if port_accepts(s.grpc_port)]
     assert not busy, f"gRPC ports of {busy} are taken: another fabric is running"
-    with Lab(fabric, target=request.param) as lab:
+    with Lab(fabric, target=request.param, telemetry=_hash_check_telemetry()) as lab:
         overrides = TeOverrides(lab.controller)
         # elephants from 50 kbit/s: a test flow (200 packets/s of 298 bytes, 477 kbit/s) expects
         # 12.5 samples per period and needs 2. Not by chance alone: on a loaded machine the
@@ -59,6 +60,14 @@ def lb_lab(request):
                     one_in=SAMPLE_ONE_IN, overrides=overrides)
         yield lab, LbModes(lab.controller), overrides, te
     assert_torn_down(fabric)
+
+
+HASH_CHECK_PORT = 4800      # UDP destination port of the hash check's flows: INT watches these alone
+
+
+def _hash_check_telemetry():
+    from controller.telemetry.entries import TelemetryConfig, WatchRule
+    return TelemetryConfig(int_enabled=True, watchlist=(WatchRule(protocol=17, dst_ports=(HASH_CHECK_PORT,) * 2),))
 
 
 @pytest.fixture
@@ -229,6 +238,49 @@ def test_a_te_pin_wins_over_spraying_and_is_removed(lb_lab, modes):
     (r,) = _send(lab, [_flow(50004, 200)])
     d = _settled(lab, before, 200)
     assert r.complete and min(d.values()) > 0, d
+
+
+def test_the_hash_library_names_every_switchs_choice(lb_lab, modes):
+    """`HashPaths` (the program in offline switches, fed the controller's state) against the
+    switches' own choices, seen by INT: 16 sources x 12 source ports to hosts in other pods
+    (and one in their own edge), every hop of every path (switch, ingress and egress port)."""
+    import random
+
+    from controller.load_balance.hash_paths import FiveTuple, HashPaths
+    from hostagent.traffic.drive import run_traffic
+    from hostagent.traffic.flows import FlowSpec
+
+    lab = lb_lab[0]
+    names = [h.name for h in lab.fabric.hosts]
+    rng = random.Random(46)
+    flows = []
+    for src in names:
+        far = [n for n in names if n[:2] != src[:2]]
+        near = [n for n in names if n[:4] == src[:4] and n != src]
+        for k, sport in enumerate(rng.sample(range(49152, 65536), 12)):
+            dst = near[0] if k == 0 else rng.choice(far)
+            flows.append(FlowSpec(src, dst, "udp", sport, HASH_CHECK_PORT, 2, rate_pps=50, payload=64))
+    with HashPaths.of(lab.controller) as paths:
+        predicted = {f: paths.path(FiveTuple(f.src, f.dst, f.sport, f.dport)) for f in flows}
+    lab.collector.reset_flows()
+    results = run_traffic({n: lab.host(n) for n in names}, flows, quiet=1.0, deadline=60)
+    assert all(r.complete for r in results), [{k: s[k] for k in ("src", "dst", "sport", "lost", "delivered_bytes", "error", "sender_late_s")} for s in (r.summary() for r in results if not r.complete)][:5]
+    lab.collector.wait_quiet()
+    seen = lab.collector.snapshot().flows
+    ip = {n: str(lab.fabric.host(n).ip4.ip) for n in names}
+    wrong, unseen = [], []
+    for f, hops in predicted.items():
+        summary = next((s for k, s in seen.items() if (k.src_ip, k.dst_ip, k.src_port, k.dst_port)
+                        == (ip[f.src], ip[f.dst], f.sport, f.dport)), None)
+        if summary is None:
+            unseen.append(f)
+            continue
+        real = [(h.switch_id, h.ingress_port, h.egress_port) for h in summary.path]
+        if summary.paths_seen != 1 or real != [(h.device_id, h.ingress_port, h.egress_port) for h in hops]:
+            wrong.append((f.src, f.dst, f.sport, real, hops))
+    assert not unseen, f"{len(unseen)} of {len(flows)} flows sent no INT report, e.g. {unseen[:2]}"
+    assert not wrong, f"{len(wrong)} of {len(flows)} paths differ from the library's, e.g. {wrong[:2]}"
+    assert len({hops[2].switch for hops in predicted.values() if len(hops) == 5}) == 4   # every core taken
 
 
 def test_changing_modes_under_traffic_loses_nothing(lb_lab, modes):
