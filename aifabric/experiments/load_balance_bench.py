@@ -21,7 +21,8 @@ same source ports); the figures per run:
   max over the rounds that changed a pin) and the writes' part of it.
 
 Modes: ``ecmp``, ``spray`` (random member per packet), ``flowlet`` (gap ``flowlet_gap_us``) and
-``te`` (ECMP plus Hedera's loop, `controller.load_balance.te.loop.TeLoop`: the edge switches sample one
+``static`` (ECMP, every flow pinned before it starts to a path spread evenly over the
+links, `controller.load_balance.static`: DeepSeek's static routing); ``te`` (ECMP plus Hedera's loop, `controller.load_balance.te.loop.TeLoop`: the edge switches sample one
 packet in ``te_one_in`` to the controller, and every ``te_period_s`` the controller detects the
 elephants, places them with Global First Fit and installs the pins); ``plb`` (ECMP, with the
 eBPF host agents of hostagent/agent moving a flow to another source port after ``N`` congested
@@ -52,6 +53,8 @@ from aifabric.lab.report import Failed
 from controller.telemetry.entries import ECN_MARKED
 from controller.telemetry.int_collector import CollectorSnapshot
 from controller.load_balance import LbModes
+from controller.load_balance.hash_paths import FiveTuple
+from controller.load_balance.static import static_pins
 from controller.load_balance.te.engine import TeConfig
 from controller.load_balance.te.loop import TeLoop
 from controller.telemetry.entries import EcnThresholds, TelemetryConfig, WatchRule
@@ -66,7 +69,8 @@ from hostagent.traffic.ratecontrol import RATE_CONTROL_PORT
 from topologies.fabric import Role
 
 KERNEL_PLB = "kernel-plb"
-MODES = ("ecmp", "spray", "flowlet", "te", "plb", "plb+dcqcn", KERNEL_PLB, *HOST_MODES)
+STATIC = "static"
+MODES = ("ecmp", "spray", "flowlet", "te", STATIC, "plb", "plb+dcqcn", KERNEL_PLB, *HOST_MODES)
 AGENT_MODES = ("plb", "plb+dcqcn")
 PATTERNS = ("permutation", "collective", "incast")
 FRAME_BYTES = MTU_FRAME             # every flow's frames: full size
@@ -149,7 +153,7 @@ class ModeRun:
     core_links: dict[str, int] = field(default_factory=dict)
     cpu_busy: float = 0.0
     switch_cpu: float = 0.0          # the switch processes' part of the machine's CPU
-    pins: int = 0                    # te: pins installed at most at once
+    pins: int = 0                    # te: pins installed at most at once; static: its pins
     pins_moved: int = 0              # te: pins a later round moved to another port
     te_rounds: list = field(default_factory=list)   # te: (s from start, elephants, placed, unplaced) per round
     pin_delays: list = field(default_factory=list)  # te: s from samples read to pins written, rounds that changed pins
@@ -274,10 +278,16 @@ def run_mode(lab: Lab, modes: LbModes, te: TeLoop, mode: str, pattern: str, seed
     before, marks0, cpu = core_links(lab), ce_marks(lab), CpuMeter(lab.switch_pids)
     if mode == "te":
         te.start()
+    if mode == STATIC:
+        te.overrides.replace(static_pins(lab.controller, [FiveTuple(f.src, f.dst, f.sport, f.dport, f.protocol)
+                                                          for f in flows]))
+        run.pins = len(te.overrides.pins)
     try:
         results = run_traffic(hosts, flows, quiet=2.0, deadline=plan.packets / plan.packets_per_s * 4 + 20,
                               addr_of=addr_of, rate_control_port=RATE_CONTROL_PORT if mode == "plb+dcqcn" else 0)
     finally:
+        if mode == STATIC:
+            te.overrides.replace([])
         if mode == "te":
             te.stop()
             run.pins = max((len(r.desired) for r in te.rounds), default=0)

@@ -3,10 +3,9 @@
 Both are what hosts that know the switches' hash (`HashPaths`) can do without touching a switch:
 
 * `disjoint_ports` (Alibaba HPN's precise path control): among ``tries`` seeded candidate
-  source ports a flow, the paths they give; each flow in turn on the path whose busiest link
-  direction carries the fewest flows already placed, then a depth-first search for a
-  placement whose busiest link carries fewer (within ``budget`` steps), so flows share a link
-  only where the topology leaves no other way (or the search gave up, which large fabrics show);
+  source ports a flow, the paths they give, and the flows spread over them by
+  `controller.load_balance.spread.balanced`, so flows share a link only where the topology
+  leaves no other way;
 * `qp_ports` (QP scaling, as Meta's collective library spreads a peer pair over several queue
   pairs): ``qps`` source ports for one pair whose paths differ from each other where the
   fabric has that many paths, found among ``tries`` seeded candidates.
@@ -21,10 +20,10 @@ from dataclasses import replace
 from typing import Iterable, Sequence
 
 from controller.load_balance.hash_paths import FiveTuple, HashPaths
+from controller.load_balance.spread import SEARCH_BUDGET, balanced, link_loads_of
 
 PORTS = (49152, 65535)
 DEFAULT_TRIES = 64        # candidate ports per flow: far more than a k=4 fat-tree's 4 paths between pods
-SEARCH_BUDGET = 200_000   # candidate placements tried in the search for a better one than greedy's
 
 
 def link_loads(paths: HashPaths, flows: Iterable[FiveTuple]) -> Counter:
@@ -42,77 +41,8 @@ def disjoint_ports(paths: HashPaths, flows: Sequence[FiveTuple], seed: int,
         for sport in _candidates(rng, set(), tries, first=flow.sport):
             by_path.setdefault(paths.links(replace(flow, sport=sport)), sport)
         options.append([(sport, links) for links, sport in by_path.items()])
-    choice = _greedy(flows, options)
-    worst = max(link_loads_of(c[1] for c in choice).values(), default=0)
-    for limit in range(1, worst):        # a placement whose busiest link carries fewer flows
-        found = _search(flows, options, limit, budget)
-        if found is not None:
-            choice = found
-            break
+    choice = balanced(options, [flow.src for flow in flows], budget)
     return [replace(flow, sport=sport) for flow, (sport, _) in zip(flows, choice)]
-
-
-def link_loads_of(link_sets: Iterable[tuple]) -> Counter:
-    loads: Counter = Counter()
-    for links in link_sets:
-        loads.update(links)
-    return loads
-
-
-def _greedy(flows: Sequence[FiveTuple], options: list) -> list[tuple[int, tuple]]:
-    """Each flow in turn on its least loaded candidate."""
-    used: dict[str, set[int]] = {flow.src: set() for flow in flows}
-    loads: Counter = Counter()
-    choice = []
-    for flow, opts in zip(flows, options):
-        choice.append(_least_loaded(opts, loads, used[flow.src]))
-        used[flow.src].add(choice[-1][0])
-        loads.update(choice[-1][1])
-    return choice
-
-
-def _search(flows: Sequence[FiveTuple], options: list, limit: int, budget: int) -> list | None:
-    """A placement with at most ``limit`` flows on any link (depth first, flows with the fewest
-    paths first), or None when there is none or ``budget`` steps did not find one."""
-    order = sorted(range(len(flows)), key=lambda i: len(options[i]))
-    loads: Counter = Counter()
-    used: dict[str, set[int]] = {flow.src: set() for flow in flows}
-    choice: dict[int, tuple[int, tuple]] = {}
-    steps = 0
-
-    def place(k: int) -> bool:
-        nonlocal steps
-        if k == len(order):
-            return True
-        i = order[k]
-        for sport, links in sorted(options[i], key=lambda opt: _cost(opt[1], loads)):
-            steps += 1
-            if steps > budget:
-                return False
-            if sport in used[flows[i].src] or any(loads[ln] >= limit for ln in links):
-                continue
-            loads.update(links)
-            used[flows[i].src].add(sport)
-            choice[i] = (sport, links)
-            if place(k + 1):
-                return True
-            loads.subtract(links)
-            used[flows[i].src].discard(sport)
-        return False
-
-    return [choice[i] for i in range(len(flows))] if place(0) else None
-
-
-def _cost(links: tuple, loads: Counter) -> tuple[int, int]:
-    """A path's cost on top of ``loads``: its busiest link's flows, then all it shares."""
-    return max((loads[ln] for ln in links), default=0), sum(loads[ln] for ln in links)
-
-
-def _least_loaded(options: list[tuple[int, tuple]], loads: Counter, taken: set[int]) -> tuple[int, tuple]:
-    free = [opt for opt in options if opt[0] not in taken]
-    if not free:
-        raise ValueError(f"no free source port among {len(options)} candidates")
-    return min(free, key=lambda opt: _cost(opt[1], loads))
 
 
 def qp_ports(paths: HashPaths | None, flow: FiveTuple, qps: int, rng: random.Random, taken: set[int],

@@ -106,3 +106,22 @@ def test_a_five_tuple_that_is_wrong_is_named():
         FiveTuple("a", "b", 1, protocol="icmp")
     with pytest.raises(ValueError, match="flow label needs IPv6"):
         FiveTuple("a", "b", 1, flow_label=3)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_static_pins_spread_a_collective_evenly(controller, seed):
+    """Each flow's pins name one of its installed paths (a pin where the routes give a choice),
+    and those paths put at most one flow on a link."""
+    from controller.load_balance.static import static_pins
+    names = [h.name for h in controller.fabric.hosts]
+    flows = [FiveTuple(f.src, f.dst, f.sport) for f in patterns.collective(names, seed)]
+    pins = static_pins(controller, flows)
+    loads: Counter = Counter()
+    for flow in flows:
+        mine = {p.switch: p.port for p in pins if (p.sport, p.dport) == (flow.sport, flow.dport)
+                and p.src_ip == str(controller.fabric.host(flow.src).ip4.ip)}
+        paths = [p for p in installed_paths(controller.fabric, controller.forwarding, flow.src, flow.dst)
+                 if all(mine.get(h.switch, h.egress_port) == h.egress_port for h in p)]
+        assert len(paths) == 1, (flow, mine)
+        loads.update((a.switch, b.switch) for a, b in zip(paths[0], paths[0][1:]))
+    assert max(loads.values()) == 1, loads
