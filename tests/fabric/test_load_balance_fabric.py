@@ -21,7 +21,7 @@ import threading
 import time
 
 import pytest
-from targets import FULL_FABRIC_TARGETS
+from targets import FABRIC_TARGETS, only_in_full
 
 pytestmark = [
     pytest.mark.slow,
@@ -36,7 +36,7 @@ SRC, DST = "p0e0h0", "p2e1h1"
 SAMPLE_ONE_IN = 8
 
 
-@pytest.fixture(scope="module", params=FULL_FABRIC_TARGETS)
+@pytest.fixture(scope="module", params=FABRIC_TARGETS)
 def lb_lab(request):
     from aifabric.lab.lab import Lab
     from controller.load_balance import LbModes, TeOverrides
@@ -72,6 +72,7 @@ def _hash_check_telemetry():
 
 @pytest.fixture
 def modes(lb_lab):
+    only_in_full(lb_lab[0].target)
     _, modes, overrides, te = lb_lab
     yield modes
     te.stop()
@@ -119,6 +120,7 @@ def test_all_pairs_reach_and_ecmp_uses_every_core(lb_lab):
     from aifabric.lab import checks
 
     lab = lb_lab[0]
+    only_in_full(lab.target)
     for family in ("ipv4", "ipv6"):
         reach = checks.all_pairs(lab, family)
         assert reach.pairs == 240
@@ -131,6 +133,51 @@ def test_all_pairs_reach_and_ecmp_uses_every_core(lb_lab):
     assert total >= 0.5 * sent, f"{sent} datagrams sent, the cores forwarded only {per_core}"
     assert all(n > 0 for n in per_core.values()), f"some core carried nothing: {per_core}"
     assert max(per_core.values()) < 0.5 * total, f"one core took half of the flows: {per_core}"
+
+
+def test_the_hash_library_names_every_switchs_choice(lb_lab):
+    """`HashPaths` (the program in offline switches, fed the controller's state) against the
+    switches' own choices, seen by INT: 16 sources x 12 source ports to hosts in other pods
+    (and one in their own edge), every hop of every path (switch, ingress and egress port).
+    Second in the module, on the fresh fabric (its groups' members as first inserted), and the
+    module's one check on BMv2 in the default suite."""
+    import random
+
+    from controller.load_balance.hash_paths import FiveTuple, HashPaths
+    from hostagent.traffic.drive import run_traffic
+    from hostagent.traffic.flows import FlowSpec
+
+    lab = lb_lab[0]
+    names = [h.name for h in lab.fabric.hosts]
+    rng = random.Random(46)
+    flows = []
+    for src in names:
+        far = [n for n in names if n[:2] != src[:2]]
+        near = [n for n in names if n[:4] == src[:4] and n != src]
+        for k, sport in enumerate(rng.sample(range(49152, 65536), 12)):
+            dst = near[0] if k == 0 else rng.choice(far)
+            flows.append(FlowSpec(src, dst, "udp", sport, HASH_CHECK_PORT, 2, rate_pps=50, payload=64))
+    with HashPaths.of(lab.controller) as paths:
+        predicted = {f: paths.path(FiveTuple(f.src, f.dst, f.sport, f.dport)) for f in flows}
+    lab.collector.reset_flows()
+    results = run_traffic({n: lab.host(n) for n in names}, flows, quiet=1.0, deadline=60)
+    assert all(r.complete for r in results), [{k: s[k] for k in ("src", "dst", "sport", "lost", "delivered_bytes", "error", "sender_late_s")} for s in (r.summary() for r in results if not r.complete)][:5]
+    lab.collector.wait_quiet()
+    seen = lab.collector.snapshot().flows
+    ip = {n: str(lab.fabric.host(n).ip4.ip) for n in names}
+    wrong, unseen = [], []
+    for f, hops in predicted.items():
+        summary = next((s for k, s in seen.items() if (k.src_ip, k.dst_ip, k.src_port, k.dst_port)
+                        == (ip[f.src], ip[f.dst], f.sport, f.dport)), None)
+        if summary is None:
+            unseen.append(f)
+            continue
+        real = [(h.switch_id, h.ingress_port, h.egress_port) for h in summary.path]
+        if summary.paths_seen != 1 or real != [(h.device_id, h.ingress_port, h.egress_port) for h in hops]:
+            wrong.append((f.src, f.dst, f.sport, real, hops))
+    assert not unseen, f"{len(unseen)} of {len(flows)} flows sent no INT report, e.g. {unseen[:2]}"
+    assert not wrong, f"{len(wrong)} of {len(flows)} paths differ from the library's, e.g. {wrong[:2]}"
+    assert len({hops[2].switch for hops in predicted.values() if len(hops) == 5}) == 4   # every core taken
 
 
 def test_ecmp_keeps_a_flow_on_one_uplink(lb_lab, modes):
@@ -238,49 +285,6 @@ def test_a_te_pin_wins_over_spraying_and_is_removed(lb_lab, modes):
     (r,) = _send(lab, [_flow(50004, 200)])
     d = _settled(lab, before, 200)
     assert r.complete and min(d.values()) > 0, d
-
-
-def test_the_hash_library_names_every_switchs_choice(lb_lab, modes):
-    """`HashPaths` (the program in offline switches, fed the controller's state) against the
-    switches' own choices, seen by INT: 16 sources x 12 source ports to hosts in other pods
-    (and one in their own edge), every hop of every path (switch, ingress and egress port)."""
-    import random
-
-    from controller.load_balance.hash_paths import FiveTuple, HashPaths
-    from hostagent.traffic.drive import run_traffic
-    from hostagent.traffic.flows import FlowSpec
-
-    lab = lb_lab[0]
-    names = [h.name for h in lab.fabric.hosts]
-    rng = random.Random(46)
-    flows = []
-    for src in names:
-        far = [n for n in names if n[:2] != src[:2]]
-        near = [n for n in names if n[:4] == src[:4] and n != src]
-        for k, sport in enumerate(rng.sample(range(49152, 65536), 12)):
-            dst = near[0] if k == 0 else rng.choice(far)
-            flows.append(FlowSpec(src, dst, "udp", sport, HASH_CHECK_PORT, 2, rate_pps=50, payload=64))
-    with HashPaths.of(lab.controller) as paths:
-        predicted = {f: paths.path(FiveTuple(f.src, f.dst, f.sport, f.dport)) for f in flows}
-    lab.collector.reset_flows()
-    results = run_traffic({n: lab.host(n) for n in names}, flows, quiet=1.0, deadline=60)
-    assert all(r.complete for r in results), [{k: s[k] for k in ("src", "dst", "sport", "lost", "delivered_bytes", "error", "sender_late_s")} for s in (r.summary() for r in results if not r.complete)][:5]
-    lab.collector.wait_quiet()
-    seen = lab.collector.snapshot().flows
-    ip = {n: str(lab.fabric.host(n).ip4.ip) for n in names}
-    wrong, unseen = [], []
-    for f, hops in predicted.items():
-        summary = next((s for k, s in seen.items() if (k.src_ip, k.dst_ip, k.src_port, k.dst_port)
-                        == (ip[f.src], ip[f.dst], f.sport, f.dport)), None)
-        if summary is None:
-            unseen.append(f)
-            continue
-        real = [(h.switch_id, h.ingress_port, h.egress_port) for h in summary.path]
-        if summary.paths_seen != 1 or real != [(h.device_id, h.ingress_port, h.egress_port) for h in hops]:
-            wrong.append((f.src, f.dst, f.sport, real, hops))
-    assert not unseen, f"{len(unseen)} of {len(flows)} flows sent no INT report, e.g. {unseen[:2]}"
-    assert not wrong, f"{len(wrong)} of {len(flows)} paths differ from the library's, e.g. {wrong[:2]}"
-    assert len({hops[2].switch for hops in predicted.values() if len(hops) == 5}) == 4   # every core taken
 
 
 def test_changing_modes_under_traffic_loses_nothing(lb_lab, modes):
