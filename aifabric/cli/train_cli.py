@@ -25,7 +25,7 @@ from emulation.p4switch import TARGETS, resolve_target
 
 DEFAULT_PNG = "out/train_timeline.png"
 COLLECTIVES = ("ring", "in_network")
-LB_MODES = ("ecmp", "spray", "flowlet", "te", "plb")    # aifabric.experiments.fabric_conditions.LB_MODES
+LB_MODES = ("ecmp", "spray", "flowlet", "te", "static", "plb")    # aifabric.experiments.fabric_conditions.LB_MODES
 CONGESTION = ("none", "dcqcn")                          # aifabric.experiments.fabric_conditions.CONGESTION
 DEFAULT_RATE = LinkRate.parse("2M")
 
@@ -38,7 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the data-parallel all-reduces by ring, or summed in the switches (in_network: one host "
                         "must run no rank, for the fallback aggregator); every other collective by ring")
     p.add_argument("--lb", choices=LB_MODES, default="ecmp",
-                   help="load-balancing mode of every switch (plb: ECMP, and the hosts' agents repath congested flows)")
+                   help="load-balancing mode of every switch (static: ECMP, the job's flows pinned evenly before it "
+                        "starts; plb: ECMP, and the hosts' agents repath congested flows)")
     p.add_argument("--congestion", choices=CONGESTION, default="none",
                    help="congestion feedback: dcqcn (the hosts' agents set each flow's rate from CNPs) or none")
     p.add_argument("--rate", type=rate_arg, default=DEFAULT_RATE,
@@ -100,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     from aifabric.experiments.background import running
     from aifabric.experiments.fabric_conditions import FabricConditions
     from aifabric.experiments.failure_schedule import FailureSchedule
-    from aifabric.experiments.train_runner import draw_timeline, run_workload
+    from aifabric.experiments.train_runner import draw_timeline, run_workload, workload_flows
     from aifabric.lab.failures import Failures
     from aifabric.lab.lab import Lab
     from controller.aggregation import JobManager
@@ -129,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         background = (running(lab, background_flows([h.name for h in fabric.hosts], ranks, args.rate,
                                                     args.background))
                       if args.background is not None else nullcontext())
-        with conditions.load_balancing(args.lb), background:
+        with conditions.load_balancing(args.lb, workload_flows(workload, args.seed)), background:
             run_ = run_workload(lab, workload, args.iterations, Path(tmp) / "plan.json", manager=manager,
                                 link=conditions.plan, seed=args.seed,
                                 host_agent=conditions.host_agent(args.lb, args.congestion, args.seed),

@@ -10,6 +10,8 @@ runs what it wraps under ``mode`` and puts ECMP back after:
   switches' ``lb_mode`` (controller.load_balance.LbModes);
 * ``te``: ECMP plus Hedera's loop (controller.load_balance.te.loop.TeLoop): the edge switches
   sample packets, and every ``TE_PERIOD_S`` the controller places the elephants and pins them;
+* ``static``: ECMP, and the job's flows (given: `train_runner.workload_flows`) pinned before it
+  starts, spread evenly over the paths (controller.load_balance.static, DeepSeek's static routing);
 * ``plb``: ECMP in the switches, and the hosts' eBPF agents (hostagent.agent) moving a flow to
   another source port after ``PLB_REHASH_ROUNDS`` congested rounds of ``PLB_ROUND_PACKETS`` full frames' times.
 
@@ -24,11 +26,13 @@ agents' configuration a run passes to aifabric.experiments.train_runner.run_work
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from aifabric.lab.lab import Lab
 from aifabric.lab.links import LinkPlan, LinkRate, limit_links
-from controller.load_balance import LbModes
+from controller.load_balance import LbModes, TeOverrides
+from controller.load_balance.hash_paths import FiveTuple
+from controller.load_balance.static import static_pins
 from controller.load_balance.te.engine import TeConfig
 from controller.load_balance.te.loop import TeLoop
 from controller.telemetry import Telemetry, TelemetryConfig
@@ -36,7 +40,7 @@ from controller.telemetry.entries import EcnThresholds
 from hostagent.agent.config import AgentConfig
 from hostagent.agent.load_balance_plb import PlbParams
 
-LB_MODES = ("ecmp", "spray", "flowlet", "te", "plb")
+LB_MODES = ("ecmp", "spray", "flowlet", "te", "static", "plb")
 CONGESTION = ("none", "dcqcn")
 PLB_ROUND_PACKETS = 10       # a PLB round: about one RTT with a few full frames queued, in their times
 PLB_REHASH_ROUNDS = PlbParams.rehash_rounds   # the kernel's N
@@ -55,6 +59,7 @@ class FabricConditions:
                                                              int_enabled=False))
         self.modes = LbModes(lab.controller)
         self._te: TeLoop | None = None        # made on first use: its sampler is a state source
+        self._pins: TeOverrides | None = None  # the pins of te and static (one owner of the table)
         self.te_rounds = 0
 
     def limit(self, rate: LinkRate) -> None:
@@ -67,10 +72,15 @@ class FabricConditions:
         if getattr(self, "_te", None) is not None:       # its next start takes the new rate
             self._te.config = TeConfig(host_link_bps=self.plan.bits_per_s)
 
+    def _overrides(self) -> TeOverrides:
+        if self._pins is None:
+            self._pins = TeOverrides(self.lab.controller)
+        return self._pins
+
     def _te_loop(self) -> TeLoop:
         if self._te is None:
             self._te = TeLoop(self.lab.controller, TeConfig(host_link_bps=self.plan.bits_per_s),
-                              period_s=TE_PERIOD_S, one_in=TE_ONE_IN)
+                              period_s=TE_PERIOD_S, one_in=TE_ONE_IN, overrides=self._overrides())
         return self._te
 
     def host_agent(self, mode: str, congestion: str = "none", seed: int | None = None) -> AgentConfig | None:
@@ -86,17 +96,24 @@ class FabricConditions:
                            plb=PlbParams(rehash_rounds=PLB_REHASH_ROUNDS))
 
     @contextmanager
-    def load_balancing(self, mode: str) -> Iterator[None]:
+    def load_balancing(self, mode: str, flows: Sequence[FiveTuple] = ()) -> Iterator[None]:
+        """What it wraps runs under ``mode``; ``flows``: the job's, which ``static`` pins."""
         if mode not in LB_MODES:
             raise ValueError(f"load-balancing mode {mode!r}: one of {', '.join(LB_MODES)}")
+        if mode == "static" and not flows:
+            raise ValueError("static load balancing pins the job's flows: none were given")
         self.modes.set(mode if mode in ("spray", "flowlet") else "ecmp", gap_us=self.flowlet_gap_us)
         te = self._te_loop() if mode == "te" else None
         if te is not None:
             te.start()
+        if mode == "static":
+            self._overrides().replace(static_pins(self.lab.controller, flows))
         try:
             yield
         finally:
             if te is not None:
                 te.stop()
                 self.te_rounds = len(te.rounds)
+            if mode == "static":
+                self._overrides().replace([])
             self.modes.set("ecmp")

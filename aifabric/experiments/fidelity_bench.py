@@ -40,7 +40,7 @@ from aifabric.experiments.allreduce_lab import spread_workers
 from aifabric.experiments.calibration import Calibration, calibrate, group_sizes
 from aifabric.experiments.collectives_bench import BUS_FACTOR, link_bound_Bps, measure
 from aifabric.experiments.fabric_conditions import FabricConditions
-from aifabric.experiments.train_runner import run_workload
+from aifabric.experiments.train_runner import run_workload, workload_flows
 from aifabric.lab import report
 from aifabric.lab.lab import Lab
 from aifabric.lab.links import LinkRate
@@ -116,7 +116,7 @@ def one_run(lab: Lab, conditions: FabricConditions, manager: JobManager, workloa
     collectives, mode = DESIGNS[design]
     run = Run(name, design, str(conditions.plan.rate), seed, workload.scale.time_dilation, ok=False)
     try:
-        with conditions.load_balancing(mode):
+        with conditions.load_balancing(mode, workload_flows(workload, seed)):
             r = run_workload(lab, workload, plan.iterations, tmp / "plan.json", seed=seed, deadline_s=300.0,
                              manager=manager if collectives == "in_network" else None, link=conditions.plan,
                              costs=calibration.costs)

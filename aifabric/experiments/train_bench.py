@@ -28,7 +28,7 @@ from pathlib import Path
 from aifabric.experiments.background import background_flows, running
 from aifabric.experiments.calibration import calibrate, group_sizes
 from aifabric.experiments.fabric_conditions import CONGESTION, LB_MODES, FabricConditions
-from aifabric.experiments.train_runner import WorkloadRun, run_workload
+from aifabric.experiments.train_runner import WorkloadRun, run_workload, workload_flows
 from aifabric.lab import report
 from aifabric.lab.lab import Lab
 from aifabric.lab.links import LinkPlan, LinkRate, rate_arg
@@ -133,7 +133,8 @@ def run_topology(plan: TrainBenchPlan, topology: str, scale: Scale, runs: list[d
                 report.progress(f"{topology} seed {seed} {mode} {coll}" + (f" class {cls}" if cls != "none" else ""))
                 row = {"topology": topology, "mode": mode, "collectives": coll, "classes": cls, "seed": seed}
                 try:
-                    with conditions.load_balancing(mode), (running(lab, background) if background else nullcontext()):
+                    with conditions.load_balancing(mode, workload_flows(workload, seed)), \
+                            (running(lab, background) if background else nullcontext()):
                         run = run_workload(lab, workload, plan.iterations, Path(tmp) / "plan.json",
                                            manager=manager if coll == "in_network" else None,
                                            link=conditions.plan, seed=seed, deadline_s=300.0,

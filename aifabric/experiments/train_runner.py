@@ -36,6 +36,7 @@ from aifabric.workloads import Workload, estimate
 from aifabric.workloads.estimate import in_switches
 from aifabric.workloads.latency import Costs, fabric_hops
 from controller.aggregation import JobManager
+from controller.load_balance.hash_paths import FiveTuple
 from hostagent.agent.config import AgentConfig
 from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT, frame_bytes
 
@@ -56,6 +57,28 @@ def groups_of(workload: Workload) -> list[list[int]]:
         elif not op.is_compute:
             seen.setdefault(tuple(op.group), None)
     return [list(g) for g in seen]
+
+
+def workload_flows(workload: Workload, seed: int = 0) -> list[FiveTuple]:
+    """The flows the ranks' groups carry, as `run_workload` gives them ports (what ``static``
+    load balancing pins): each group's ring, member to next member (its rings and chains), every
+    ordered pair of a group that runs an all-to-all, both ways in a pair of two."""
+    if workload.placement is None:
+        raise ValueError("the workload needs a placement on the fabric's hosts (aifabric.workloads.place)")
+    hosts = [workload.placement.host(r) for r in range(workload.job.parallelism.world)]
+    all_to_all = {tuple(op.group) for op in workload.all_ops() if op.kind.value == "all_to_all"}
+    base = BASE_PORT + SEED_PORTS * seed
+    pairs: dict[tuple[int, int, int], None] = {}
+    for index, group in enumerate(groups_of(workload)):
+        n = len(group)
+        if tuple(group) in all_to_all:
+            pairs.update({(a, b, index): None for a in group for b in group if a != b})
+        else:
+            pairs.update({(group[k], group[(k + 1) % n], index): None for k in range(n)})
+            if n == 2:
+                pairs[(group[1], group[0], index)] = None
+    return [FiveTuple(hosts[a], hosts[b], base + index, base + index)
+            for a, b, index in pairs if hosts[a] != hosts[b]]
 
 
 def in_network_groups(workload: Workload) -> list[list[int]]:

@@ -126,3 +126,31 @@ def test_a_resumed_run_is_compared_step_by_step_and_its_lost_time_counted():
     assert run.first_step == 40
     assert curve_gaps(run.steps(), reference, "loss") == 0.0
     assert lost_seconds(run) == pytest.approx(7.0 - 40 * 0.1)
+
+
+def _workload(dp: int, tp: int, pp: int):
+    from aifabric.workloads import Scale, generate, place
+    from aifabric.workloads.job import Job
+    from aifabric.workloads.parallelism import Parallelism
+    from aifabric.workloads.presets import preset
+    from topologies.fabric import fat_tree
+    job = Job(preset("tiny"), Parallelism(dp=dp, tp=tp, pp=pp, micro_batches=2))
+    return generate(job, Scale(0.01), place(fat_tree(4), job.parallelism))
+
+
+def test_a_workloads_flows_are_its_groups_rings_on_their_ports():
+    """What static load balancing pins: every group's ring (member to next, its port as the
+    runner gives it: BASE_PORT + SEED_PORTS x seed + the group's index), both ways in a pair."""
+    from aifabric.experiments.train_runner import BASE_PORT, SEED_PORTS, groups_of, workload_flows
+    workload = _workload(2, 2, 2)
+    flows = workload_flows(workload, seed=3)
+    host = workload.placement.host
+    groups = groups_of(workload)
+    for index, group in enumerate(groups):
+        port = BASE_PORT + SEED_PORTS * 3 + index
+        mine = {(f.src, f.dst) for f in flows if f.sport == f.dport == port}
+        ring = {(host(group[k]), host(group[(k + 1) % len(group)])) for k in range(len(group))}
+        if len(group) == 2:
+            ring |= {(b, a) for a, b in ring}
+        assert mine == {(a, b) for a, b in ring if a != b}, (group, mine)
+    assert len(flows) == len({(f.src, f.dst, f.sport) for f in flows})
