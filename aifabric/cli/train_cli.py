@@ -25,7 +25,7 @@ from emulation.p4switch import TARGETS, resolve_target
 
 DEFAULT_PNG = "out/train_timeline.png"
 COLLECTIVES = ("ring", "in_network")
-LB_MODES = ("ecmp", "spray", "flowlet", "te", "static", "plb")    # aifabric.experiments.fabric_conditions.LB_MODES
+LB_MODES = ("ecmp", "spray", "flowlet", "te", "static", "disjoint", "plb")    # aifabric.experiments.fabric_conditions.LB_MODES
 CONGESTION = ("none", "dcqcn")                          # aifabric.experiments.fabric_conditions.CONGESTION
 DEFAULT_RATE = LinkRate.parse("2M")
 
@@ -39,7 +39,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "must run no rank, for the fallback aggregator); every other collective by ring")
     p.add_argument("--lb", choices=LB_MODES, default="ecmp",
                    help="load-balancing mode of every switch (static: ECMP, the job's flows pinned evenly before it "
-                        "starts; plb: ECMP, and the hosts' agents repath congested flows)")
+                        "starts; disjoint: ECMP, the ranks' ports chosen with the switches' hash so their flows "
+                        "spread; plb: ECMP, and the hosts' agents repath congested flows)")
     p.add_argument("--congestion", choices=CONGESTION, default="none",
                    help="congestion feedback: dcqcn (the hosts' agents set each flow's rate from CNPs) or none")
     p.add_argument("--rate", type=rate_arg, default=DEFAULT_RATE,
@@ -81,6 +82,9 @@ def prepare(args: argparse.Namespace):
         background_flows([h.name for h in fabric.hosts], list(placement.hosts), args.rate, args.background)
     if args.no_pfc and not args.lossless:
         raise ValueError("--no-pfc goes with --lossless (the ranks' class, without PFC)")
+    if args.lb == "disjoint" and args.congestion != "none":
+        raise ValueError("--lb disjoint: the ranks' own ports are not offered with the host agents' RoCEv2 framing "
+                         "(--congestion dcqcn)")
     if args.lossless and (args.lb == "plb" or args.congestion != "none"):
         raise ValueError("--lossless: the ranks' traffic class is not offered with the host agents' RoCEv2 framing "
                          "(--lb plb, --congestion dcqcn)")
@@ -101,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     from aifabric.experiments.background import running
     from aifabric.experiments.fabric_conditions import FabricConditions
     from aifabric.experiments.failure_schedule import FailureSchedule
-    from aifabric.experiments.train_runner import draw_timeline, run_workload, workload_flows
+    from aifabric.experiments.train_runner import disjoint_ports, draw_timeline, run_workload, workload_flows
     from aifabric.lab.failures import Failures
     from aifabric.lab.lab import Lab
     from controller.aggregation import JobManager
@@ -136,7 +140,8 @@ def run(args: argparse.Namespace) -> int:
                                 host_agent=conditions.host_agent(args.lb, args.congestion, args.seed),
                                 costs=calibration.costs if calibration else None,
                                 failures=FailureSchedule(Failures(lab), args.fail) if args.fail else None,
-                                klass=RDMA_PRIORITY if args.lossless else None, pfc=not args.no_pfc)
+                                klass=RDMA_PRIORITY if args.lossless else None, pfc=not args.no_pfc,
+                                ports=disjoint_ports(lab.controller, workload, args.seed) if args.lb == "disjoint" else None)
             pauses = lossless_figures(lab, before) if args.lossless else None
     if not run_.ok:
         if run_.failures:

@@ -12,6 +12,8 @@ runs what it wraps under ``mode`` and puts ECMP back after:
   sample packets, and every ``TE_PERIOD_S`` the controller places the elephants and pins them;
 * ``static``: ECMP, and the job's flows (given: `train_runner.workload_flows`) pinned before it
   starts, spread evenly over the paths (controller.load_balance.static, DeepSeek's static routing);
+* ``disjoint``: ECMP, the ranks binding ports chosen with the fabric's hash so that their flows
+  spread (`train_runner.disjoint_ports`, given to `run_workload`: HPN's precise path control);
 * ``plb``: ECMP in the switches, and the hosts' eBPF agents (hostagent.agent) moving a flow to
   another source port after ``PLB_REHASH_ROUNDS`` congested rounds of ``PLB_ROUND_PACKETS`` full frames' times.
 
@@ -40,7 +42,7 @@ from controller.telemetry.entries import EcnThresholds
 from hostagent.agent.config import AgentConfig
 from hostagent.agent.load_balance_plb import PlbParams
 
-LB_MODES = ("ecmp", "spray", "flowlet", "te", "static", "plb")
+LB_MODES = ("ecmp", "spray", "flowlet", "te", "static", "disjoint", "plb")
 CONGESTION = ("none", "dcqcn")
 PLB_ROUND_PACKETS = 10       # a PLB round: about one RTT with a few full frames queued, in their times
 PLB_REHASH_ROUNDS = PlbParams.rehash_rounds   # the kernel's N

@@ -28,7 +28,7 @@ from pathlib import Path
 from aifabric.experiments.background import background_flows, running
 from aifabric.experiments.calibration import calibrate, group_sizes
 from aifabric.experiments.fabric_conditions import CONGESTION, LB_MODES, FabricConditions
-from aifabric.experiments.train_runner import WorkloadRun, run_workload, workload_flows
+from aifabric.experiments.train_runner import WorkloadRun, disjoint_ports, run_workload, workload_flows
 from aifabric.lab import report
 from aifabric.lab.lab import Lab
 from aifabric.lab.links import LinkPlan, LinkRate, rate_arg
@@ -140,7 +140,8 @@ def run_topology(plan: TrainBenchPlan, topology: str, scale: Scale, runs: list[d
                                            link=conditions.plan, seed=seed, deadline_s=300.0,
                                            host_agent=conditions.host_agent(mode, plan.congestion, seed),
                                            costs=calibration.costs, klass=RDMA_PRIORITY if cls != "none" else None,
-                                           pfc=cls == "lossless")
+                                           pfc=cls == "lossless",
+                                           ports=disjoint_ports(lab.controller, workload, seed) if mode == "disjoint" else None)
                     row.update(figures(run))
                 except Exception as exc:        # noqa: BLE001 - named in the table, the next run goes on
                     row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])

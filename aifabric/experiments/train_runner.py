@@ -27,6 +27,7 @@ from aifabric.experiments.collectives_bench import min_rto_s
 from aifabric.experiments.failure_schedule import FailureSchedule, effective_ratio, locate, time_lost
 from aifabric.experiments.host_agents import agents_on, rocev2_settings
 from aifabric.experiments.link_load import LinkLoad, link_counters
+from aifabric.experiments.rank_ports import disjoint_group_ports, ring_pairs
 from aifabric.experiments.rank_processes import collect_ranks
 from aifabric.lab.cpu_meter import busy_between, cpu_times
 from aifabric.lab import report
@@ -36,7 +37,7 @@ from aifabric.workloads import Workload, estimate
 from aifabric.workloads.estimate import in_switches
 from aifabric.workloads.latency import Costs, fabric_hops
 from controller.aggregation import JobManager
-from controller.load_balance.hash_paths import FiveTuple
+from controller.load_balance.hash_paths import FiveTuple, HashPaths
 from hostagent.agent.config import AgentConfig
 from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT, frame_bytes
 
@@ -59,26 +60,38 @@ def groups_of(workload: Workload) -> list[list[int]]:
     return [list(g) for g in seen]
 
 
-def workload_flows(workload: Workload, seed: int = 0) -> list[FiveTuple]:
-    """The flows the ranks' groups carry, as `run_workload` gives them ports (what ``static``
-    load balancing pins): each group's ring, member to next member (its rings and chains), every
-    ordered pair of a group that runs an all-to-all, both ways in a pair of two."""
+def workload_flows(workload: Workload, seed: int = 0, ports: list[list[int]] | None = None) -> list[FiveTuple]:
+    """The flows the ranks' groups carry (`rank_ports.ring_pairs`; what ``static`` load balancing
+    pins), on the ports `run_workload` gives them (``ports``: each member's own, as ``disjoint``
+    chooses them)."""
+    hosts, groups, pairs = _talking(workload)
+    port = _ports(groups, seed, ports)
+    return [FiveTuple(hosts[a], hosts[b], port[(i, a)], port[(i, b)]) for i, a, b in pairs if hosts[a] != hosts[b]]
+
+
+def disjoint_ports(controller, workload: Workload, seed: int = 0) -> list[list[int]]:
+    """Each member's port in each group, chosen with the fabric's hash (`rank_ports`)."""
+    hosts, groups, pairs = _talking(workload)
+    base = BASE_PORT + SEED_PORTS * seed
+    with HashPaths.of(controller) as paths:
+        return disjoint_group_ports(paths, hosts, groups, pairs, range(base, AGG_UDP_PORT), seed)
+
+
+def _talking(workload: Workload) -> tuple[list[str], list[list[int]], list]:
     if workload.placement is None:
         raise ValueError("the workload needs a placement on the fabric's hosts (aifabric.workloads.place)")
     hosts = [workload.placement.host(r) for r in range(workload.job.parallelism.world)]
+    groups = groups_of(workload)
     all_to_all = {tuple(op.group) for op in workload.all_ops() if op.kind.value == "all_to_all"}
+    return hosts, groups, ring_pairs(groups, all_to_all)
+
+
+def _ports(groups: list[list[int]], seed: int, ports: list[list[int]] | None) -> dict[tuple[int, int], int]:
+    """(group index, rank) -> the port it binds: the group's, or its own from ``ports``."""
     base = BASE_PORT + SEED_PORTS * seed
-    pairs: dict[tuple[int, int, int], None] = {}
-    for index, group in enumerate(groups_of(workload)):
-        n = len(group)
-        if tuple(group) in all_to_all:
-            pairs.update({(a, b, index): None for a in group for b in group if a != b})
-        else:
-            pairs.update({(group[k], group[(k + 1) % n], index): None for k in range(n)})
-            if n == 2:
-                pairs[(group[1], group[0], index)] = None
-    return [FiveTuple(hosts[a], hosts[b], base + index, base + index)
-            for a, b, index in pairs if hosts[a] != hosts[b]]
+    if ports is None:
+        return {(i, r): base + i for i, g in enumerate(groups) for r in g}
+    return {(i, r): ports[i][k] for i, g in enumerate(groups) for k, r in enumerate(g)}
 
 
 def in_network_groups(workload: Workload) -> list[list[int]]:
@@ -245,7 +258,8 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
                  silent_after: float = 5.0, deadline_s: float = 600.0, manager: JobManager | None = None,
                  link: LinkPlan | None = None, seed: int = 0, kill_rank_after: tuple[int, float] | None = None,
                  host_agent: AgentConfig | None = None, costs: Costs | None = None,
-                 failures: FailureSchedule | None = None, klass: int | None = None, pfc: bool = True) -> WorkloadRun:
+                 failures: FailureSchedule | None = None, klass: int | None = None, pfc: bool = True,
+                 ports: list[list[int]] | None = None) -> WorkloadRun:
     """Every rank's ops, ``iterations`` times; with ``manager`` the data-parallel all-reduces in
     the switches. ``link``: how the links are limited (None: not), for the link load's shares and
     the ranks' first retransmission timeouts. ``seed`` moves the
@@ -257,7 +271,8 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
     the ranks, its events placed in the iterations they hit (``run.failures``, ``run.time_lost``).
     ``klass``: one of the lab's traffic classes (``Lab(lossless=...)``) the ranks' packets go in
     (their DSCP), made lossless for the run with ``pfc`` (the ranks then hold their sends while
-    their host's class is paused, on the Python host path)."""
+    their host's class is paused, on the Python host path). ``ports``: each member's port in
+    each group (`disjoint_ports`; None: a group's members share its port)."""
     if workload.placement is None:
         raise ValueError("the workload needs a placement on the fabric's hosts (aifabric.workloads.place)")
     world = workload.job.parallelism.world
@@ -269,6 +284,10 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
     if ports.stop > AGG_UDP_PORT:          # kept below it and the ring baseline's port above it
         raise ValueError(f"seed {seed}: the groups' UDP ports {ports.start}..{ports.stop - 1} would reach the "
                          f"aggregation port {AGG_UDP_PORT}, which the switches intercept; take a smaller seed")
+    if ports is not None:
+        if host_agent is not None:
+            raise ValueError("ports of the ranks' own (disjoint) are not offered with the host agents' RoCEv2 framing")
+        plan["ports"] = ports
     if host_agent is not None:
         plan.update(rocev2_settings(host_agent, hosts))
     if klass is not None:

@@ -2,7 +2,8 @@
 
 plan.json (written by aifabric.experiments.train_runner): {"addresses": [ip per rank], "groups":
 [[ranks], ...] (a process group each; its index sets its UDP port and id), "ops": [per rank, the
-op dicts of aifabric.workloads], "iterations": N, "base_port": P, optionally "aggregation": {rank:
+op dicts of aifabric.workloads], "iterations": N, "base_port": P (every group's members bind P + the group's index), optionally
+"ports": [[each member's port] per group] instead, "aggregation": {rank:
 {"group", "job_id", "worker_id", "aggregator", "slots", optionally "frame_values" (64 if not)}}: that
 group's all-reduces are summed in the switches by the rank's in-network job (one a rank: its worker
 binds the aggregation port), every other collective by ring}, and optionally the transport's
@@ -58,8 +59,9 @@ class Rank:
         for index, members in enumerate(plan["groups"]):
             if rank in members:
                 in_network = job is not None and job["group"] == index
+                ports = plan["ports"][index] if "ports" in plan else [base + index] * len(members)
                 self.groups[tuple(members)] = ProcessGroup(
-                    members.index(rank), [(ips[m], base + index) for m in members], group_id=index + 1,
+                    members.index(rank), [(ips[m], p) for m, p in zip(members, ports)], group_id=index + 1,
                     timeout_s=timeout, transport=transport,
                     aggregation=_job_config(job, len(members), ips[rank], agg_timeout) if in_network else None)
         self.world = self.groups[tuple(range(len(ips)))]

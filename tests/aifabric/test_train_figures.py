@@ -154,3 +154,41 @@ def test_a_workloads_flows_are_its_groups_rings_on_their_ports():
             ring |= {(b, a) for a, b in ring}
         assert mine == {(a, b) for a, b in ring if a != b}, (group, mine)
     assert len(flows) == len({(f.src, f.dst, f.sport) for f in flows})
+
+
+def test_disjoint_ports_spread_a_workloads_flows_as_well_as_free_paths_would():
+    """DP2 x TP2 x PP2 on the k=4 fat-tree (32 flows over two pods): with a port a group (seed 1)
+    a link carries 5 of them; with each member's port chosen with the hash, the busiest carries
+    no more than the best placement on the routes' paths gives (`spread.balanced` over them, what
+    static pins). Every rank's ports distinct, all below the aggregation port."""
+    from aifabric.experiments.train_runner import disjoint_ports, groups_of, workload_flows
+    from controller.fabric_controller import FabricController, Pipeline
+    from controller.load_balance.disjoint import link_loads
+    from controller.load_balance.hash_paths import HashPaths
+    from controller.load_balance.spread import balanced, link_loads_of
+    from controller.paths import installed_paths
+    from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT
+    workload = _workload(2, 2, 2)
+    ctl = FabricController(_fat_tree(), Pipeline.from_build_dir())
+    try:
+        flows = workload_flows(workload, seed=1)
+        free = [[(i, tuple((a.switch, b.switch) for a, b in zip(p, p[1:])))
+                 for i, p in enumerate(installed_paths(ctl.fabric, ctl.forwarding, f.src, f.dst))] for f in flows]
+        best = max(link_loads_of(links for _, links in balanced(free, [None] * len(flows))).values())
+        ports = disjoint_ports(ctl, workload, seed=1)
+        with HashPaths.of(ctl) as paths:
+            shared = max(link_loads(paths, flows).values())
+            spread = max(link_loads(paths, workload_flows(workload, seed=1, ports=ports)).values())
+    finally:
+        ctl.close()
+    assert spread == best < shared, (spread, best, shared)
+    by_rank: dict[int, list[int]] = {}
+    for group, mine in zip(groups_of(workload), ports):
+        for rank, port in zip(group, mine):
+            by_rank.setdefault(rank, []).append(port)
+    assert all(len(set(p)) == len(p) and max(p) < AGG_UDP_PORT for p in by_rank.values())
+
+
+def _fat_tree():
+    from topologies.fabric import fat_tree
+    return fat_tree(4)

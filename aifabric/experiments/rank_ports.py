@@ -1,0 +1,85 @@
+"""The ranks' UDP ports in a training run, and which of them talk.
+
+By default every member of a process group binds the group's port, so a group's flows differ
+by addresses alone and ECMP hashes them where it may. With ``disjoint`` load balancing (Alibaba
+HPN's precise path control) each member of each group binds a port of its own, chosen with the
+fabric's hash (`controller.load_balance.hash_paths.HashPaths`) so that the flows the groups carry
+(`ring_pairs`) spread over the links: a member at a time, the port among seeded candidates whose
+flows' busiest link carries the fewest other flows (then the fewest shared in all), round after
+round while one moves. A member's port is both the source of its flows to its next member and
+the destination of its previous member's, so the choice is a search over members, not flows.
+"""
+from __future__ import annotations
+
+import random
+from collections import Counter
+from typing import Sequence
+
+from controller.load_balance.hash_paths import FiveTuple, HashPaths
+
+Pair = tuple[int, int, int]      # (group index, sending rank, receiving rank)
+CANDIDATES = 24                  # ports tried for a member in a round
+ROUNDS = 6                       # rounds of moves at most
+
+
+def ring_pairs(groups: Sequence[Sequence[int]], all_to_all: set[tuple[int, ...]]) -> list[Pair]:
+    """Each group's ring, member to next member (its rings and chains), every ordered pair of a
+    group that runs an all-to-all, both ways in a pair of two; ranks of one group, in order."""
+    pairs: dict[Pair, None] = {}
+    for index, group in enumerate(groups):
+        n = len(group)
+        if tuple(group) in all_to_all:
+            pairs.update({(index, a, b): None for a in group for b in group if a != b})
+            continue
+        pairs.update({(index, group[k], group[(k + 1) % n]): None for k in range(n)})
+        if n == 2:
+            pairs[(index, group[1], group[0])] = None
+    return list(pairs)
+
+
+def disjoint_group_ports(paths: HashPaths, hosts: Sequence[str], groups: Sequence[Sequence[int]],
+                         pairs: Sequence[Pair], ports: range, seed: int) -> list[list[int]]:
+    """Per group, per member (in the group's order), the port it binds (see the module);
+    ``ports``: where they are drawn from, ``ports.start + index`` each group's to begin with."""
+    rng = random.Random(seed)
+    port = {(i, r): ports.start + i for i, g in enumerate(groups) for r in g}
+    touching: dict[tuple[int, int], list[Pair]] = {}
+    for p in pairs:
+        touching.setdefault((p[0], p[1]), []).append(p)
+        touching.setdefault((p[0], p[2]), []).append(p)
+
+    known: dict[tuple, tuple] = {}
+
+    def links(p: Pair, own: tuple[int, int] | None = None, candidate: int = 0) -> tuple:
+        index, a, b = p
+        sport = candidate if own == (index, a) else port[(index, a)]
+        dport = candidate if own == (index, b) else port[(index, b)]
+        key = (hosts[a], hosts[b], sport, dport)
+        if hosts[a] == hosts[b]:
+            return ()
+        if key not in known:
+            known[key] = paths.links(FiveTuple(*key))
+        return known[key]
+
+    loads: Counter = Counter()
+    for p in pairs:
+        loads.update(links(p))
+    for _ in range(ROUNDS):
+        moved = False
+        for member, mine in touching.items():
+            for p in mine:
+                loads.subtract(links(p))
+            taken = {port[(i, r)] for (i, r) in port if r == member[1] and (i, r) != member}
+            options = [port[member]] + [c for c in rng.sample(ports, min(CANDIDATES, len(ports))) if c not in taken]
+
+            def cost(candidate: int) -> tuple[int, int]:
+                used = [ln for p in mine for ln in links(p, member, candidate)]
+                return max((loads[ln] for ln in used), default=0), sum(loads[ln] for ln in used)
+            best = min(options, key=cost)
+            if cost(best) < cost(port[member]):
+                port[member], moved = best, True
+            for p in mine:
+                loads.update(links(p))
+        if not moved:
+            break
+    return [[port[(i, r)] for r in g] for i, g in enumerate(groups)]
