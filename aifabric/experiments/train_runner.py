@@ -280,9 +280,9 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
     addresses = [str(lab.fabric.host(h).ip4.ip) for h in hosts]
     plan = {**plan_of(workload, addresses, iterations, BASE_PORT + SEED_PORTS * seed),
             **timeouts_for(link, comm_streams(workload))}
-    ports = range(plan["base_port"], plan["base_port"] + len(plan["groups"]))
-    if ports.stop > AGG_UDP_PORT:          # kept below it and the ring baseline's port above it
-        raise ValueError(f"seed {seed}: the groups' UDP ports {ports.start}..{ports.stop - 1} would reach the "
+    shared = range(plan["base_port"], plan["base_port"] + len(plan["groups"]))    # a port a group
+    if shared.stop > AGG_UDP_PORT:          # kept below it and the ring baseline's port above it
+        raise ValueError(f"seed {seed}: the groups' UDP ports {shared.start}..{shared.stop - 1} would reach the "
                          f"aggregation port {AGG_UDP_PORT}, which the switches intercept; take a smaller seed")
     if ports is not None:
         if host_agent is not None:
