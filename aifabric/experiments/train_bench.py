@@ -22,7 +22,7 @@ import statistics
 import sys
 import tempfile
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from aifabric.experiments.background import background_flows, running
@@ -285,6 +285,12 @@ def plan_of(a: argparse.Namespace) -> TrainBenchPlan:
                           seeds=tuple(a.seeds), congestion=a.congestion, target=getattr(a, "target", "softswitch"),
                           classes=tuple(a.classes), background=a.background)
     plan.scale()
+    if "disjoint" in plan.modes and plan.congestion != "none":
+        print("skipping mode disjoint: the ranks' own ports are not offered with the host agents' RoCEv2 framing "
+              "(--congestion dcqcn)")
+        plan = replace(plan, modes=tuple(m for m in plan.modes if m != "disjoint"))
+        if not plan.modes:
+            raise ValueError("--modes disjoint --congestion dcqcn: no mode left to run")
     if set(plan.classes) != {"none"}:
         if resolve_target(plan.target)[0] != "softswitch":
             raise ValueError(f"--classes {' '.join(plan.classes)}: {BMV2_PFC}")
