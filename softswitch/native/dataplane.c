@@ -39,6 +39,7 @@
 #define INTERNAL_CAPACITY 1024     /* resubmitted/recirculated packets waiting (simple_switch's) */
 #define DRAIN_ROUNDS 64            /* rounds of egress + internal per loop turn */
 #define MAX_TIMEOUT_MS 500
+#define XSK_RECHECK_US 5000000     /* after a port's socket read "down": how long the loop looks for its interface gone */
 #define XSK_EVENT 0x10000          /* epoll data: a port's AF_XDP socket (else its AF_PACKET socket) */
 #define MAX_DEPTH 100000           /* queues.MAX_DEPTH */
 #define MAX_BITRATE 400000000000ULL  /* queues.MAX_BITRATE */
@@ -480,7 +481,9 @@ static void flush_xsks(ss_dataplane *dp) {
 
 /* A port's interface removed under the running switch: the kernel took its XDP program and
  * unbound its AF_XDP socket; the socket goes too (the port's frames, from now on, to its
- * AF_PACKET socket, as dead as the interface). Looked at when a socket says its interface is down. */
+ * AF_PACKET socket, as dead as the interface). Looked at when a socket says its interface is down,
+ * and every loop turn (at least every MAX_TIMEOUT_MS) for XSK_RECHECK_US after: the socket can
+ * read "down" while the interface is still being removed, and nothing wakes the loop again. */
 static void close_gone_xsks(ss_dataplane *dp) {
     dp->check_xsks = 0;
     for (uint32_t i = 0; i < dp->xsk_count;) {
@@ -499,7 +502,10 @@ static void close_gone_xsks(ss_dataplane *dp) {
 static uint32_t read_packet_socket(ss_dataplane *dp, int port) {
     for (int i = 0; i < RX_BATCH; i++) dp->rx_msgs[i].msg_hdr.msg_flags = 0;
     int got = recvmmsg(dp->fds[port], dp->rx_msgs, RX_BATCH, MSG_DONTWAIT, NULL);
-    if (got < 0 && (errno == ENETDOWN || errno == ENXIO) && dp->xsk_count) dp->check_xsks = 1;
+    if (got < 0 && (errno == ENETDOWN || errno == ENXIO) && dp->xsk_count) {
+        dp->check_xsks = 1;
+        dp->xsk_recheck_until = now_us(dp) + XSK_RECHECK_US;
+    }
     for (int i = 0; i < got; i++)
         dp->rx_frames[i] = (ss_xsk_frame){ dp->rx_msgs[i].msg_hdr.msg_flags & MSG_TRUNC ? NULL
                                         : dp->rx_buf + (size_t)i * SS_MAX_FRAME, dp->rx_msgs[i].msg_len };
@@ -589,7 +595,7 @@ static void *loop(void *arg) {
         send_pfc_frames(dp);
         send_waiting(dp);
         flush_xsks(dp);
-        if (dp->check_xsks) close_gone_xsks(dp);
+        if (dp->check_xsks || (dp->xsk_count && now_us(dp) < dp->xsk_recheck_until)) close_gone_xsks(dp);
         pthread_mutex_unlock(&dp->lock);
         /* a control thread waiting for the lock gets it before the next burst (a mutex is not
          * fair: at saturation the loop would take it back at once) */

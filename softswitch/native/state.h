@@ -165,6 +165,8 @@ struct ss_dataplane {
     int xsk_ports[SS_MAX_PORTS];   /* the numbers of the ports with one, xsk_count of them */
     uint32_t xsk_count;
     int check_xsks;                /* a socket reported its interface down: is one gone? */
+    uint64_t xsk_recheck_until;    /* and until then (us), every loop turn: a removed interface
+                                    * reads down before it leaves the kernel's list of interfaces */
     /* the CPU port (guarded by io_lock, not lock: Python drains it while the loop runs) */
     pthread_mutex_t io_lock;
     int packet_in_fd;
