@@ -5,8 +5,8 @@ by addresses alone and ECMP hashes them where it may. With ``disjoint`` load bal
 HPN's precise path control) each member of each group binds a port of its own, chosen with the
 fabric's hash (`controller.load_balance.hash_paths.HashPaths`) so that the flows the groups carry
 (`ring_pairs`) spread over the links: a member at a time, the port among seeded candidates whose
-flows' busiest link carries the fewest other flows (then the fewest shared in all), round after
-round while one moves. A member's port is both the source of its flows to its next member and
+flows' busiest link carries the least (flows weighted by their group's bytes; then the least
+shared in all), round after round while one moves. A member's port is both the source of its flows to its next member and
 the destination of its previous member's, so the choice is a search over members, not flows.
 """
 from __future__ import annotations
@@ -38,10 +38,14 @@ def ring_pairs(groups: Sequence[Sequence[int]], all_to_all: set[tuple[int, ...]]
 
 
 def disjoint_group_ports(paths: HashPaths, hosts: Sequence[str], groups: Sequence[Sequence[int]],
-                         pairs: Sequence[Pair], ports: range, seed: int) -> list[list[int]]:
+                         pairs: Sequence[Pair], ports: range, seed: int,
+                         weights: Sequence[float] | None = None) -> list[list[int]]:
     """Per group, per member (in the group's order), the port it binds (see the module);
-    ``ports``: where they are drawn from, ``ports.start + index`` each group's to begin with."""
+    ``ports``: where they are drawn from, ``ports.start + index`` each group's to begin with.
+    ``weights``: per group, what one of its flows counts on a link (its bytes: a data-parallel
+    ring's flows then keep apart before a barrier's do); None: every flow 1."""
     rng = random.Random(seed)
+    weight = list(weights) if weights is not None else [1.0] * len(groups)
     port = {(i, r): ports.start + i for i, g in enumerate(groups) for r in g}
     touching: dict[tuple[int, int], list[Pair]] = {}
     for p in pairs:
@@ -62,24 +66,29 @@ def disjoint_group_ports(paths: HashPaths, hosts: Sequence[str], groups: Sequenc
         return known[key]
 
     loads: Counter = Counter()
+
+    def add(p: Pair, sign: int) -> None:
+        for ln in links(p):
+            loads[ln] += sign * weight[p[0]]
+
     for p in pairs:
-        loads.update(links(p))
+        add(p, 1)
     for _ in range(ROUNDS):
         moved = False
         for member, mine in touching.items():
             for p in mine:
-                loads.subtract(links(p))
+                add(p, -1)
             taken = {port[(i, r)] for (i, r) in port if r == member[1] and (i, r) != member}
             options = [port[member]] + [c for c in rng.sample(ports, min(CANDIDATES, len(ports))) if c not in taken]
 
-            def cost(candidate: int) -> tuple[int, int]:
-                used = [ln for p in mine for ln in links(p, member, candidate)]
-                return max((loads[ln] for ln in used), default=0), sum(loads[ln] for ln in used)
+            def cost(candidate: int) -> tuple[float, float]:
+                used = [(ln, weight[p[0]]) for p in mine for ln in links(p, member, candidate)]
+                return max((loads[ln] + w for ln, w in used), default=0), sum(loads[ln] * w for ln, w in used)
             best = min(options, key=cost)
             if cost(best) < cost(port[member]):
                 port[member], moved = best, True
             for p in mine:
-                loads.update(links(p))
+                add(p, 1)
         if not moved:
             break
     return [[port[(i, r)] for r in g] for i, g in enumerate(groups)]

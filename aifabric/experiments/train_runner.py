@@ -74,7 +74,21 @@ def disjoint_ports(controller, workload: Workload, seed: int = 0) -> list[list[i
     hosts, groups, pairs = _talking(workload)
     base = BASE_PORT + SEED_PORTS * seed
     with HashPaths.of(controller) as paths:
-        return disjoint_group_ports(paths, hosts, groups, pairs, range(base, AGG_UDP_PORT), seed)
+        return disjoint_group_ports(paths, hosts, groups, pairs, range(base, AGG_UDP_PORT), seed,
+                                    group_bytes(workload, groups))
+
+
+def group_bytes(workload: Workload, groups: list[list[int]]) -> list[float]:
+    """Per group, the bytes its communication ops name in an iteration (at least 1)."""
+    index = {tuple(g): i for i, g in enumerate(groups)}
+    total = [0.0] * len(groups)
+    for op in workload.all_ops():
+        if op.is_compute:
+            continue
+        key = tuple(sorted(op.group)) if op.kind.value in ("send", "recv") else tuple(op.group)
+        if key in index:
+            total[index[key]] += op.bytes
+    return [max(t, 1.0) for t in total]
 
 
 def _talking(workload: Workload) -> tuple[list[str], list[list[int]], list]:

@@ -192,3 +192,31 @@ def test_disjoint_ports_spread_a_workloads_flows_as_well_as_free_paths_would():
 def _fat_tree():
     from topologies.fabric import fat_tree
     return fat_tree(4)
+
+
+def test_disjoint_ports_keep_the_groups_that_carry_most_apart():
+    """DP4 x TP2: the data-parallel rings carry most of the bytes. With flows weighted by their
+    group's bytes, no link carries two of those rings' flows (counted alike, a barrier's flow
+    weighed as much, and two of them shared a link: `bench train`'s step stayed ECMP's)."""
+    from collections import Counter
+
+    from aifabric.experiments.train_runner import _talking, disjoint_ports, group_bytes
+    from controller.fabric_controller import FabricController, Pipeline
+    from controller.load_balance.hash_paths import FiveTuple, HashPaths
+    workload = _workload(4, 2, 1)
+    hosts, groups, pairs = _talking(workload)
+    weights = group_bytes(workload, groups)
+    heaviest = {i for i, w in enumerate(weights) if w == max(weights)}
+    assert heaviest == {i for i, g in enumerate(groups) if len(g) == 4}       # the two DP rings
+    ctl = FabricController(_fat_tree(), Pipeline.from_build_dir())
+    try:
+        ports = disjoint_ports(ctl, workload, seed=1)
+        with HashPaths.of(ctl) as paths:
+            loads: Counter = Counter()
+            for i, a, b in pairs:
+                if i in heaviest and hosts[a] != hosts[b]:
+                    loads.update(paths.links(FiveTuple(hosts[a], hosts[b], ports[i][groups[i].index(a)],
+                                                       ports[i][groups[i].index(b)])))
+    finally:
+        ctl.close()
+    assert max(loads.values()) == 1, loads.most_common(3)
