@@ -60,6 +60,11 @@ def groups_of(workload: Workload) -> list[list[int]]:
     return [list(g) for g in seen]
 
 
+def base_port(seed: int) -> int:
+    """The first group's UDP port under ``seed`` (the others follow it, one a group)."""
+    return BASE_PORT + SEED_PORTS * seed
+
+
 def workload_flows(workload: Workload, seed: int = 0, ports: list[list[int]] | None = None) -> list[FiveTuple]:
     """The flows the ranks' groups carry (`rank_ports.ring_pairs`; what ``static`` load balancing
     pins), on the ports `run_workload` gives them (``ports``: each member's own, as ``disjoint``
@@ -72,9 +77,8 @@ def workload_flows(workload: Workload, seed: int = 0, ports: list[list[int]] | N
 def disjoint_ports(controller, workload: Workload, seed: int = 0) -> list[list[int]]:
     """Each member's port in each group, chosen with the fabric's hash (`rank_ports`)."""
     hosts, groups, pairs = _talking(workload)
-    base = BASE_PORT + SEED_PORTS * seed
     with HashPaths.of(controller) as paths:
-        return disjoint_group_ports(paths, hosts, groups, pairs, range(base, AGG_UDP_PORT), seed,
+        return disjoint_group_ports(paths, hosts, groups, pairs, range(base_port(seed), AGG_UDP_PORT), seed,
                                     group_bytes(workload, groups))
 
 
@@ -102,7 +106,7 @@ def _talking(workload: Workload) -> tuple[list[str], list[list[int]], list]:
 
 def _ports(groups: list[list[int]], seed: int, ports: list[list[int]] | None) -> dict[tuple[int, int], int]:
     """(group index, rank) -> the port it binds: the group's, or its own from ``ports``."""
-    base = BASE_PORT + SEED_PORTS * seed
+    base = base_port(seed)
     if ports is None:
         return {(i, r): base + i for i, g in enumerate(groups) for r in g}
     return {(i, r): ports[i][k] for i, g in enumerate(groups) for k, r in enumerate(g)}
@@ -292,7 +296,7 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
     world = workload.job.parallelism.world
     hosts = [workload.placement.host(r) for r in range(world)]
     addresses = [str(lab.fabric.host(h).ip4.ip) for h in hosts]
-    plan = {**plan_of(workload, addresses, iterations, BASE_PORT + SEED_PORTS * seed),
+    plan = {**plan_of(workload, addresses, iterations, base_port(seed)),
             **timeouts_for(link, comm_streams(workload))}
     shared = range(plan["base_port"], plan["base_port"] + len(plan["groups"]))    # a port a group
     if shared.stop > AGG_UDP_PORT:          # kept below it and the ring baseline's port above it

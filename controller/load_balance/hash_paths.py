@@ -29,13 +29,13 @@ from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 
-from controller.p4names import UDP_PORT_ROCEV2
+from controller.p4names import PROTO_TCP, PROTO_UDP, UDP_PORT_ROCEV2
 from controller.paths import MAX_PATH_SWITCHES, PathHop
 from controller.reconcile import plan
 from softswitch.offline import OfflineSwitch
 from topologies.fabric import Fabric
 
-PROTOCOLS = ("udp", "tcp")
+PROTOCOLS = {"udp": PROTO_UDP, "tcp": PROTO_TCP}      # name -> IP protocol number
 PAYLOAD = bytes(64)            # the probe frame's payload: the hash reads headers only
 
 
@@ -53,9 +53,13 @@ class FiveTuple:
 
     def __post_init__(self) -> None:
         if self.protocol not in PROTOCOLS:
-            raise ValueError(f"five-tuple {self}: protocol {self.protocol!r} is not one of {PROTOCOLS}")
+            raise ValueError(f"five-tuple {self}: protocol {self.protocol!r} is not one of {tuple(PROTOCOLS)}")
         if self.flow_label and not self.ipv6:
             raise ValueError(f"five-tuple {self}: a flow label needs IPv6")
+
+    @property
+    def protocol_number(self) -> int:
+        return PROTOCOLS[self.protocol]
 
 
 class HashPaths:

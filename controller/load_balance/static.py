@@ -14,8 +14,6 @@ from controller.load_balance.spread import SEARCH_BUDGET, balanced
 from controller.load_balance.te.overrides import Pin
 from controller.paths import installed_paths
 
-PROTOCOL_NUMBERS = {"udp": 17, "tcp": 6}
-
 
 def static_pins(controller, flows: Sequence[FiveTuple], budget: int = SEARCH_BUDGET) -> list[Pin]:
     """The pins that put each of ``flows`` on its path (IPv4 five-tuples)."""
@@ -31,7 +29,7 @@ def static_pins(controller, flows: Sequence[FiveTuple], budget: int = SEARCH_BUD
             for hop in path:
                 choices.setdefault(hop.switch, set()).add(hop.egress_port)
         src, dst = fabric.host(flow.src).ip4.ip, fabric.host(flow.dst).ip4.ip
-        pins += [Pin(hop.switch, str(src), str(dst), PROTOCOL_NUMBERS[flow.protocol], flow.sport, flow.dport,
+        pins += [Pin(hop.switch, str(src), str(dst), flow.protocol_number, flow.sport, flow.dport,
                      hop.egress_port)
                  for hop in paths[index] if len(choices[hop.switch]) > 1]
     return pins
