@@ -37,6 +37,7 @@ bench: setup
 	$(PY) -m benchmarks.teardown
 	$(PY) -m benchmarks.allreduce
 	$(PY) -m benchmarks.load_balance
+	$(PY) -m benchmarks.congestion_control
 	$(PY) -m benchmarks.load_balance_te_placement
 	$(PY) -m benchmarks.scale
 	$(PY) -m benchmarks.failover

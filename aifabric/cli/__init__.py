@@ -42,6 +42,8 @@ Commands, with their main options (each command's --help has them all):
                                                                         SwitchML's trend, nccl-tests' busbw
     aifabric bench resilience [--recoveries ...] [--seeds ...]          a job through the same seeded failures
                               [--mtbf 6] [--outage 2]                   under each recovery: time lost, ETTR
+    aifabric bench cc [--controls ...] [--seeds ...] [--rate 10]       host congestion controls (none, DCQCN, TIMELY,
+                                                                        Swift) on one incast: queue, short flows' FCT
     aifabric clean                                                      remove leftovers
     aifabric fail link A B | fail switch S                              inject a failure into the fabric
     aifabric restore link A B | restore switch S                        of a running `aifabric up`
@@ -181,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="demo lossless: which scenes (default: all)")
 
     bench = _command(sub, "bench", help="run a comparison on a fabric: load-balance (lb), collectives, train, fidelity, "
-                                        "resilience")
+                                        "resilience, cc")
     bench_sub = bench.add_subparsers(dest="which", required=True)
     from aifabric.cli.load_balance_cli import add_arguments as lb_arguments
     lb = _command(bench_sub, "load-balance", aliases=["lb"],
@@ -209,6 +211,10 @@ def build_parser() -> argparse.ArgumentParser:
                                                         "reroute, both): time lost, effective training time (k=4)")
     from aifabric.experiments.resilience_bench import add_arguments as resilience_arguments
     resilience_arguments(resilience)
+    cc = _command(bench_sub, "cc", help="the hosts' congestion controls (none, DCQCN, TIMELY, Swift) on the same "
+                                        "incast: bottleneck queue, short flows' completion times, fairness (k=4)")
+    from aifabric.experiments.cc_bench import add_arguments as cc_arguments
+    cc_arguments(cc)
     for bench_parser in (coll, train, fidelity):
         bench_parser.add_argument("--p4-build", metavar="DIR", help=P4_BUILD_HELP)
 
@@ -345,13 +351,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "train":       # its own checks, its own lab
         from aifabric.cli import train_cli
         return train_cli.run(args)
-    if args.command == "bench" and args.which in ("train", "fidelity", "resilience"):     # their own labs
+    if args.command == "bench" and args.which in ("train", "fidelity", "resilience", "cc"):     # their own labs
         if os.geteuid() != 0:
             print("aifabric: error: must run as root (network namespaces, raw sockets)", file=sys.stderr)
             return 2
         if args.which == "fidelity":
             from aifabric.experiments import fidelity_bench
             return fidelity_bench.run_args(args)
+        if args.which == "cc":
+            from aifabric.experiments import cc_bench
+            return cc_bench.run_args(args)
         if args.which == "resilience":
             from aifabric.experiments import resilience_bench
             return resilience_bench.run_args(args)

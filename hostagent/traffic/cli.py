@@ -17,6 +17,7 @@ import sys
 import time
 from typing import Sequence
 
+from hostagent.traffic.controlled import CcSettings
 from hostagent.traffic.flows import ROCEV2_PORT, TCP_PORT, WireFlow
 from hostagent.traffic.receiver import Receiver, ReceiverConfig
 from hostagent.traffic.sender import Impairments, run_sender
@@ -43,6 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--pause", default=None, metavar="MAP_ID:HOST_ID",
                    help="hold a UDP flow while its class (its priority) is paused by 802.1Qbb PFC, as a NIC "
                         "holds its queue: the host's pause state (hostagent.lossless.HostPause.sender_arg)")
+
+    s.add_argument("--cc", default=None, metavar="JSON",
+                   help="run every UDP flow under a host congestion control: "
+                        '{"name": "timely"|"swift", "link_bps": B, "base_rtt_s": S} '
+                        "(hostagent.traffic.controlled.CcSettings); the receivers acknowledge its datagrams")
 
     r = sub.add_parser("receive", help="count the flows arriving at this host")
     r.add_argument("--udp-port", type=int, action="append", default=None,
@@ -78,7 +84,8 @@ def _send(args: argparse.Namespace) -> int:
         from hostagent.lossless.pause import PauseReader
         pause = PauseReader.from_arg(args.pause)
     sent = run_sender(flows, start_at, impair=Impairments(args.swap_every, args.drop_every),
-                      tcp_timeout=args.tcp_timeout, rate_control_port=args.rate_control_port, pause=pause)
+                      tcp_timeout=args.tcp_timeout, rate_control_port=args.rate_control_port, pause=pause,
+                      cc=CcSettings.from_arg(args.cc) if args.cc else None)
     print(json.dumps(sent.to_dict()), flush=True)
     return 1 if any(f.error for f in sent.flows) else 0
 

@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
+from hostagent.traffic.controlled import CcSettings
 from hostagent.traffic.flows import FlowSpec, WireFlow
 from hostagent.traffic.flowstats import TcpReceived, UdpReceived
 from hostagent.traffic.helper_procs import json_result as _json_result
@@ -111,7 +112,16 @@ class FlowResult:
                 "delivered_bytes": self.delivered_bytes, "fct_s": self.fct_s, "out_of_order": self.out_of_order,
                 "lost": self.lost, "throughput_bps": self.throughput_bps, "sender_late_s": self.sender_late_s,
                 "paused_s": self.sent.paused_s if self.sent is not None else 0.0,
-                "error": self.sent.error if self.sent is not None else "no sender record"}
+                "error": self.sent.error if self.sent is not None else "no sender record", **self._cc_summary()}
+
+    def _cc_summary(self) -> dict:
+        s = self.sent
+        if s is None or s.cc is None:
+            return {}
+        return {"cc": s.cc, "acks": s.acks, "acks_missing": s.acks_missing, "acks_late": s.acks_late,
+                "rtt_min_us": s.rtt_min_us,
+                "rtt_mean_us": round(s.rtt_sum_us / s.acks, 1) if s.acks else None,
+                "window_wait_s": round(s.window_wait_s, 3)}
 
 
 def _check_flows(hosts: Mapping[str, object], flows: Sequence[FlowSpec]) -> None:
@@ -186,12 +196,13 @@ def start_receivers(hosts: Mapping[str, object], flows: Sequence[FlowSpec], *, q
 def start_senders(hosts: Mapping[str, object], flows: Sequence[FlowSpec], *, start_delay: float = 1.0,
                   addr_of: Callable[[str], str] | None = None, python: str = sys.executable,
                   tcp_timeout: float = 30.0, swap_every: int = 0, drop_every: int = 0,
-                  rate_control_port: int = 0, pause: Mapping[str, str] | None = None) -> list[ProcessHandle]:
+                  rate_control_port: int = 0, pause: Mapping[str, str] | None = None,
+                  cc: CcSettings | None = None) -> list[ProcessHandle]:
     """One sender on every source host of ``flows``; all flows' ``start`` offsets count from
     ``start_delay`` s from now. ``addr_of(host name)`` gives a destination's address (default:
     the host's ``.IP()``). ``swap_every``/``drop_every``/``rate_control_port`` (a host agent's
     DCQCN sets the UDP rates), ``pause`` (host -> its PFC state, hostagent.lossless: paused classes
-    held): see `hostagent.traffic.sender`."""
+    held), ``cc`` (the UDP flows' congestion control): see `hostagent.traffic.sender`."""
     _check_flows(hosts, flows)
     addr = addr_of or (lambda name: hosts[name].IP())
     start_at = time.time() + start_delay
@@ -207,6 +218,8 @@ def start_senders(hosts: Mapping[str, object], flows: Sequence[FlowSpec], *, sta
                     "--swap-every", swap_every, "--drop-every", drop_every, "--rate-control-port", rate_control_port]
             if pause and host in pause:
                 args += ["--pause", pause[host]]
+            if cc is not None:
+                args += ["--cc", cc.to_arg()]
             handles.append(ProcessHandle(host, hosts[host].popen(_traffic_cmd(python, *args)), ids))
     except BaseException:
         stop(handles)
@@ -259,14 +272,15 @@ def run_traffic(hosts: Mapping[str, object], flows: Sequence[FlowSpec], *, quiet
                 deadline: float = 60.0, reorder_buffer: bool = False, start_delay: float = 1.0,
                 addr_of: Callable[[str], str] | None = None, python: str = sys.executable,
                 tcp_timeout: float = 30.0, swap_every: int = 0, drop_every: int = 0,
-                rate_control_port: int = 0, pause: Mapping[str, str] | None = None) -> list[FlowResult]:
+                rate_control_port: int = 0, pause: Mapping[str, str] | None = None,
+                cc: CcSettings | None = None) -> list[FlowResult]:
     """`start_receivers`, `start_senders` and `collect` in one, stopping everything on an error."""
     receivers = start_receivers(hosts, flows, quiet=quiet, deadline=deadline, reorder_buffer=reorder_buffer,
                                 python=python)
     try:
         senders = start_senders(hosts, flows, start_delay=start_delay, addr_of=addr_of, python=python,
                                 tcp_timeout=tcp_timeout, swap_every=swap_every, drop_every=drop_every,
-                                rate_control_port=rate_control_port, pause=pause)
+                                rate_control_port=rate_control_port, pause=pause, cc=cc)
     except BaseException:
         stop(receivers)
         raise

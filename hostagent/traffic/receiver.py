@@ -6,7 +6,9 @@ the datagrams carry as their queue pair, not by source port: that is entropy a h
 change mid-flow to move it to another path (PLB); the record keeps the first source port seen
 (`hostagent.traffic.flowstats` says what it counts), takes arrival times
 from the kernel's receive timestamps (SO_TIMESTAMPNS, CLOCK_REALTIME) and answers every TCP
-stream with the bytes it got once they are all in. It ends when ``expect`` flows are complete,
+stream with the bytes it got once they are all in. A datagram whose AckReq bit is set (its
+sender runs a congestion control) is acknowledged at once, from the port it arrived on to its
+source (`hostagent.traffic.wire`: the send time echoed, arrival and acknowledgement times). It ends when ``expect`` flows are complete,
 or ``quiet`` seconds after the last packet once every expected flow has begun (any flow, without
 ``expect``), or at ``deadline`` seconds, or on SIGTERM/SIGINT, and reports as `Received`.
 """
@@ -23,6 +25,7 @@ from hostagent.traffic.tcpinfo import tcp_info
 from hostagent.traffic.wire import (
     TCP_PREAMBLE_BYTES,
     MalformedDatagram,
+    pack_ack,
     pack_tcp_ack,
     unpack_datagram_header,
     unpack_tcp_preamble,
@@ -69,6 +72,8 @@ class Received:
     tcp_ports: list[int]
     malformed: int              # datagrams that were not the traffic tools' (or contradicted their flow)
     flows: list[UdpReceived | TcpReceived]
+    acks_sent: int = 0          # acknowledgements of datagrams that asked for one
+    ack_errors: int = 0         # acknowledgements the kernel would not send
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -76,7 +81,8 @@ class Received:
     @classmethod
     def from_dict(cls, data: dict) -> "Received":
         flows = [UdpReceived(**f) if f["protocol"] == "udp" else TcpReceived(**f) for f in data["flows"]]
-        return cls(data["clock"], data["ended"], data["udp_ports"], data["tcp_ports"], data["malformed"], flows)
+        return cls(data["clock"], data["ended"], data["udp_ports"], data["tcp_ports"], data["malformed"], flows,
+                   data.get("acks_sent", 0), data.get("ack_errors", 0))
 
 
 def _plain(addr: str) -> str:
@@ -92,6 +98,7 @@ class Receiver:
         self.udp: dict[tuple[str, int, str, int], UdpFlowStats] = {}   # (src, flow id, dst, port)
         self.tcp: list[TcpFlowStats] = []
         self.malformed = 0
+        self.acks_sent = self.ack_errors = 0
         self.stopped = False
         self.last_activity: float | None = None
         try:
@@ -186,7 +193,8 @@ class Receiver:
                 else:
                     self._read_tcp(sock, key.data[1])
         records = [f.record() for f in self.udp.values()] + [t.record() for t in self.tcp]
-        return Received("CLOCK_REALTIME", ended, self.config.udp_ports, self.config.tcp_ports, self.malformed, records)
+        return Received("CLOCK_REALTIME", ended, self.config.udp_ports, self.config.tcp_ports, self.malformed, records,
+                        self.acks_sent, self.ack_errors)
 
     def _read_udp(self, sock: socket.socket, port: int) -> None:
         for _ in range(UDP_BATCH):
@@ -218,6 +226,15 @@ class Receiver:
                 self.malformed += 1
                 continue
             flow.add(head.seq, head.send_ns, arrival_ns, len(data))
+            if head.ack_req:
+                self._acknowledge(sock, addr, head.flow_id, head.seq, head.send_ns, arrival_ns)
+
+    def _acknowledge(self, sock: socket.socket, addr, flow_id: int, seq: int, send_ns: int, arrival_ns: int) -> None:
+        try:
+            sock.sendto(pack_ack(flow_id, seq, send_ns, arrival_ns, time.time_ns()), addr)
+            self.acks_sent += 1
+        except OSError:
+            self.ack_errors += 1        # the sender counts the acknowledgement as missing
 
     def _accept(self, listener: socket.socket) -> None:
         try:

@@ -21,6 +21,13 @@ is not sent while its class (``priority``) is paused: the flow waits, its schedu
 the time it waited (``paused_s``), as a NIC's queue of a paused class waits and then goes on at
 its pace. The datagrams carry the flow's DSCP (``dscp``).
 
+With ``cc`` (`hostagent.traffic.controlled.CcSettings`: TIMELY or Swift) every UDP flow runs
+under that host congestion control: its datagrams ask for acknowledgements, the acknowledgements
+feed the control, and the flow keeps to the control's window (datagrams in flight) and pacing
+rate besides its own rate_pps. A flow held by its full window waits until an acknowledgement
+(or a timeout) frees room, its schedule moved on by the wait (``window_wait_s``); the loop
+sleeps in select() on the flows' sockets, so an acknowledgement wakes it.
+
 Two impairments exist to check receivers: ``swap_every`` K sends the datagrams with sequence
 numbers q and q+1 in swapped order for every q that is a multiple of K (one out-of-order
 datagram per swap), ``drop_every`` K skips sequence numbers K-1, 2K-1, ... (counted as
@@ -29,11 +36,13 @@ datagram per swap), ``drop_every`` K skips sequence numbers K-1, 2K-1, ... (coun
 from __future__ import annotations
 
 import heapq
+import select
 import socket
 import threading
 import time
 from dataclasses import asdict, dataclass, field
 
+from hostagent.traffic.controlled import CcSettings, Controlled
 from hostagent.traffic.flows import WireFlow
 from hostagent.traffic.ratecontrol import RateListener, frame_bytes
 from hostagent.traffic.tcpinfo import tcp_info
@@ -43,6 +52,8 @@ MIN_SLEEP_S = 0.0005
 MAX_LAG_S = 0.02
 PAUSE_CHECK_S = 0.0005      # a paused flow looks again this soon at the latest (an XON ends a pause early)
 RATE_CHECK_S = 0.002        # how often rate-control messages are looked for (and the longest sleep then)
+WINDOW_CHECK_S = 0.002      # flows their windows hold look for timeouts this often (an acknowledgement wakes them)
+DRAIN_S = 2.0               # after the last datagram, acknowledgements are awaited this long at most
 TCP_CHUNK = 64 * 1024
 _ZEROS = memoryview(bytes(TCP_CHUNK))
 
@@ -69,6 +80,15 @@ class SentFlow:
     rate_updates: int = 0       # UDP: rate-control messages applied to the flow
     min_rate_pps: float | None = None   # UDP: the lowest rate they set
     paused_s: float = 0.0       # UDP: how long PFC held it (pause)
+    cc: str | None = None       # UDP: its congestion control (cc), and what it did:
+    acks: int = 0               #   acknowledgements taken
+    acks_missing: int = 0       #   datagrams given up as lost after the retransmission timeout
+    acks_late: int = 0          #   acknowledgements that came after that
+    ack_errors: int = 0         #   datagrams on the flow's socket that were no acknowledgement of it
+    rtt_min_us: float | None = None
+    rtt_sum_us: float = 0.0     #   the mean RTT is rtt_sum_us / acks
+    window_wait_s: float = 0.0  #   how long its window held it
+    cc_trace: list = field(default_factory=list)    # (time s, rate bits/s or None, window or None)
 
 
 @dataclass
@@ -136,14 +156,19 @@ def _bound_socket(flow: WireFlow, kind: socket.SocketKind) -> socket.socket:
 
 
 class _UdpFlow:
-    __slots__ = ("wire", "record", "sock", "buf", "position", "base", "rate")
+    __slots__ = ("wire", "record", "sock", "buf", "position", "base", "rate", "controlled")
 
-    def __init__(self, wire: WireFlow, record: SentFlow, sock: socket.socket, base: float):
+    def __init__(self, wire: WireFlow, record: SentFlow, sock: socket.socket, base: float,
+                 cc: CcSettings | None = None):
         self.wire, self.record, self.sock = wire, record, sock
         self.buf = bytearray(wire.spec.payload)
         self.position = 0
         self.base = base            # monotonic time of position 0
         self.rate = wire.spec.rate_pps
+        self.controlled = None
+        if cc is not None:
+            record.cc = cc.name
+            self.controlled = Controlled(cc, frame_bytes(wire.spec.payload, ":" in wire.dst_addr), record)
 
     def due(self) -> float:
         return self.base + self.position / self.rate
@@ -172,6 +197,45 @@ def _apply_rates(flows: list[_UdpFlow], control: RateListener) -> bool:
     return changed
 
 
+def _take_acks(flows: list[_UdpFlow]) -> bool:
+    """Read every controlled flow's acknowledgements and timeouts and keep its pace to its
+    control's rate; True when a flow's pace changed."""
+    now_ns = time.time_ns()
+    changed = False
+    for f in flows:
+        c = f.controlled
+        if c is None:
+            continue
+        c.read_acks(f.sock, f.wire.id, now_ns)
+        c.expire(now_ns)
+        rate = c.rate_pps()
+        want = f.wire.spec.rate_pps if rate is None else min(f.wire.spec.rate_pps, rate)
+        if abs(want - f.rate) > 1e-3 * f.rate and f.position < f.wire.spec.size:
+            f.set_rate_bps(want * 8 * frame_bytes(f.wire.spec.payload, ":" in f.wire.dst_addr))
+            changed = True
+    return changed
+
+
+def _drain_acks(flows: list[_UdpFlow]) -> None:
+    """After the last datagram: the outstanding acknowledgements, until each is in or timed out."""
+    controlled = [f for f in flows if f.controlled is not None]
+    end = time.monotonic() + DRAIN_S
+    while any(f.controlled.in_flight for f in controlled) and time.monotonic() < end:
+        select.select([f.sock for f in controlled], [], [], WINDOW_CHECK_S * 4)
+        _take_acks(controlled)
+    for f in controlled:                # still out when the wait ended: missing too
+        f.record.acks_missing += len(f.controlled.in_flight)
+        f.controlled.in_flight.clear()
+
+
+def _sleep(seconds: float, controlled: list[socket.socket]) -> None:
+    """Sleep, waking early when an acknowledgement arrives for a controlled flow."""
+    if controlled:
+        select.select(controlled, [], [], seconds)
+    else:
+        time.sleep(seconds)
+
+
 def _held(f: _UdpFlow, pause, now: float) -> float:
     """Seconds to hold ``f`` now (its class paused: up to PAUSE_CHECK_S at a time), its schedule
     moved on by them; 0 when it may send."""
@@ -189,21 +253,35 @@ def _send_udp(flows: list[_UdpFlow], impair: Impairments, control: RateListener 
     heap = [(f.due(), i) for i, f in enumerate(flows)]
     heapq.heapify(heap)
     next_check = 0.0
-    while heap:
+    acked = [f.sock for f in flows if f.controlled is not None]
+    held: dict[int, float] = {}         # flows their full window holds -> since when
+    while heap or held:
         now = time.monotonic()
+        moved = bool(acked) and _take_acks(flows)
         if control is not None and now >= next_check:
             next_check = now + RATE_CHECK_S
-            if _apply_rates(flows, control):        # due times moved: order the heap again
-                heap = [(flows[i].due(), i) for _, i in heap]
-                heapq.heapify(heap)
+            moved = _apply_rates(flows, control) or moved
+        for i in [i for i in held if flows[i].controlled.window_open()]:
+            _release(flows[i], now - held.pop(i))
+            heap.append((0.0, i))
+            moved = True
+        if moved:                                   # due times moved: order the heap again
+            heap = [(flows[i].due(), i) for _, i in heap]
+            heapq.heapify(heap)
+        if not heap:                                # every flow left waits for acknowledgements
+            _sleep(WINDOW_CHECK_S, acked)
+            continue
         due, i = heap[0]
         if due - now > MIN_SLEEP_S:
-            time.sleep(due - now if control is None else min(due - now, RATE_CHECK_S))
+            _sleep(due - now if control is None and not held else min(due - now, RATE_CHECK_S), acked)
             continue
         heapq.heappop(heap)
         f = flows[i]
         if pause is not None and _held(f, pause, now):     # PFC: its class is paused
             heapq.heappush(heap, (f.due(), i))
+            continue
+        if f.controlled is not None and not f.controlled.window_open():     # its congestion window is full
+            held[i] = now
             continue
         if now - due > MAX_LAG_S:             # stalled: move the schedule on instead of bursting
             shift = now - due - MAX_LAG_S
@@ -215,6 +293,13 @@ def _send_udp(flows: list[_UdpFlow], impair: Impairments, control: RateListener 
             heapq.heappush(heap, (f.due(), i))
 
 
+def _release(f: _UdpFlow, waited: float) -> None:
+    """A flow its window held for ``waited`` seconds may send again: its schedule moves on by
+    the wait (what it would have sent meanwhile is not sent in a burst)."""
+    f.base += waited
+    f.record.window_wait_s += waited
+
+
 def _send_one(f: _UdpFlow, impair: Impairments) -> None:
     wire, rec = f.wire, f.record
     seq = impair.seq_at(f.position, wire.spec.size)
@@ -222,13 +307,15 @@ def _send_one(f: _UdpFlow, impair: Impairments) -> None:
         rec.dropped += 1
         return
     now_ns = time.time_ns()
-    pack_datagram_header(f.buf, wire.id, seq, wire.spec.size, now_ns)
+    pack_datagram_header(f.buf, wire.id, seq, wire.spec.size, now_ns, ack_req=f.controlled is not None)
     try:
         f.sock.sendto(f.buf, (wire.dst_addr, wire.spec.dport))
     except OSError as err:
         rec.send_errors += 1
         rec.error = f"sendto {wire.dst_addr}:{wire.spec.dport}: {err.strerror or err}"
         return
+    if f.controlled is not None:
+        f.controlled.sent(seq, now_ns)
     if not rec.sent:
         rec.first_send = now_ns / 1e9
     rec.last_send = now_ns / 1e9
@@ -268,11 +355,12 @@ def _run_tcp(wire: WireFlow, rec: SentFlow, at: float, timeout: float) -> None:
 
 
 def run_sender(flows: list[WireFlow], start_at: float, *, impair: Impairments = Impairments(),
-               tcp_timeout: float = 30.0, rate_control_port: int = 0, pause=None) -> Sent:
+               tcp_timeout: float = 30.0, rate_control_port: int = 0, pause=None,
+               cc: CcSettings | None = None) -> Sent:
     """Send ``flows`` starting at ``start_at`` (CLOCK_REALTIME seconds; if that has passed: now,
     with ``late_s`` reported) and return what was sent. Source ports are bound before the start, so a port in use fails at once.
     ``rate_control_port`` (0: none): take UDP rates from there; ``pause``: hold paused classes
-    (see the module docstring)."""
+    (see the module docstring); ``cc``: the UDP flows' congestion control."""
     ids = [f.id for f in flows]
     if len(set(ids)) != len(ids):
         raise ValueError(f"flow ids repeat: {sorted({i for i in ids if ids.count(i) > 1})}")
@@ -282,7 +370,7 @@ def run_sender(flows: list[WireFlow], start_at: float, *, impair: Impairments = 
     try:
         for wire, rec in zip(flows, records):
             if wire.spec.protocol == "udp":
-                udp.append(_UdpFlow(wire, rec, _bound_socket(wire, socket.SOCK_DGRAM), 0.0))
+                udp.append(_UdpFlow(wire, rec, _bound_socket(wire, socket.SOCK_DGRAM), 0.0, cc))
         late = time.time() - start_at
         # start_at on the monotonic clock; a process ready only after it starts at once, its
         # flows' offsets and pacing kept (late_s says by how much it missed the common start)
@@ -294,6 +382,7 @@ def run_sender(flows: list[WireFlow], start_at: float, *, impair: Impairments = 
         for t in threads:
             t.start()
         _send_udp(udp, impair, control, pause)
+        _drain_acks(udp)
         for t in threads:
             t.join()
     finally:

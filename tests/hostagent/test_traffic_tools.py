@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from pyroute2 import IPRoute, NetNS, netns
 
-from hostagent.traffic.drive import FlowResult, collect, run_traffic, start_receivers, start_senders
+from hostagent.traffic.drive import FlowResult, collect, run_traffic, start_receivers, start_senders, stop
 from hostagent.traffic.flows import ROCEV2_PORT, FlowSpec
 from hostagent.traffic.flowstats import TcpReceived, UdpReceived
 from hostagent.traffic.receiver import Received
@@ -195,3 +195,53 @@ def test_a_flow_nothing_reported_summarises_as_json() -> None:
     summary = r.summary()
     assert json.loads(json.dumps(summary)) == summary
     assert (summary["complete"], summary["error"], r.lost, r.out_of_order) == (False, "no sender record", 3, None)
+
+
+# -- flows under a host congestion control (hostagent.traffic.controlled) ---------------------------
+CC = {"name": "swift", "link_bps": 100e6, "base_rtt_s": 0.001}
+
+
+def test_a_controlled_flow_is_acknowledged_datagram_by_datagram(hosts) -> None:
+    """Every datagram asks for an acknowledgement and gets one: the sender takes as many as it
+    sent, none times out, and the RTTs it measured are those of a veth (under a second)."""
+    from hostagent.traffic.controlled import CcSettings
+    flows = [udp("a", "b", 50061, 300, rate_pps=3000)]
+    receivers = start_receivers(hosts, flows, quiet=0.5, deadline=DEADLINE)
+    senders = start_senders(hosts, flows, start_delay=0.3, cc=CcSettings(**CC))
+    try:        # unacknowledged, Swift would slow to a datagram a second: fail rather than wait
+        senders[0].proc.wait(timeout=DEADLINE)
+    except subprocess.TimeoutExpired:
+        stop([*senders, *receivers])
+        raise
+    r = collect(flows, senders, receivers)[0]
+    sent = r.sent
+    assert sent.error is None and r.complete and sent.cc == "swift"
+    assert (sent.sent, sent.acks, sent.acks_missing, sent.acks_late, sent.ack_errors) == (300, 300, 0, 0, 0)
+    assert 0 < sent.rtt_min_us <= sent.rtt_sum_us / sent.acks < 1e6
+    assert sent.cc_trace and all(window is not None for _, _, window in sent.cc_trace)
+    summary = r.summary()
+    assert summary["acks"] == 300 and summary["rtt_mean_us"] > 0
+
+
+def test_a_flow_nobody_acknowledges_is_held_by_its_window_and_times_out(hosts) -> None:
+    """No receiver on the flow's port: no acknowledgement comes, so the flow sends its window (a
+    BDP: 4 datagrams here), waits, and frees each datagram only when its timeout passes (Swift
+    halving the window at each); every datagram is counted missing."""
+    from hostagent.traffic.controlled import CcSettings
+    from hostagent.traffic.sender import Sent
+    flows = [FlowSpec("a", "b", "udp", 50071, 4792, 12, rate_pps=3000)]
+    cc = CcSettings("swift", 100e6, 0.0001)
+    senders = start_senders(hosts, flows, start_delay=0.0, cc=cc)
+    out, err = senders[0].proc.communicate(timeout=DEADLINE)
+    sent = Sent.from_dict(json.loads(out.decode().splitlines()[-1])).flows[0]
+    assert (sent.sent, sent.acks, sent.acks_missing) == (12, 0, 12), err.decode()[-2000:]
+    assert sent.window_wait_s > 0
+    assert sent.cc_trace and min(window for _, _, window in sent.cc_trace) == 1.0    # cut to one datagram
+
+
+def test_the_senders_refuse_a_control_they_cannot_feed() -> None:
+    from hostagent.traffic.controlled import CcSettings
+    with pytest.raises(ValueError, match="telemetry"):
+        CcSettings("hpcc", 10e6, 0.001)
+    with pytest.raises(ValueError, match="timely, swift"):
+        CcSettings("reno", 10e6, 0.001)

@@ -1,0 +1,45 @@
+"""Delay- and telemetry-based congestion controls of AI fabrics, for the lab's traffic senders.
+
+TIMELY (an RTT gradient drives a rate), Swift (delay against a target drives a fabric and an
+endpoint window) and HPCC (per-hop INT drives a window and its rate). Each is fed `AckSample`s
+and retransmit timeouts and answers `window_packets` and `rate_bps`; `make_control` builds one by
+name with the published defaults carried over to the network (`...Params.scaled`).
+"""
+from __future__ import annotations
+
+from dataclasses import fields, replace
+from typing import Any
+
+from hostagent.congestion.hpcc import Hpcc, HpccParams
+from hostagent.congestion.sample import AckSample, CongestionControl, HopTelemetry
+from hostagent.congestion.swift import Swift, SwiftParams
+from hostagent.congestion.timely import Timely, TimelyParams
+
+CONTROLS: dict[str, tuple[type, type]] = {
+    "timely": (Timely, TimelyParams),
+    "swift": (Swift, SwiftParams),
+    "hpcc": (Hpcc, HpccParams),
+}
+
+
+def make_control(name: str, link_bps: float, base_rtt_s: float, frame_bytes: int,
+                 **overrides: Any) -> CongestionControl:
+    """The control ``name`` for a network of ``link_bps``, ``base_rtt_s`` and ``frame_bytes``:
+    its Params scaled to that network (`TimelyParams.scaled`, ...), then ``overrides`` (Params
+    fields) applied."""
+    try:
+        control, params_cls = CONTROLS[name.lower()]
+    except (KeyError, AttributeError):
+        raise ValueError(f"congestion control {name!r}: valid names are {', '.join(sorted(CONTROLS))}") from None
+    params = params_cls.scaled(link_bps, base_rtt_s, frame_bytes)
+    if overrides:
+        known = {f.name for f in fields(params_cls)}
+        if unknown := sorted(set(overrides) - known):
+            raise ValueError(f"{params_cls.__name__} has no field {', '.join(unknown)} "
+                             f"(fields: {', '.join(sorted(known))})")
+        params = replace(params, **overrides)
+    return control(link_bps, base_rtt_s, frame_bytes, params)
+
+
+__all__ = ["AckSample", "CongestionControl", "HopTelemetry", "Hpcc", "HpccParams", "Swift",
+           "SwiftParams", "Timely", "TimelyParams", "make_control", "CONTROLS"]
