@@ -228,14 +228,17 @@ def start_senders(hosts: Mapping[str, object], flows: Sequence[FlowSpec], *, sta
 
 
 def collect(flows: Sequence[FlowSpec], senders: Sequence[ProcessHandle],
-            receivers: Sequence[ProcessHandle]) -> list[FlowResult]:
+            receivers: Sequence[ProcessHandle], timeout: float | None = None) -> list[FlowResult]:
     """Wait for every sender and receiver to finish and pair their records, one `FlowResult` per
     flow in the order of ``flows``. A process that printed no report raises RuntimeError (the
-    others are stopped first)."""
+    others are stopped first); so do senders still sending ``timeout`` s from now (a congestion
+    control can slow a flow to a datagram every thousand RTTs: a caller may not wait for that)."""
     sent: dict[int, SentFlow] = {}
     late: dict[int, float] = {}
     received: dict[int, UdpReceived | TcpReceived] = {}
     try:
+        if timeout is not None:
+            _wait_senders(senders, timeout)
         for h in senders:
             report = Sent.from_dict(_json_result(h.proc, f"traffic sender on {h.host}"))
             for rec in report.flows:
@@ -253,6 +256,17 @@ def collect(flows: Sequence[FlowSpec], senders: Sequence[ProcessHandle],
     finally:
         stop([*senders, *receivers])
     return [FlowResult(i, f, sent.get(i), received.get(i), late.get(i, 0.0)) for i, f in enumerate(flows)]
+
+
+def _wait_senders(senders: Sequence[ProcessHandle], timeout: float) -> None:
+    end = time.monotonic() + timeout
+    for h in senders:
+        try:
+            h.proc.wait(timeout=max(0.0, end - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            still = [s.host for s in senders if s.proc.poll() is None]
+            raise RuntimeError(f"traffic senders on {', '.join(still)} still sending after {timeout:g} s: "
+                               f"stopped") from None
 
 
 def _amount(rec: UdpReceived | TcpReceived) -> int:
@@ -273,8 +287,9 @@ def run_traffic(hosts: Mapping[str, object], flows: Sequence[FlowSpec], *, quiet
                 addr_of: Callable[[str], str] | None = None, python: str = sys.executable,
                 tcp_timeout: float = 30.0, swap_every: int = 0, drop_every: int = 0,
                 rate_control_port: int = 0, pause: Mapping[str, str] | None = None,
-                cc: CcSettings | None = None) -> list[FlowResult]:
-    """`start_receivers`, `start_senders` and `collect` in one, stopping everything on an error."""
+                cc: CcSettings | None = None, timeout: float | None = None) -> list[FlowResult]:
+    """`start_receivers`, `start_senders` and `collect` (``timeout``: the senders') in one,
+    stopping everything on an error."""
     receivers = start_receivers(hosts, flows, quiet=quiet, deadline=deadline, reorder_buffer=reorder_buffer,
                                 python=python)
     try:
@@ -284,4 +299,4 @@ def run_traffic(hosts: Mapping[str, object], flows: Sequence[FlowSpec], *, quiet
     except BaseException:
         stop(receivers)
         raise
-    return collect(flows, senders, receivers)
+    return collect(flows, senders, receivers, timeout)

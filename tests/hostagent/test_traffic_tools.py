@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from pyroute2 import IPRoute, NetNS, netns
 
-from hostagent.traffic.drive import FlowResult, collect, run_traffic, start_receivers, start_senders, stop
+from hostagent.traffic.drive import FlowResult, collect, run_traffic, start_receivers, start_senders
 from hostagent.traffic.flows import ROCEV2_PORT, FlowSpec
 from hostagent.traffic.flowstats import TcpReceived, UdpReceived
 from hostagent.traffic.receiver import Received
@@ -203,20 +203,18 @@ CC = {"name": "swift", "link_bps": 100e6, "base_rtt_s": 0.001}
 
 def test_a_controlled_flow_is_acknowledged_datagram_by_datagram(hosts) -> None:
     """Every datagram asks for an acknowledgement and gets one: the sender takes as many as it
-    sent, none times out, and the RTTs it measured are those of a veth (under a second)."""
+    sent, each it gave up on after its timeout came later (none lost), and the RTTs it measured
+    are those of a veth (under a second)."""
     from hostagent.traffic.controlled import CcSettings
     flows = [udp("a", "b", 50061, 300, rate_pps=3000)]
-    receivers = start_receivers(hosts, flows, quiet=0.5, deadline=DEADLINE)
-    senders = start_senders(hosts, flows, start_delay=0.3, cc=CcSettings(**CC))
-    try:        # unacknowledged, Swift would slow to a datagram a second: fail rather than wait
-        senders[0].proc.wait(timeout=DEADLINE)
-    except subprocess.TimeoutExpired:
-        stop([*senders, *receivers])
-        raise
-    r = collect(flows, senders, receivers)[0]
+    # unacknowledged, Swift would slow to a datagram a second: fail after DEADLINE rather than wait
+    r = run_traffic(hosts, flows, quiet=0.5, deadline=DEADLINE, start_delay=0.3, cc=CcSettings(**CC),
+                    timeout=DEADLINE)[0]
     sent = r.sent
     assert sent.error is None and r.complete and sent.cc == "swift"
-    assert (sent.sent, sent.acks, sent.acks_missing, sent.acks_late, sent.ack_errors) == (300, 300, 0, 0, 0)
+    assert (sent.sent, sent.acks, sent.ack_errors) == (300, 300, 0)
+    # a timeout is 8 ms here: a busy machine may hold an acknowledgement longer, which then comes late
+    assert sent.acks_missing == sent.acks_late
     assert 0 < sent.rtt_min_us <= sent.rtt_sum_us / sent.acks < 1e6
     assert sent.cc_trace and all(window is not None for _, _, window in sent.cc_trace)
     summary = r.summary()
