@@ -19,11 +19,12 @@ Figures per control and seed: the bottleneck's throughput against its rate (`bot
 queue (packets, sampled every ``QUEUE_POLL_S`` from the edge switch's class counters: median and
 peak), the long flows' fairness (Jain's index of their throughputs), the short flows' completion
 times (median and 99th percentile of those that completed, and how many did not), datagrams
-lost; medians over seeds. Beside them what each control's own arithmetic predicts for the
+lost; medians over seeds (the short flows' percentiles over all of them, pooled). Beside them what each control's own arithmetic predicts for the
 standing queue (`predicted_queue`): Swift holds the fabric delay at its (flow-scaled) target,
 TIMELY the RTT between T_low and T_high. The traffic tools do not resend: a short flow that lost
-a datagram is counted incomplete (a real transport would wait out a timeout for it). HPCC is not offered: it needs each hop's tx
-bytes and link rate in the data packets' telemetry, which the fabric program does not stamp.
+a datagram is counted incomplete (a real transport would wait out a timeout for it). HPCC is
+not offered: it needs each hop's tx bytes and link rate in the data packets' telemetry, which
+the fabric program does not stamp.
 """
 from __future__ import annotations
 
@@ -31,7 +32,6 @@ import argparse
 import math
 import random
 import statistics
-import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -249,7 +249,7 @@ def run_args(args) -> int:
     t0 = time.monotonic()
     say = report.progress
     runs: list[dict] = []
-    with Lab(fat_tree(4), target="softswitch", progress=say, lossless=rdma_classes()) as lab:
+    with Lab(fat_tree(4), target=args.target, progress=say, lossless=rdma_classes()) as lab:
         limit_links(lab, LinkPlan(args.rate, frame_bytes=FRAME))
         classes = lab.lossless.classes
         classes.replace_class(replace(classes.config.klass(CLASS), depth=args.buffer))

@@ -8,9 +8,10 @@ change mid-flow to move it to another path (PLB); the record keeps the first sou
 from the kernel's receive timestamps (SO_TIMESTAMPNS, CLOCK_REALTIME) and answers every TCP
 stream with the bytes it got once they are all in. A datagram whose AckReq bit is set (its
 sender runs a congestion control) is acknowledged at once, from the port it arrived on to its
-source (`hostagent.traffic.wire`: the send time echoed, arrival and acknowledgement times). It ends when ``expect`` flows are complete,
-or ``quiet`` seconds after the last packet once every expected flow has begun (any flow, without
-``expect``), or at ``deadline`` seconds, or on SIGTERM/SIGINT, and reports as `Received`.
+source (`hostagent.traffic.wire`: the send time echoed, arrival and acknowledgement times). It
+ends when ``expect`` flows are complete, or ``quiet`` seconds after the last packet once every
+expected flow has begun (any flow, without ``expect``), or at ``deadline`` seconds, or on
+SIGTERM/SIGINT, and reports as `Received`.
 """
 from __future__ import annotations
 
