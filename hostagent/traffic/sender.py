@@ -174,10 +174,14 @@ class _UdpFlow:
         return self.base + self.position / self.rate
 
     def set_rate_bps(self, rate_bps: float) -> None:
-        """Send at min(rate_pps, ``rate_bps`` of frames) from now on: the next datagram is due
-        one new interval after the last one due."""
+        """Send at min(rate_pps, ``rate_bps`` of frames) from now on (see `set_rate_pps`)."""
         ipv6 = ":" in self.wire.dst_addr
-        rate = min(self.wire.spec.rate_pps, rate_bps / (8 * frame_bytes(self.wire.spec.payload, ipv6)))
+        self.set_rate_pps(rate_bps / (8 * frame_bytes(self.wire.spec.payload, ipv6)))
+
+    def set_rate_pps(self, rate_pps: float) -> None:
+        """Send at min(rate_pps, ``rate_pps``) from now on: the next datagram is due one new
+        interval after the last one due."""
+        rate = min(self.wire.spec.rate_pps, rate_pps)
         if self.position:
             last_due = self.base + (self.position - 1) / self.rate
             self.base = last_due + 1 / rate - self.position / rate
@@ -211,7 +215,7 @@ def _take_acks(flows: list[_UdpFlow]) -> bool:
         rate = c.rate_pps()
         want = f.wire.spec.rate_pps if rate is None else min(f.wire.spec.rate_pps, rate)
         if abs(want - f.rate) > 1e-3 * f.rate and f.position < f.wire.spec.size:
-            f.set_rate_bps(want * 8 * frame_bytes(f.wire.spec.payload, ":" in f.wire.dst_addr))
+            f.set_rate_pps(want)
             changed = True
     return changed
 
