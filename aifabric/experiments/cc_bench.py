@@ -36,7 +36,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from aifabric.experiments.lossless_scenes import CLASS, DSCP, FRAME, PAYLOAD, RECEIVER, SENDERS, bottleneck
+from aifabric.experiments.lossless_scenes import CLASS, DSCP, FRAME, PAYLOAD, RECEIVER, SENDERS, bottleneck, port_to
 from aifabric.lab import report
 from aifabric.lab.cpu_meter import CpuMeter
 from aifabric.lab.lab import Lab
@@ -103,7 +103,7 @@ class QueueSampler:
     times, the clock the flows' records use)."""
 
     def __init__(self, lab: Lab):
-        self.port = next(p for p, n in lab.fabric.ports_of(BOTTLENECK_SWITCH).items() if n == RECEIVER)
+        self.port = port_to(lab, BOTTLENECK_SWITCH, RECEIVER)
         self.poller = ClassPoller(lab.lossless.poller.runtime, [BOTTLENECK_SWITCH], QUEUE_POLL_S, history=True,
                                   clock=time.time)
 
