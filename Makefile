@@ -14,11 +14,11 @@ demo: setup
 	$(VENV)/bin/aifabric demo
 
 test: setup
-	$(PY) -m pytest -ra --durations=30 $(PYTEST_ARGS)
+	$(PY) -m pytest -n auto --dist loadgroup -ra --durations=30 $(PYTEST_ARGS)
 
 # The BMv2 whole-fabric modules too (tests/targets.py: minutes each, where BMv2 is installed).
 test-bmv2: setup
-	AIFABRIC_BMV2_FULL=1 $(PY) -m pytest -ra --durations=30 -m bmv2 $(PYTEST_ARGS)
+	AIFABRIC_BMV2_FULL=1 $(PY) -m pytest -n auto --dist loadgroup -ra --durations=30 -m bmv2 $(PYTEST_ARGS)
 
 # Rebuild the committed P4 outputs (needs p4c on PATH) and controller/p4names.py; see p4src/README.md.
 p4:

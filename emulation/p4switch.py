@@ -76,6 +76,15 @@ TARGETS = ("auto", "bmv2", "softswitch")
 # the base keeps every valid id (<= 15535) below Linux's ephemeral port range (32768-60999), so an
 # outgoing connection cannot be holding the port when BMv2 binds it.
 THRIFT_PORT_BASE = 16000
+
+
+def bmv2_notifications_addr(thrift_port: int) -> str:
+    """Where BMv2 publishes its notifications (nanomsg). Its default is per device id
+    (ipc:///tmp/bmv2-<id>-notifications.ipc), so two BMv2s of one id, in labs or tests side by
+    side, refuse to start; a switch's Thrift port is its own while it runs."""
+    return f"ipc:///tmp/bmv2-thrift{thrift_port}-notifications.ipc"
+
+
 BMV2_LOG_LEVEL = os.environ.get("AIFABRIC_BMV2_LOG_LEVEL", "info")
 # Egress queues per port, served by standard_metadata.priority, highest first: all eight that
 # v1model's 3-bit priority names. fabric.p4 sends packet-outs (heartbeats) at priority 7, so
@@ -137,7 +146,8 @@ def target_command(
     server = ["--grpc-server-addr", f"{grpc_host}:{grpc_port}", "--cpu-port", str(cpu_port),
               "--priority-queues", str(PRIORITY_QUEUES)]
     if kind == "bmv2":
-        cmd += ["--thrift-port", str(thrift_port or THRIFT_PORT_BASE + device_id)]
+        thrift_port = thrift_port or THRIFT_PORT_BASE + device_id
+        cmd += ["--thrift-port", str(thrift_port), "--notifications-addr", bmv2_notifications_addr(thrift_port)]
         cmd += ["--log-file", str(log_dir / name), "--log-level", bmv2_log_level]
         if bmv2_log_level in ("trace", "debug"):
             cmd.append("--log-flush")            # each packet's lines there when the packet is

@@ -45,6 +45,7 @@ class Bmv2Target:
         if exe is None:
             raise Unsupported(f"{SWITCH} is not on PATH (BMv2 is not installed)")
         from emulation.bmv2_cli import Bmv2CliError, find_cli   # the BMv2 side only, where it runs
+        from emulation.p4switch import bmv2_notifications_addr
         try:
             find_cli()
         except Bmv2CliError as e:
@@ -61,7 +62,8 @@ class Bmv2Target:
         try:
             self.io = (PcapPorts(sorted(ports), set(ports) if senders is None else senders, self.dir,
                                  START_TIMEOUT_S) if use_files else VethPorts(sorted(ports), f"stf{os.getpid() % 100000}"))
-            args = [exe, "--thrift-port", str(self.thrift_port), "--device-id", "0", *self.io.switch_args()]
+            args = [exe, "--thrift-port", str(self.thrift_port), "--device-id", "0",
+                    "--notifications-addr", bmv2_notifications_addr(self.thrift_port), *self.io.switch_args()]
             self.proc = subprocess.Popen([*args, str(json_path.resolve())], cwd=self.dir, stdout=self.log,
                                          stderr=subprocess.STDOUT)
             self.io.started(self._check_alive)

@@ -118,6 +118,7 @@ def test_output_paths_get_their_directories(tmp_path):
         prepare_output("--json", str(tmp_path / "a-dir"))
 
 
+@pytest.mark.slow
 def test_a_switch_failing_halfway_tears_everything_down():
     busy_switch = fat_tree(4).switches[4]
     if port_accepts(busy_switch.grpc_port):
@@ -132,6 +133,7 @@ def test_a_switch_failing_halfway_tears_everything_down():
     assert_nothing_left()
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_the_demo_tears_everything_down():
     proc = subprocess.Popen([AIFABRIC, "demo", "--target", "softswitch"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)

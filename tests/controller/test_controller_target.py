@@ -111,6 +111,7 @@ for _ in range(120):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", TARGETS)
 def test_one_switch_routes_between_two_namespaces(target: str, tmp_path: Path) -> None:
     pipeline = require(target)
@@ -162,6 +163,7 @@ def test_one_switch_routes_between_two_namespaces(target: str, tmp_path: Path) -
     assert not port_accepts(fab.switches[0].grpc_port)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", TARGETS)
 def test_controller_reinstalls_a_restarted_target(target: str, tmp_path: Path) -> None:
     pipeline = require(target)
@@ -192,6 +194,7 @@ def test_controller_reinstalls_a_restarted_target(target: str, tmp_path: Path) -
         net.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", TARGETS)
 def test_te_pins_are_written_as_their_difference(target: str, tmp_path: Path) -> None:
     """A TE round (`TeOverrides.replace`) writes only the pins that changed, without reconciling

@@ -22,6 +22,7 @@ from p4.v1 import p4runtime_pb2 as pb
 from p4rt_support import (DEL, INS, MOD, Client, action, exact, free_tcp_port, lpm, require_program, rng,
                           running_switch, table_entry, ternary)
 from emulation import control_ports
+from emulation.p4switch import bmv2_notifications_addr
 
 pytestmark = pytest.mark.bmv2
 
@@ -320,7 +321,8 @@ def test_same_answers_as_simple_switch_grpc():
     thrift_port = free_tcp_port()
     control_ports.close([thrift_port])      # BMv2's Thrift server binds every address
     proc = subprocess.Popen([bmv2, "--no-p4", "--device-id", "1", "--log-level", "error",
-                             "--thrift-port", str(thrift_port), "--",
+                             "--thrift-port", str(thrift_port),
+                             "--notifications-addr", bmv2_notifications_addr(thrift_port), "--",
                              "--grpc-server-addr", addr, "--cpu-port", "255"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

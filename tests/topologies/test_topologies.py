@@ -246,7 +246,8 @@ def test_target_command_lines() -> None:
     bmv2 = target_command("bmv2", "simple_switch_grpc", name="p0e0", device_id=1, ports=ports, grpc_port=50001, log_dir=log_dir)
     assert bmv2 == [
         "simple_switch_grpc", "--device-id", "1", "-i", "1@p0e0-eth1", "-i", "3@p0e0-eth3", "--no-p4",
-        "--thrift-port", "16001", "--log-file", "/tmp/aifabric/logs/p0e0", "--log-level", "info",
+        "--thrift-port", "16001", "--notifications-addr", "ipc:///tmp/bmv2-thrift16001-notifications.ipc",
+        "--log-file", "/tmp/aifabric/logs/p0e0", "--log-level", "info",
         "--", "--grpc-server-addr", "127.0.0.1:50001", "--cpu-port", "255", "--priority-queues", "8",
     ]  # fmt: skip
     soft = target_command("softswitch", "softswitch", name="p0e0", device_id=1, ports=ports, grpc_port=50001, log_dir=log_dir)
