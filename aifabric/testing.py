@@ -20,7 +20,8 @@ routes; "none": switches with no pipeline, yours owns them) and ``targets``. ``p
 --fabric-targets softswitch`` narrows the targets for a run. For one fabric per session, wrap
 `running_fabric` in a session-scoped fixture of your own.
 
-Only one fabric can run on a machine at a time (switch names and gRPC ports are the machine's).
+Only one fabric can run in a network namespace at a time (switch names and gRPC ports are the
+namespace's); a lab of your own runs beside the tests under a name (`aifabric --lab NAME up`).
 
 Every test of a run in which a lab runs (this fixture's or any `aifabric.lab.lab.Lab`) fails
 when a softswitch's program failed on a packet during it (or since the test before): such a

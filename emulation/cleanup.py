@@ -80,10 +80,10 @@ class CleanupReport:
         """True when something was left or went wrong."""
         return bool(self.remaining or self.errors)
 
-    def describe(self) -> str:
+    def describe(self, where: str = "on this machine") -> str:
         """What the cleanup did and found, in sentences, with a table of what it stopped and deleted."""
         if not (self.killed or self.links_deleted or self.errors or self.remaining):
-            return "Nothing of aifabric's was left on this machine."
+            return f"Nothing of aifabric's was left {where}."
         lines = [f"Stopped {len(self.killed)} processes and deleted {len(self.links_deleted)} interfaces."]
         rows = [("process", what) for what in self.killed] + [("interface", name) for name in self.links_deleted]
         if rows:
@@ -169,6 +169,13 @@ def _survey(run_dir: Path, wanted: Callable[[str], bool]) -> _Survey:
     root, lab = own_netns(), str(run_dir)
     survey = _Survey()
 
+    def another_labs(p: Proc) -> bool:
+        """Marked by another lab (labs side by side, `aifabric.lab.named_labs`): never ours, nor
+        is the namespace it runs in, whatever its interfaces are called."""
+        return p.lab is not None and p.lab != lab
+
+    foreign = {p.netns for p in procs if another_labs(p)}
+
     def ours(p: Proc) -> str | None:
         """The node ``p`` belongs to when it is aifabric's and wanted (else None)."""
         if p.lab == lab and p.node is not None and wanted(p.node):
@@ -178,7 +185,7 @@ def _survey(run_dir: Path, wanted: Callable[[str], bool]) -> _Survey:
 
     checked: set[int] = set()
     for p in procs:
-        if p.pid in spared:
+        if p.pid in spared or another_labs(p):
             continue
         if _is_target(p.argv) and (p.pid in recorded or p.lab == lab or _is_aifabric_target(p.argv, run_dir)):
             if wanted(_target_node(p, recorded)):
@@ -189,7 +196,7 @@ def _survey(run_dir: Path, wanted: Callable[[str], bool]) -> _Survey:
             survey.others[p.pid] = p.describe()
             if p.netns and p.netns != root:
                 survey.namespaces.setdefault(p.netns, set()).add(node)
-        elif p.netns and p.netns != root and p.netns not in survey.namespaces and p.netns not in checked:
+        elif p.netns and p.netns not in (root, *foreign) and p.netns not in survey.namespaces and p.netns not in checked:
             checked.add(p.netns)   # a namespace of ours may hold only strays: know it by its interfaces
             nodes = {n for n in map(_node_of_intf, interfaces_in_netns_of(p.pid)) if n and wanted(n)}
             if nodes:

@@ -44,7 +44,9 @@ Commands, with their main options (each command's --help has them all):
                               [--mtbf 6] [--outage 2]                   under each recovery: time lost, ETTR
     aifabric bench cc [--controls ...] [--seeds ...] [--rate 10]       host congestion controls (none, DCQCN, TIMELY,
                                                                         Swift) on one incast: queue, short flows' FCT
-    aifabric clean                                                      remove leftovers
+    aifabric clean                                                      remove leftovers (of every lab)
+    aifabric --lab NAME up|demo|bench|train|fail|restore|clean ...      a lab of that name, in a network
+                                                                        namespace of its own: labs side by side
     aifabric fail link A B | fail switch S                              inject a failure into the fabric
     aifabric restore link A B | restore switch S                        of a running `aifabric up`
     aifabric controller --fabric FILE [--metrics HOST:PORT] [--int]     the controller as a service
@@ -76,6 +78,7 @@ os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 from aifabric.cli import topo_args
 from aifabric.containers.compose_project import LINK_POOL
 from aifabric.cli.validate import crash_arg, failover_config, validate
+from aifabric.lab import named_labs
 from aifabric.lab.links import rate_arg
 from controller.failover.config import HeartbeatConfig as HeartbeatDefaults
 from hostagent.agent.config import MODES as AGENT_MODES
@@ -93,6 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
     summary, commands = __doc__.split("\n\n", 1)
     p = OneLineErrors(prog="aifabric", description=summary, epilog=commands,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--lab", metavar="NAME", default=os.environ.get(named_labs.NAME_ENV),
+                   help="the lab to bring up or act on: a named lab runs in network namespace aifabric-NAME, "
+                        "beside the unnamed one and other named ones (default: $AIFABRIC_LAB_NAME, else the "
+                        "unnamed lab in the machine's namespace; aifabric.lab.named_labs)")
     sub = p.add_subparsers(dest="command", required=True)
 
     up = _command(sub, "up", help="bring a fabric up and open the Mininet CLI")
@@ -328,6 +335,44 @@ def _interrupted(stop: BaseException) -> int:
     return exit_status(stop)
 
 
+def _in_named_lab(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str]) -> int | None:
+    """Run the command inside its named lab's namespace (its exit status), or None when this is
+    that run already (aifabric.lab.named_labs)."""
+    if args.command in ("controller", "compose", "workload"):
+        parser.error(f"--lab names a lab to bring up or act on; `aifabric {args.command}` brings none up")
+    try:
+        lab = named_labs.NamedLab(args.lab)
+    except ValueError as e:
+        parser.error(str(e))
+    if lab.is_current():
+        if args.command not in ("clean", "fail", "restore"):
+            print(f"lab {lab.name}: in network namespace {lab.netns}, logs in {lab.run_dir}; what it serves is "
+                  f"reached with `ip netns exec {lab.netns} ...`", file=sys.stderr)
+        return None
+    if os.geteuid() != 0:
+        print("aifabric: error: must run as root (network namespaces)", file=sys.stderr)
+        return 2
+    return named_labs.run_inside(lab, argv)
+
+
+def _clean(args: argparse.Namespace) -> int:
+    """Clean this lab (inside a named lab's namespace, that one), or, in the machine's
+    namespace without --lab, the unnamed lab and then every named one in its own namespace."""
+    from aifabric.lab.interrupts import shielded
+    from emulation.cleanup import cleanup
+
+    with shielded():
+        done = cleanup()
+    named = [] if args.lab is not None else named_labs.existing()
+    where = f"in lab {args.lab}" if args.lab else "in the unnamed lab" if named else "on this machine"
+    print(done.describe(where))
+    status = 1 if done else 0
+    for lab in named:
+        print(f"\nLab {lab.name} (network namespace {lab.netns}):", flush=True)
+        status |= named_labs.run_inside(lab, ["--lab", lab.name, "clean"]) != 0
+    return status
+
+
 def pipeline_of(args: argparse.Namespace):
     """The P4 program (controller.fabric_controller.Pipeline) a command brings its fabric up with:
     --p4-build's, else the committed build (commands without the option take the committed one)."""
@@ -340,6 +385,10 @@ def pipeline_of(args: argparse.Namespace):
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.lab is not None:
+        status = _in_named_lab(parser, args, sys.argv[1:] if argv is None else argv)
+        if status is not None:
+            return status
     if args.command == "controller":     # no root, no bring-up checks: it only speaks P4Runtime
         from aifabric.containers import controller_service
         return controller_service.main(args)
@@ -376,18 +425,14 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         print("aifabric: error: must run as root (network namespaces, raw sockets)", file=sys.stderr)
         return 2
-    from aifabric.lab.interrupts import SignalGate, Terminated, shielded
+    from aifabric.lab.interrupts import SignalGate, Terminated
     from aifabric.lab.lab import Lab
     from aifabric.lab.report import progress
-    from emulation.cleanup import cleanup
     from emulation.p4switch import P4SwitchError
 
     try:
         if args.command == "clean":
-            with shielded():
-                done = cleanup()
-            print(done.describe())
-            return 1 if done else 0
+            return _clean(args)
         gate = SignalGate()     # first SIGINT/SIGTERM/SIGHUP unwinds into teardown; later ones wait
         with gate.installed():
             pipeline = pipeline_of(args)

@@ -378,8 +378,8 @@ class Lab:
         return [p for s in self.fabric.switches for p in (s.grpc_port, THRIFT_PORT_BASE + s.device_id)]
 
     def _sweep(self, report: Teardown) -> None:
-        """Whatever of this lab's nodes is left; another lab's (names and ports are the
-        machine's: only one fabric runs at a time) and older leftovers are `aifabric clean`'s."""
+        """Whatever of this lab's nodes is left; older leftovers are `aifabric clean`'s, and
+        another lab's (in a namespace of its own, `aifabric.lab.named_labs`) are never touched."""
         result = cleanup(nodes=self._nodes(), ports=self._ports())
         for err in result.errors:
             log.warning("teardown: %s", err)

@@ -255,6 +255,58 @@ def test_the_command_names_what_is_left_instead_of_claiming_a_clean_machine(clea
     assert not switch_processes() and not fabric_interfaces() and not fabric_namespaces()
 
 
+# --- labs side by side ----------------------------------------------------------------------
+
+def _listening(netns: str | None = None) -> set[int]:
+    """TCP ports listened on in the fabric's range, in ``netns`` (default: this namespace)."""
+    cmd = ["ss", "-ltnH", "sport >= :50000 and sport <= :50999"]
+    out = subprocess.run(["ip", "netns", "exec", netns, *cmd] if netns else cmd,
+                         capture_output=True, text=True, check=True).stdout
+    return {int(line.split()[3].rsplit(":", 1)[1]) for line in out.splitlines() if line.strip()}
+
+
+@pytest.mark.slow
+def test_a_named_lab_runs_beside_the_machines_own_and_is_cleaned_alone(clean_machine):
+    """Two k=2 fat-trees at once with the same switch names and P4Runtime ports: one in this
+    process, in the machine's namespace; one named (`aifabric --lab side up`), in namespace
+    aifabric-side. Both reach all their pairs. The named one, its commands killed as in a crash,
+    is cleaned by `aifabric --lab side clean` alone: the other lab keeps working."""
+    from aifabric.lab.lab import Lab
+    from aifabric.lab.named_labs import NamedLab
+    from emulation.procs import snapshot
+
+    side = NamedLab("side")
+    run = Run.start("--lab", side.name, "up", "--k", "2", "--target", "softswitch")
+    try:
+        prompt = run.wait_for("mininet> ")
+        with Lab(fat_tree(2), target="softswitch") as lab:
+            ports = {sw.grpc_port for sw in fat_tree(2).switches}
+            assert _listening() == ports and _listening(side.netns) == ports, run.output()
+            assert lab.net.pingAll() == 0
+            run.proc.stdin.write(b"pingall\n")
+            run.proc.stdin.flush()
+            run.wait_for("Results: 0% dropped", timeout=60, after=prompt + 1)
+
+            marked = str(side.run_dir.resolve())
+            commands = [p.pid for p in snapshot() if p.lab == marked and "aifabric.cli" in p.argv]
+            assert commands, run.output()        # the command run again inside the namespace
+            for pid in [run.proc.pid, *commands]:
+                os.kill(pid, signal.SIGKILL)
+            run.proc.wait()
+            assert any(p.lab == marked for p in snapshot())        # its switches outlive it
+            done = subprocess.run([AIFABRIC, "--lab", side.name, "clean"], capture_output=True, text=True,
+                                  timeout=120)
+            assert done.returncode == 0 and "Nothing is left." in done.stdout, done.stdout + done.stderr
+            assert not [p.describe() for p in snapshot() if p.lab == marked]
+            assert side.netns_inode() is None
+            assert lab.net.pingAll() == 0 and all(sw.connected() for sw in lab.net.switches)
+    finally:
+        if run.proc.poll() is None:
+            run.proc.kill()
+        subprocess.run([AIFABRIC, "--lab", side.name, "clean"], capture_output=True, timeout=120)
+    assert not what_is_left()
+
+
 # --- the pieces --------------------------------------------------------------------------------
 
 def test_cleanup_kills_node_shells_and_everything_in_their_namespaces(tmp_path):
@@ -288,6 +340,36 @@ def test_cleanup_kills_node_shells_and_everything_in_their_namespaces(tmp_path):
     finally:
         for p in (shell, bystander, stray):
             if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+        subprocess.run(["ip", "link", "del", "p98e9-eth1"], capture_output=True)
+
+
+def test_cleanup_leaves_another_labs_shells_and_namespaces_alone(tmp_path):
+    """Labs side by side share node names: a shell named like ours, in a namespace holding an
+    interface named like ours, is another lab's when it carries that lab's marker, and stays;
+    the same shell unmarked is a leftover, and goes."""
+    from emulation.procs import LAB_MARKER
+
+    def shell(env: dict[str, str]) -> subprocess.Popen:
+        return subprocess.Popen(["unshare", "-n", "bash", "--norc", "--noediting", "-is", "mininet:p98e9h0"],
+                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True, env=env)
+
+    other = {k: v for k, v in os.environ.items() if k != LAB_MARKER}
+    theirs = shell({**other, LAB_MARKER: str(tmp_path / "another-lab")})
+    leftover = shell(other)
+    try:
+        time.sleep(0.3)
+        subprocess.run(["ip", "link", "add", "p98e9-eth1", "type", "veth", "peer", "name", "p98e9h0-eth0",
+                        "netns", str(theirs.pid)], check=True)
+        report = cleanup(tmp_path / "this-lab", nodes=["p98e9h0"])
+        assert leftover.wait(timeout=10) == -signal.SIGKILL
+        assert theirs.poll() is None, f"another lab's shell was killed: {report}"
+        assert not report.remaining and not report.errors, report
+    finally:
+        for p in (theirs, leftover):
+            if p.poll() is None:
                 p.kill()
                 p.wait()
         subprocess.run(["ip", "link", "del", "p98e9-eth1"], capture_output=True)
