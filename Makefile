@@ -13,12 +13,16 @@ setup:
 demo: setup
 	$(VENV)/bin/aifabric demo
 
+# pytest-xdist workers: one a core and one more, since much of the suite waits (labs starting,
+# timeouts); the tests that bring up labs share one of them (tests/conftest.py).
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
+
 test: setup
-	$(PY) -m pytest -n auto --dist loadgroup -ra --durations=30 $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -ra --durations=30 $(PYTEST_ARGS)
 
 # The BMv2 whole-fabric modules too (tests/targets.py: minutes each, where BMv2 is installed).
 test-bmv2: setup
-	AIFABRIC_BMV2_FULL=1 $(PY) -m pytest -n auto --dist loadgroup -ra --durations=30 -m bmv2 $(PYTEST_ARGS)
+	AIFABRIC_BMV2_FULL=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -ra --durations=30 -m bmv2 $(PYTEST_ARGS)
 
 # Rebuild the committed P4 outputs (needs p4c on PATH) and controller/p4names.py; see p4src/README.md.
 p4:

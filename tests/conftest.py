@@ -18,7 +18,7 @@ FABRIC_TESTS = Path(TESTS) / "fabric"
 @pytest.hookimpl(tryfirst=True)        # before xdist's worker reads the groups off the items
 def pytest_collection_modifyitems(config, items) -> None:
     """A lab uses the machine's switch names, gRPC ports and Docker, so only one runs at a time:
-    under pytest-xdist (`make test` runs a worker a core, `--dist loadgroup`) every test that
+    under pytest-xdist (`make test` runs several workers, `--dist loadgroup`) every test that
     brings one up (marked ``slow``, or in tests/fabric/) goes to the same worker, one after
     another; the rest (their names and ports their own) run beside them on the other workers."""
     for item in items:

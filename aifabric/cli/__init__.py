@@ -344,6 +344,10 @@ def _in_named_lab(parser: argparse.ArgumentParser, args: argparse.Namespace, arg
         lab = named_labs.NamedLab(args.lab)
     except ValueError as e:
         parser.error(str(e))
+    if os.environ.get(named_labs.INSIDE_ENV) == lab.name and not lab.is_current():
+        print(f"aifabric: error: the command run again for lab {lab.name} is not in its namespace {lab.netns}",
+              file=sys.stderr)      # run again, it would start itself again, and so on
+        return 2
     if lab.is_current():
         if args.command not in ("clean", "fail", "restore"):
             print(f"lab {lab.name}: in network namespace {lab.netns}, logs in {lab.run_dir}; what it serves is "
@@ -457,6 +461,7 @@ def main(argv: list[str] | None = None) -> int:
                          failover_reroute=not args.no_reroute, switches_per_process=args.switches_per_process,
                          run_controller=args.controller == "aifabric") as lab:
                     from mininet.cli import CLI
+                    from mininet.log import setLogLevel
                     if args.describe:
                         lab.description().write(args.describe)
                         progress(f"fabric description written to {args.describe}")
@@ -471,6 +476,7 @@ def main(argv: list[str] | None = None) -> int:
                         page = _start_web(lab, failures, args.web) if args.web else None
                         print(fabric.describe())
                         with gate.sigint_passed_on():    # Ctrl-C in Mininet's CLI stops its command
+                            setLogLevel("output")     # what the CLI's commands print (pingall's results)
                             CLI(lab.net)
                     finally:
                         control.stop()

@@ -106,6 +106,11 @@ def run_inside(lab: NamedLab, argv: Sequence[str]) -> int:
 
 
 def _make_netns(lab: NamedLab) -> None:
+    from mininet.util import fixLimits
+
+    # Mininet raises the machine's limits (net.core.rmem_max and the like) when a lab starts,
+    # which it cannot do from inside a namespace ("Error setting resource limits"): done here.
+    fixLimits()
     if lab.netns_inode() is not None:
         return
     subprocess.run(["ip", "netns", "add", lab.netns], check=True, capture_output=True)
