@@ -185,7 +185,11 @@ def test_a_switch_starved_of_cpu_raises_the_link_timeout_instead_of_failing_its_
     sending = threading.Thread(target=lambda: done.append(run_traffic(up.hosts, up.flows(300), quiet=1.0, deadline=30.0)))
     sending.start()
     try:
-        time.sleep(1.0)
+        # the pause must find the flows crossing the core: on a busy machine their senders start
+        # late (seen: a pause a second after the start met no packet, and no port was skipped)
+        crossed = up.counters()[up.dead_port]
+        _wait("the flows crossing the core before the pause", lambda: up.counters()[up.dead_port] >= crossed + 20,
+              timeout=30)
         os.kill(core.process.pid, signal.SIGSTOP)
         time.sleep(2 * MAX_TIMEOUT_US / 1e6)
     finally:
