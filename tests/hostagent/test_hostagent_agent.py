@@ -94,10 +94,19 @@ def test_plb_repaths_above_k_never_below_and_dcqcn_slows_the_sender(lab) -> None
                                             addr_of=addr.__getitem__, rate_control_port=RATE_CONTROL_PORT)
     seen = wire(cap.frames())
     cap.close()
+    described = (f"udp [{pair.a.ip6}] -> [{pair.b.ip6}]:4791 qp 0", f"udp [{pair.a.ip6}] -> [{pair.b.ip6}]:4791 qp 1",
+                 f"tcp [{pair.a.ip6}]:50102 -> [{pair.b.ip6}]:{TCP_PORT}")
+    # the agent rewrites its stats every stats_interval_s when it gets the CPU: on a busy machine
+    # the file read right after the traffic may predate the flows (seen: no record of the first);
+    # wait for one written after the traffic
+    ended, stats_file = time.time(), agents.processes["a"].stats_path
+    deadline = time.monotonic() + 20 * AgentConfig("plb").stats_interval_s
+    while os.stat(stats_file).st_mtime <= ended and time.monotonic() < deadline:
+        time.sleep(0.1)
     stats = agents.stats()["a"]
-    hot, cool, tcp = (stats.flow(d) for d in (
-        f"udp [{pair.a.ip6}] -> [{pair.b.ip6}]:4791 qp 0", f"udp [{pair.a.ip6}] -> [{pair.b.ip6}]:4791 qp 1",
-        f"tcp [{pair.a.ip6}]:50102 -> [{pair.b.ip6}]:{TCP_PORT}"))
+    flows = [stats.flow(d) for d in described]
+    assert all(flows), f"the agent's stats name no flow {[d for d, f in zip(described, flows) if f is None]}"
+    hot, cool, tcp = flows
     # every flow arrived whole: the receiver keys RoCE flows by queue pair, a new port does not split them
     assert all(r.complete for r in results), [(r.id, r.lost, r.sent.error if r.sent else "no sender record")
                                               for r in results if not r.complete]
