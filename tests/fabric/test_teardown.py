@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from aifabric.lab.interrupts import WAIT_NOTICE, SignalGate, Terminated, shielded
+from aifabric.lab.named_labs import RUN_DIRS as NAMED_LABS_RUN_DIRS
 from topologies.fabric import fat_tree, leaf_spine
 from emulation.cleanup import HOST_NAME, SWITCH_NAME, cleanup, leftovers
 from emulation.p4switch import RUN_DIR
@@ -47,7 +48,18 @@ def _argv(pid: str) -> list[str]:
 
 
 def _pids() -> list[str]:
-    return [p for p in os.listdir("/proc") if p.isdigit() and p != str(os.getpid())]
+    """Processes but this one, and but those of a named lab (`aifabric --lab NAME`, in a
+    namespace of its own beside the suite's): their environment names its run directory."""
+    named = str(NAMED_LABS_RUN_DIRS.resolve()).encode()
+    return [p for p in os.listdir("/proc") if p.isdigit() and p != str(os.getpid())
+            and b"AIFABRIC_LAB=" + named + b"/" not in _environ(p)]
+
+
+def _environ(pid: str) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return b""
 
 
 def switch_processes() -> list[str]:
