@@ -344,15 +344,15 @@ def _in_named_lab(parser: argparse.ArgumentParser, args: argparse.Namespace, arg
         lab = named_labs.NamedLab(args.lab)
     except ValueError as e:
         parser.error(str(e))
-    if os.environ.get(named_labs.INSIDE_ENV) == lab.name and not lab.is_current():
-        print(f"aifabric: error: the command run again for lab {lab.name} is not in its namespace {lab.netns}",
-              file=sys.stderr)      # run again, it would start itself again, and so on
-        return 2
     if lab.is_current():
         if args.command not in ("clean", "fail", "restore"):
             print(f"lab {lab.name}: in network namespace {lab.netns}, logs in {lab.run_dir}; what it serves is "
                   f"reached with `ip netns exec {lab.netns} ...`", file=sys.stderr)
         return None
+    if os.environ.get(named_labs.INSIDE_ENV) == lab.name:
+        print(f"aifabric: error: the command run again for lab {lab.name} is not in its namespace {lab.netns}",
+              file=sys.stderr)      # run again, it would start itself again, and so on
+        return 2
     if os.geteuid() != 0:
         print("aifabric: error: must run as root (network namespaces)", file=sys.stderr)
         return 2

@@ -82,11 +82,6 @@ def existing() -> list[NamedLab]:
     return [NamedLab(n) for n in sorted(names) if NAME.fullmatch(n)]
 
 
-def namespace_inodes() -> set[int]:
-    """Inodes of the named labs' own network namespaces (never a fabric host's)."""
-    return {ino for lab in existing() if (ino := lab.netns_inode()) is not None}
-
-
 def run_inside(lab: NamedLab, argv: Sequence[str]) -> int:
     """Run ``aifabric ARGV`` inside ``lab``'s namespace (made when missing) and return its exit
     status; SIGINT, SIGTERM and SIGHUP are passed on (the command inside tears its lab down on

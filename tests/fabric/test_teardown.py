@@ -25,6 +25,7 @@ from aifabric.lab.named_labs import RUN_DIRS as NAMED_LABS_RUN_DIRS
 from topologies.fabric import fat_tree, leaf_spine
 from emulation.cleanup import HOST_NAME, SWITCH_NAME, cleanup, leftovers
 from emulation.p4switch import RUN_DIR
+from emulation.procs import LAB_MARKER
 
 AIFABRIC = str(Path(sys.executable).parent / "aifabric")
 TORN_DOWN = "everything was torn down"
@@ -52,7 +53,7 @@ def _pids() -> list[str]:
     namespace of its own beside the suite's): their environment names its run directory."""
     named = str(NAMED_LABS_RUN_DIRS.resolve()).encode()
     return [p for p in os.listdir("/proc") if p.isdigit() and p != str(os.getpid())
-            and b"AIFABRIC_LAB=" + named + b"/" not in _environ(p)]
+            and LAB_MARKER.encode() + b"=" + named + b"/" not in _environ(p)]
 
 
 def _environ(pid: str) -> bytes:
@@ -101,8 +102,10 @@ def fabric_namespaces() -> list[str]:
     return [f"netns {ino}: {names}" for ino, names in seen.items() if names]
 
 
-def listening_fabric_ports() -> list[str]:
-    out = subprocess.run(["ss", "-ltnH", "sport >= :50000 and sport <= :50999"],
+def listening_fabric_ports(netns: str | None = None) -> list[str]:
+    """Addresses listened on in the fabric's port range, in ``netns`` (default: this namespace)."""
+    cmd = ["ss", "-ltnH", "sport >= :50000 and sport <= :50999"]
+    out = subprocess.run(["ip", "netns", "exec", netns, *cmd] if netns else cmd,
                          capture_output=True, text=True, check=True).stdout
     return [line.split()[3] for line in out.splitlines() if line.strip()]
 
@@ -269,14 +272,6 @@ def test_the_command_names_what_is_left_instead_of_claiming_a_clean_machine(clea
 
 # --- labs side by side ----------------------------------------------------------------------
 
-def _listening(netns: str | None = None) -> set[int]:
-    """TCP ports listened on in the fabric's range, in ``netns`` (default: this namespace)."""
-    cmd = ["ss", "-ltnH", "sport >= :50000 and sport <= :50999"]
-    out = subprocess.run(["ip", "netns", "exec", netns, *cmd] if netns else cmd,
-                         capture_output=True, text=True, check=True).stdout
-    return {int(line.split()[3].rsplit(":", 1)[1]) for line in out.splitlines() if line.strip()}
-
-
 @pytest.mark.slow
 def test_a_named_lab_runs_beside_the_machines_own_and_is_cleaned_alone(clean_machine):
     """Two k=2 fat-trees at once with the same switch names and P4Runtime ports: one in this
@@ -293,7 +288,10 @@ def test_a_named_lab_runs_beside_the_machines_own_and_is_cleaned_alone(clean_mac
         prompt = run.wait_for("mininet> ")
         with Lab(fat_tree(2), target="softswitch") as lab:
             ports = {sw.grpc_port for sw in fat_tree(2).switches}
-            assert _listening() == ports and _listening(side.netns) == ports, run.output()
+            def listening(netns: str | None = None) -> set[int]:
+                return {int(address.rsplit(":", 1)[1]) for address in listening_fabric_ports(netns)}
+
+            assert listening() == ports and listening(side.netns) == ports, run.output()
             assert lab.net.pingAll() == 0
             run.proc.stdin.write(b"pingall\n")
             run.proc.stdin.flush()
