@@ -42,6 +42,10 @@ from hostagent.netns import run_in_netns
 ETH_P_ALL = 0x0003
 SOL_PACKET = 263
 PACKET_IGNORE_OUTGOING = 23
+# how long a client of a started target may wait for its P4Runtime channel: the port accepts
+# before a starved server (a Python softswitch beside a fabric and a compiler) answers HTTP/2;
+# 10 s was seen to run out on the 2-core machine under `make test`
+CONNECT_TIMEOUT_S = 30.0
 
 
 def _disable_ipv6(path_prefix: str, iface: str) -> None:

@@ -82,12 +82,15 @@ def test_a_paused_class_is_held_for_its_quanta_or_until_xon_the_other_goes_on(ho
     out, err = sender.communicate(timeout=30)
     sent = json.loads(out.strip().splitlines()[-1])["flows"]
     assert not schedule, "the flows ended before every PFC frame was sent"
+    # the worst gap of the class never paused is this run's lateness (the sender's wake-ups and
+    # this loop's, which stamps the frames and sends the PFC frames): the margin of every time below
+    late = max(b - a for a, b in zip(seen[0], seen[0][1:]))
+    assert late < 0.12, f"class 0 was held too: a gap of {late:.3f} s (the shortest pause: 0.15 s)"
     gaps = sorted((b - a for a, b in zip(seen[CLASS], seen[CLASS][1:])), reverse=True)
-    assert 0.29 <= gaps[0] <= 0.36 and 0.14 <= gaps[1] <= 0.2, f"class {CLASS} gaps: {gaps[:3]}"
-    assert max(b - a for a, b in zip(seen[0], seen[0][1:])) < 0.06, "class 0 was held too"
+    assert 0.29 <= gaps[0] <= 0.36 + late and 0.14 <= gaps[1] <= 0.2 + late, f"class {CLASS} gaps: {gaps[:3]}"
     c = pause.counters(ifindex)[CLASS]
     assert (c.pauses, c.xons, c.tx_paused) == (2, 1, 0), c
-    assert c.paused_total_ns(time.monotonic_ns()) / 1e9 == pytest.approx(0.45, abs=0.03)
-    assert sent[0]["paused_s"] == pytest.approx(0.45, abs=0.05) and sent[1]["paused_s"] == 0
+    assert c.paused_total_ns(time.monotonic_ns()) / 1e9 == pytest.approx(0.45, abs=0.03 + late)
+    assert sent[0]["paused_s"] == pytest.approx(0.45, abs=0.05 + late) and sent[1]["paused_s"] == 0
     assert len(seen[CLASS]) == sent[0]["sent"] == RATE_PPS * SECONDS, "a held flow loses nothing"
     assert pause.malformed(ifindex) == 1

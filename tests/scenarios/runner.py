@@ -25,7 +25,7 @@ from p4.v1 import p4runtime_pb2
 from controller.p4info import P4Info
 from controller.switch import SwitchConnection
 from emulation.bmv2_cli import Bmv2CliError, find_cli, run_cli
-from emulation.testbed import Testbed, free_tcp_port
+from emulation.testbed import CONNECT_TIMEOUT_S, Testbed, free_tcp_port
 
 REPO = Path(__file__).resolve().parents[2]
 CPU_PORT = 255
@@ -192,7 +192,7 @@ def run(target: str, sc: Scenario) -> Outputs:
                             extra_args=args)
         conn = SwitchConnection(f"{target}:{sc.name}", t.grpc_addr, device_id=1)
         try:
-            conn.connect()
+            conn.connect(timeout=CONNECT_TIMEOUT_S)
             conn.set_pipeline(info, json_path.read_bytes())
             setup = Setup(info, conn, kind, runtime_addr, thrift_port)
             sc.setup(setup)

@@ -121,6 +121,8 @@ SCENARIOS = _scenarios()
 
 
 OUTCOMES: dict[str, Counter] = {}     # program -> outcomes compared (shown with -s)
+# the scenario comparisons and the test of what they summed in OUTCOMES, on one pytest-xdist worker
+SAME_WORKER = pytest.mark.xdist_group("native-scenarios")
 REPLICA = (3, 1)        # a multicast packet goes on as one copy to port 3, rid 1 (the data plane makes the others)
 
 
@@ -158,6 +160,7 @@ def compare_objects(pair: Pair, where: str) -> None:
         assert got == want, f"{where}: direct counters of {name}"
 
 
+@SAME_WORKER
 @pytest.mark.parametrize("sc", SCENARIOS, ids=lambda s: s.name)
 def test_scenario_frames_and_objects(sc):
     pair = Pair(sc.program)
@@ -536,6 +539,7 @@ def test_hash_algorithms_are_hashes_py(algo: str):
         assert fn(ALGORITHM_IDS[algo], data, len(data)) == ref(data) & ((1 << 64) - 1), (algo, data.hex())
 
 
+@SAME_WORKER
 def test_the_fabric_scenarios_are_mostly_forwarded():
     """The comparisons above are not all drops: most fabric frames (multicast ones as their copy)
     are sent, some dropped in ingress (the scenario tests ran first, in this module's order)."""

@@ -35,7 +35,15 @@ def _all_scenarios() -> list[Scenario]:
 
 
 SCENARIOS = _all_scenarios()
-_results: dict[tuple[str, str], list] = {}
+_results: dict[tuple[str, str], list] = {}      # a worker's runs, each compared by several tests
+
+
+def _params(scenarios: list[Scenario]) -> list:
+    """The scenarios as parameters, a program's on one pytest-xdist worker: the softswitch run
+    the comparisons share and the program's compiled build are then made once (spread over the
+    workers they cost a third more)."""
+    return [pytest.param(sc, id=sc.name, marks=pytest.mark.xdist_group(f"program-{sc.program}"))
+            for sc in scenarios]
 
 
 def _outputs(target: str, sc: Scenario):
@@ -48,7 +56,7 @@ def _outputs(target: str, sc: Scenario):
     return _results[key]
 
 
-@pytest.mark.parametrize("sc", SCENARIOS, ids=lambda s: s.name)
+@pytest.mark.parametrize("sc", _params(SCENARIOS))
 def test_softswitch(sc: Scenario):
     outputs = _outputs("softswitch", sc)
     if sc.expect is None:
@@ -58,7 +66,7 @@ def test_softswitch(sc: Scenario):
 
 @pytest.mark.bmv2
 @pytest.mark.skipif(shutil.which("simple_switch_grpc") is None, reason="BMv2 simple_switch_grpc is not on PATH")
-@pytest.mark.parametrize("sc", SCENARIOS, ids=lambda s: s.name)
+@pytest.mark.parametrize("sc", _params(SCENARIOS))
 def test_same_as_bmv2(sc: Scenario):
     if sc.not_bmv2:
         pytest.skip(sc.not_bmv2)
@@ -71,7 +79,7 @@ _COMPILER_MISSING = PathCompiler().missing()
 
 
 @pytest.mark.skipif(_COMPILER_MISSING is not None, reason=f"compiled packet path: {_COMPILER_MISSING}")
-@pytest.mark.parametrize("sc", SCENARIOS, ids=lambda s: s.name)
+@pytest.mark.parametrize("sc", _params(SCENARIOS))
 def test_compiled_same_as_python(sc: Scenario):
     if program_files(sc.program)[0].exists():
         build_compiled(sc.program)        # once per program text (cached); the first fabric build takes ~75 s
@@ -103,8 +111,7 @@ NATIVE_LOOP_SCENARIOS = ("queueing", "classes", "pfc", "replication", "packetio"
 
 
 @pytest.mark.parametrize("port_io", list(NATIVE_TARGETS))
-@pytest.mark.parametrize("sc", [sc for sc in SCENARIOS if sc.name in NATIVE_LOOP_SCENARIOS],
-                         ids=lambda s: s.name)
+@pytest.mark.parametrize("sc", _params([sc for sc in SCENARIOS if sc.name in NATIVE_LOOP_SCENARIOS]))
 def test_native_same_as_python(sc: Scenario, port_io: str):
     if not program_files(sc.program)[0].exists():
         pytest.skip(f"{program_files(sc.program)[0]} is not built")

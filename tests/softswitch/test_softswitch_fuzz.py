@@ -21,7 +21,7 @@ from controller import entries as E
 from controller.fabric_controller import Pipeline
 from controller.routing import NextHop
 from controller.switch import SwitchConnection
-from emulation.testbed import Testbed
+from emulation.testbed import CONNECT_TIMEOUT_S, Testbed
 
 REPO = Path(__file__).resolve().parents[2]
 CTL = str(Path(sys.executable).parent / "softswitch-ctl")
@@ -96,7 +96,7 @@ def test_random_and_truncated_frames_never_hurt(program, path):
     with Testbed(nports=2, prefix=f"fz{program[0]}{path[0]}") as tb:
         target = tb.start_target("softswitch", extra_args=("--runtime-addr", f"127.0.0.1:{ctl_port}", *native))
         conn = SwitchConnection("fuzz", target.grpc_addr, device_id=1)
-        conn.connect()
+        conn.connect(timeout=CONNECT_TIMEOUT_S)
         try:
             _program(conn, program)
             for i, frame in enumerate(frames):
