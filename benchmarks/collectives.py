@@ -14,17 +14,14 @@ the issue's goals with their figures, writes JSON and a plot of busbw against si
 """
 from __future__ import annotations
 
-import argparse
 import sys
 
-from aifabric.experiments import collectives_bench as cb
+from aifabric.experiments import collectives_bench
+from aifabric.experiments.bench_entry import bench_main
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    cb.add_arguments(ap)
-    ap.add_argument("--target", default="softswitch")
-    return cb.run_args(ap.parse_args(argv))
+    return bench_main(collectives_bench, __doc__, argv, target=True)
 
 
 if __name__ == "__main__":

@@ -9,16 +9,14 @@ Table, JSON and a plot.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 
 from aifabric.experiments import cc_bench
+from aifabric.experiments.bench_entry import bench_main
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    cc_bench.add_arguments(ap)
-    return cc_bench.run_args(ap.parse_args(argv))
+    return bench_main(cc_bench, __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -10,17 +10,14 @@ and nccl-tests' bus bandwidth per operation. Table, JSON and a plot.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 
 from aifabric.experiments import fidelity_bench
+from aifabric.experiments.bench_entry import bench_main
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    fidelity_bench.add_arguments(ap)
-    ap.add_argument("--target", default="softswitch")
-    return fidelity_bench.run_args(ap.parse_args(argv))
+    return bench_main(fidelity_bench, __doc__, argv, target=True)
 
 
 if __name__ == "__main__":

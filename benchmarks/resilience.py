@@ -10,16 +10,14 @@ resent, reroutes; table, JSON and a picture.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 
 from aifabric.experiments import resilience_bench
+from aifabric.experiments.bench_entry import bench_main
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    resilience_bench.add_arguments(ap)
-    return resilience_bench.run_args(ap.parse_args(argv))
+    return bench_main(resilience_bench, __doc__, argv)
 
 
 if __name__ == "__main__":

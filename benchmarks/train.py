@@ -11,17 +11,14 @@ communication, the analytic estimate, link load and CPU share; table, JSON and a
 """
 from __future__ import annotations
 
-import argparse
 import sys
 
 from aifabric.experiments import train_bench
+from aifabric.experiments.bench_entry import bench_main
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    train_bench.add_arguments(ap)
-    ap.add_argument("--target", default="softswitch")
-    return train_bench.run_args(ap.parse_args(argv))
+    return bench_main(train_bench, __doc__, argv, target=True)
 
 
 if __name__ == "__main__":

@@ -109,6 +109,31 @@ def running_switch(ports: dict[int, str] | None = None, cpu_port: int | None = 2
         sw.stop()
 
 
+# fixtures of the modules of softswitch's P4Runtime server (imported by name where used)
+@pytest.fixture
+def switch():
+    """A softswitch without ports (device 1); yields (switch, gRPC address)."""
+    with running_switch(ports={}, cpu_port=255) as (sw, addr):
+        yield sw, addr
+
+
+@pytest.fixture
+def client(switch):
+    c = Client(switch[1])
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def veths(request):
+    """A Testbed without ports yet, named by the module's VETH_PREFIX (modules on other
+    pytest-xdist workers make theirs at the same time)."""
+    require_root()
+    v = Testbed(nports=0, prefix=request.module.VETH_PREFIX)
+    yield v
+    v.teardown()
+
+
 @contextlib.contextmanager
 def softswitch_process(device_id: int = 1, extra_args: tuple[str, ...] = ()) -> Iterator[Target]:
     """A softswitch process without ports (``--no-p4``), for tests that watch the process itself

@@ -61,10 +61,7 @@ def run(k: int = 4, target: str = "softswitch", workers: int = 8, size: int = 26
               f"{innet.server.get('packets_in', 0)}")
     png = Path(png_path or DEFAULT_PNG)
     draw(png, results)
-    print(f"\npicture written to {png.resolve()}")
-    if json_path:
-        report.write_json(json_path, figures)
-        print(f"figures written to {Path(json_path).resolve()}")
+    report.say_written(png, json_path, figures)
     failed = [LABELS[r.algorithm] + ": " + "; ".join(r.errors) for r in results if not r.ok]
     if failed:
         print("\nfailed: " + " | ".join(failed))

@@ -148,11 +148,8 @@ def run(
     checks = _checks(congested, alone)
     png = Path(png_path or DEFAULT_PNG)
     draw(png, congested, alone, flow)
-    print(f"\npicture written to {png.resolve()}")
-    if json_path:
-        figures["checks"] = checks
-        report.write_json(json_path, figures)
-        print(f"figures written to {Path(json_path).resolve()}")
+    figures["checks"] = checks
+    report.say_written(png, json_path, figures)
     failed = [c for c, ok in checks.items() if not ok]
     if failed:
         print("\nchecks that failed: " + ", ".join(failed))

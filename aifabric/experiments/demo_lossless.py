@@ -57,10 +57,7 @@ def run(k: int = 4, target: str = "softswitch", json_path: str | None = None, pn
     print_tables(runs, figures)
     png = Path(png_path or DEFAULT_PNG)
     draw(png, runs)
-    print(f"\npicture written to {png.resolve()}")
-    if json_path:
-        report.write_json(json_path, figures)
-        print(f"figures written to {Path(json_path).resolve()}")
+    report.say_written(png, json_path, figures)
     failed = [g for g, v in goals.items() if v["met"] is False]
     if failed:
         print("\ngoals not met: " + ", ".join(failed))

@@ -144,10 +144,7 @@ def run(k: int = 4, target: str = "softswitch", workers: int = 8, steps: int = 1
                   f"{crash[1] - r.first_step} steps done twice); {r.wall_s:.1f} s in all, the curves from step "
                   f"{r.first_step} on")
     draw(Path(png_path or DEFAULT_PNG), ok, refs)
-    print(f"\npicture written to {Path(png_path or DEFAULT_PNG).resolve()}")
-    if json_path:
-        report.write_json(json_path, figures)
-        print(f"figures written to {Path(json_path).resolve()}")
+    report.say_written(png_path or DEFAULT_PNG, json_path, figures)
     failed = [f"{LABELS[n]}: " + "; ".join(r.errors) for n, r in runs.items() if not r.ok]
     if failed:
         print("\nfailed: " + " | ".join(failed))

@@ -31,7 +31,6 @@ bottleneck can be told. Seeds are the inner loop, medians over them; a failed ru
 from __future__ import annotations
 
 import statistics
-import sys
 import tempfile
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -40,12 +39,13 @@ from aifabric.experiments.allreduce_lab import spread_workers
 from aifabric.experiments.calibration import Calibration, calibrate, group_sizes
 from aifabric.experiments.collectives_bench import BUS_FACTOR, link_bound_Bps, measure
 from aifabric.experiments.fabric_conditions import FabricConditions
+from aifabric.experiments.bench_entry import run_planned
 from aifabric.experiments.train_runner import run_workload, workload_flows
 from aifabric.lab import report
 from aifabric.lab.lab import Lab
 from aifabric.lab.links import LinkRate
 from aifabric.lab.report import Failed
-from aifabric.workloads import Job, Parallelism, Scale, Workload, WorkloadError, estimate, fit, generate, place, preset
+from aifabric.workloads import Job, Parallelism, Scale, Workload, estimate, fit, generate, place, preset
 from aifabric.workloads.latency import fabric_hops
 from controller.aggregation import JobManager
 from topologies.fabric import fat_tree
@@ -491,9 +491,4 @@ def plan_of(a) -> FidelityPlan:
 
 
 def run_args(a) -> int:
-    try:
-        plan = plan_of(a)
-    except (WorkloadError, ValueError) as e:
-        print(f"aifabric: error: {e}", file=sys.stderr)
-        return 2
-    return run(plan, a.json, a.png)
+    return run_planned(plan_of, run, a)

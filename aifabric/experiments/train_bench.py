@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, replace
@@ -28,13 +27,14 @@ from pathlib import Path
 from aifabric.experiments.background import background_flows, running
 from aifabric.experiments.calibration import calibrate, group_sizes
 from aifabric.experiments.fabric_conditions import CONGESTION, LB_MODES, FabricConditions
+from aifabric.experiments.bench_entry import run_planned
 from aifabric.experiments.train_runner import WorkloadRun, disjoint_ports, run_workload, workload_flows
 from aifabric.lab import report
 from aifabric.lab.lab import Lab
 from aifabric.lab.links import LinkPlan, LinkRate, rate_arg
 from aifabric.lab.lossless import RDMA_PRIORITY, rdma_classes
 from aifabric.lab.report import Failed
-from aifabric.workloads import Job, Parallelism, Scale, WorkloadError, estimate, fit, generate, place, preset
+from aifabric.workloads import Job, Parallelism, Scale, estimate, fit, generate, place, preset
 from controller.aggregation import JobManager
 from controller.lossless.target import BMV2_PFC
 from emulation.p4switch import resolve_target
@@ -306,9 +306,4 @@ def plan_of(a: argparse.Namespace) -> TrainBenchPlan:
 
 
 def run_args(a: argparse.Namespace) -> int:
-    try:
-        plan = plan_of(a)
-    except (WorkloadError, ValueError) as e:
-        print(f"aifabric: error: {e}", file=sys.stderr)
-        return 2
-    return run(plan, a.json, a.png)
+    return run_planned(plan_of, run, a)

@@ -103,6 +103,14 @@ def write_json(path: str | Path, data: dict) -> None:
     p.write_text(json.dumps(data, indent=2, sort_keys=True, default=_json_default) + "\n")
 
 
+def say_written(picture: str | Path, json_path: str | Path | None, figures: dict) -> None:
+    """A demo's end: where its picture went, and its figures written as JSON where asked."""
+    print(f"\npicture written to {Path(picture).resolve()}")
+    if json_path:
+        write_json(json_path, figures)
+        print(f"figures written to {Path(json_path).resolve()}")
+
+
 def _json_default(v: Any) -> Any:
     if isinstance(v, Failed):
         return {"failed": v.why}

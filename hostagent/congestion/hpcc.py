@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hostagent.congestion.sample import (
-    AckSample, CongestionControl, HopTelemetry, check, check_path, finite, positive)
+    AckSample, CongestionControl, HopTelemetry, check, finite, positive, scale_published)
 
 PAPER_LINK_BPS = 100e9      # the paper's simulated NICs: 100 Gb/s (ns-3 run.py scales with --bw)
 PAPER_BASE_RTT_S = 13e-6    # T of the simulated fat tree: run.py's "RTT=13us". Uncertain: T is
@@ -62,23 +62,19 @@ class HpccParams:
         floor with link_bps over the paper's 100 Gb/s; W_AI follows by its formula, W_init (1 -
         eta) / N with W_init = link_bps * T, which is the same number of packets when the BDP is.
         ``frame_bytes`` only converts W_AI to packets, at construction."""
-        check_path(link_bps, base_rtt_s, frame_bytes)
-        d = cls()
-        return cls(t_s=d.t_s * base_rtt_s / PAPER_BASE_RTT_S,
-                   min_rate_bps=d.min_rate_bps * link_bps / PAPER_LINK_BPS)
+        return scale_published(cls, link_bps, base_rtt_s, frame_bytes, paper_rtt_s=PAPER_BASE_RTT_S, times=("t_s",),
+                               paper_link_bps=PAPER_LINK_BPS, rates=("min_rate_bps",))
 
 
 class Hpcc(CongestionControl):
     """HPCC's window (and its rate W/T) for one flow; ``params`` defaults to `HpccParams.scaled`."""
 
     name, params_type = "hpcc", HpccParams
+    params: HpccParams
 
-    def __init__(self, link_bps: float, base_rtt_s: float, frame_bytes: int,
-                 params: HpccParams | None = None):
-        super().__init__(link_bps, base_rtt_s, frame_bytes, params)
+    def _start(self) -> None:
         p = self.params
-        check(p, "min_rate_bps", p.min_rate_bps <= link_bps, f"must be <= link_bps {link_bps!r}")
-        self.w_init = link_bps * p.t_s / self.frame_bits            # one BDP, packets
+        self.w_init = self.link_bps * p.t_s / self.frame_bits       # one BDP, packets
         self.w_min = p.min_rate_bps * p.t_s / self.frame_bits
         self.w_ai_packets = (p.w_ai_packets if p.w_ai_packets is not None
                              else self.w_init * (1 - p.eta) / p.expected_flows)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TypeVar
 
 
 def finite(x: object) -> bool:
@@ -25,6 +26,9 @@ def check(owner: object, field: str, ok: bool, want: str) -> None:
     if not ok:
         value = getattr(owner, field, None)
         raise ValueError(f"{type(owner).__name__}.{field} = {value!r}: {want}")
+
+
+P = TypeVar("P")
 
 
 def check_path(link_bps: float, base_rtt_s: float, frame_bytes: int) -> None:
@@ -67,6 +71,17 @@ class AckSample:
         check(self, "acked", finite(self.acked) and self.acked >= 0, "must be >= 0")
 
 
+def scale_published(cls: type[P], link_bps: float, base_rtt_s: float, frame_bytes: int, *, paper_rtt_s: float,
+                    times: tuple[str, ...], paper_link_bps: float = 0.0, rates: tuple[str, ...] = ()) -> P:
+    """``cls``'s published defaults carried over to a network of ``link_bps`` and ``base_rtt_s``:
+    the fields named in ``times`` scaled by base_rtt_s over the paper's RTT, those in ``rates``
+    by link_bps over the paper's line rate, the others as published."""
+    check_path(link_bps, base_rtt_s, frame_bytes)
+    d = cls()
+    t, r = base_rtt_s / paper_rtt_s, (link_bps / paper_link_bps if rates else 1.0)
+    return cls(**{f: getattr(d, f) * t for f in times}, **{f: getattr(d, f) * r for f in rates})
+
+
 class CongestionControl:
     """The interface the sender drives: feed it acks and losses, read its window and rate. A
     control is made for a network (line rate, unloaded RTT, frame size) and takes its
@@ -78,7 +93,15 @@ class CongestionControl:
     def __init__(self, link_bps: float, base_rtt_s: float, frame_bytes: int, params=None):
         check_path(link_bps, base_rtt_s, frame_bytes)
         self.params = params if params is not None else self.params_type.scaled(link_bps, base_rtt_s, frame_bytes)
-        self.link_bps, self.frame_bits = float(link_bps), 8 * frame_bytes
+        self.link_bps, self.base_rtt_s, self.frame_bits = float(link_bps), float(base_rtt_s), 8 * frame_bytes
+        floor = getattr(self.params, "min_rate_bps", None)
+        if floor is not None:
+            check(self.params, "min_rate_bps", floor <= link_bps, f"must be <= link_bps {link_bps!r}")
+        self._start()
+
+    def _start(self) -> None:
+        """The control's own state at the start, from ``params`` and the network above."""
+        raise NotImplementedError
 
     def on_ack(self, sample: AckSample) -> None:
         raise NotImplementedError

@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass
 
 from hostagent.congestion.sample import (
-    AckSample, CongestionControl, check, check_path, finite, positive)
+    AckSample, CongestionControl, check, finite, positive, scale_published)
 
 PAPER_BASE_RTT_S = 20e-6    # reference unloaded RTT for scaled(). Uncertain: the paper reports tails
                             # of 50 us at < 3x the minimal latency, i.e. an unloaded RTT of ~15-20 us
@@ -82,25 +82,22 @@ class SwiftParams:
         per-hop scaling, flow-scaling range, endpoint target) scales with base_rtt_s over the
         paper's base RTT. Swift has no rate step, so ``link_bps`` and ``frame_bytes`` only
         enter through the window's BDP, which the emulator keeps."""
-        check_path(link_bps, base_rtt_s, frame_bytes)
-        t, d = base_rtt_s / PAPER_BASE_RTT_S, cls()
-        return cls(base_target_s=d.base_target_s * t, hop_scale_s=d.hop_scale_s * t,
-                   fs_range_s=d.fs_range_s * t, endpoint_target_s=d.endpoint_target_s * t)
+        return scale_published(cls, link_bps, base_rtt_s, frame_bytes, paper_rtt_s=PAPER_BASE_RTT_S,
+                               times=("base_target_s", "hop_scale_s", "fs_range_s", "endpoint_target_s"))
 
 
 class Swift(CongestionControl):
     """Swift's windows for one flow; ``params`` defaults to `SwiftParams.scaled` of the network."""
 
     name, params_type = "swift", SwiftParams
+    params: SwiftParams
 
-    def __init__(self, link_bps: float, base_rtt_s: float, frame_bytes: int,
-                 params: SwiftParams | None = None):
-        super().__init__(link_bps, base_rtt_s, frame_bytes, params)
+    def _start(self) -> None:
         p = self.params
-        init = p.init_cwnd if p.init_cwnd is not None else link_bps * base_rtt_s / self.frame_bits
+        init = p.init_cwnd if p.init_cwnd is not None else self.link_bps * self.base_rtt_s / self.frame_bits
         self._cwnd = {FABRIC: self._clamp(init), ENDPOINT: self._clamp(init)}
         self._last_decrease_s = {FABRIC: -math.inf, ENDPOINT: -math.inf}
-        self.rtt_s = float(base_rtt_s)      # the latest RTT sample
+        self.rtt_s = self.base_rtt_s        # the latest RTT sample
         self.retransmit_cnt = 0
         self._fs_alpha = p.fs_range_s / (1 / math.sqrt(p.fs_min_cwnd) - 1 / math.sqrt(p.fs_max_cwnd))
         self._fs_beta = -self._fs_alpha / math.sqrt(p.fs_max_cwnd)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hostagent.congestion.sample import (
-    AckSample, CongestionControl, check, check_path, finite, positive)
+    AckSample, CongestionControl, check, finite, positive, scale_published)
 
 PAPER_LINK_BPS = 10e9       # the paper's NICs: 10 Gb/s (delta = 10 Mb/s "for 10Gbps line rate")
 PAPER_MIN_RTT_S = 20e-6     # the paper's minRTT: 20 us (HPCC's ns-3 TimelyMinRtt)
@@ -70,23 +70,20 @@ class TimelyParams:
         time thresholds (T_low, T_high, minRTT) scale with base_rtt_s over the paper's minRTT and
         the rate steps (delta, the floor) with link_bps over the paper's 10 Gb/s. ``frame_bytes``
         is not used (TIMELY counts bits/s)."""
-        check_path(link_bps, base_rtt_s, frame_bytes)
-        t, r, d = base_rtt_s / PAPER_MIN_RTT_S, link_bps / PAPER_LINK_BPS, cls()
-        return cls(t_low_s=d.t_low_s * t, t_high_s=d.t_high_s * t, min_rtt_s=d.min_rtt_s * t,
-                   delta_bps=d.delta_bps * r, min_rate_bps=d.min_rate_bps * r)
+        return scale_published(cls, link_bps, base_rtt_s, frame_bytes, paper_rtt_s=PAPER_MIN_RTT_S,
+                               times=("t_low_s", "t_high_s", "min_rtt_s"), paper_link_bps=PAPER_LINK_BPS,
+                               rates=("delta_bps", "min_rate_bps"))
 
 
 class Timely(CongestionControl):
     """TIMELY's rate for one flow; ``params`` defaults to `TimelyParams.scaled` of the network."""
 
     name, params_type = "timely", TimelyParams
+    params: TimelyParams
 
-    def __init__(self, link_bps: float, base_rtt_s: float, frame_bytes: int,
-                 params: TimelyParams | None = None):
-        super().__init__(link_bps, base_rtt_s, frame_bytes, params)
+    def _start(self) -> None:
         p = self.params
-        check(p, "min_rate_bps", p.min_rate_bps <= link_bps, f"must be <= link_bps {link_bps!r}")
-        self._rate = self._clamp(p.init_rate_bps if p.init_rate_bps is not None else link_bps)
+        self._rate = self._clamp(p.init_rate_bps if p.init_rate_bps is not None else self.link_bps)
         self.rtt_diff_s = 0.0           # the EWMA of RTT differences
         self.gradient = 0.0             # rtt_diff_s / minRTT, as of the last ack
         self.negative_run = 0           # completions in a row with a negative gradient

@@ -11,6 +11,7 @@ from typing import Callable, TypeVar
 from pyroute2 import IPRoute, NetNS
 
 from hostagent.agent.bpf.inventory import object_id
+from hostagent.agent.bpf.loader import detach_all
 from hostagent.lossless.pause import CLASSES, PauseCounters
 from hostagent.netns import run_in_netns
 
@@ -165,12 +166,4 @@ class HostPause:
             pass
 
     def close(self) -> None:
-        errors = []
-        for host in list(self.attached):
-            try:
-                self.detach(host)
-            except Exception as err:     # noqa: BLE001 - detach the others whatever one does
-                errors.append(f"{self.attached.get(host, host)}: {err}")
-        self.bpf.cleanup()
-        if errors:
-            raise OSError(f"host PFC detach failed: {'; '.join(errors)}")
+        detach_all(self.attached, self.detach, lambda host: str(self.attached.get(host, host)), self.bpf, "host PFC")

@@ -23,8 +23,10 @@ from ..build_cache import CacheError
 NATIVE_DIR = Path(__file__).resolve().parent
 # -O2 as the compiled path; -fvisibility default: Python finds the control functions by name
 C_FLAGS = ("-shared", "-fPIC", "-O2", "-pthread", "-fno-strict-aliasing")
-# the loop, its ports' links and classes, priority flow control, its AF_XDP port I/O
-DATAPLANE_SOURCES = tuple(NATIVE_DIR / f for f in ("dataplane.c", "classes.c", "pfc.c", "xsk.c"))
+# the loop, its ports' links and classes, priority flow control, its AF_XDP port I/O, the replication
+# engine's groups and sessions, the CPU port's packet-outs and packet-ins
+DATAPLANE_SOURCES = tuple(NATIVE_DIR / f for f in ("dataplane.c", "classes.c", "pfc.c", "xsk.c", "replication.c",
+                                                   "cpu_port.c"))
 
 
 class BuildError(CacheError):

@@ -4,6 +4,7 @@
  * sends next); departures are decided when the port serves a packet, at max(link free, class ready). */
 #define _GNU_SOURCE                /* struct mmsghdr (dataplane.h) */
 #include <stdlib.h>
+#include <string.h>
 
 #include "state.h"
 
@@ -193,4 +194,90 @@ void ss_queue_pause(queue *q, double now, double until) {
 double ss_queue_paused_total(const queue *q, double now) {
     double end = now < q->paused_until ? now : q->paused_until;
     return q->paused_us + (end > q->pause_start ? end - q->pause_start : 0.0);
+}
+
+/* ---- the control side: settings and what a class reports (abi.h) ---------------------- */
+#define MAX_DEPTH 100000           /* queues.MAX_DEPTH */
+#define MAX_BITRATE 400000000000ULL  /* queues.MAX_BITRATE */
+
+static void set_class(ss_dataplane *dp, int port, int priority, class_cfg cfg) {
+    dp->classes[port][priority] = cfg;
+    if (dp->queues[port][priority]) ss_queue_configure(dp->queues[port][priority], cfg);
+}
+
+void ss_dp_set_class(ss_dataplane *dp, int port, int priority, uint32_t depth, uint32_t rate_pps, uint64_t bitrate,
+                     uint32_t weight) {
+    if (port < SS_NO_PORT || port >= SS_MAX_PORTS || priority < -1 || priority >= SS_MAX_PRIORITY_QUEUES) return;
+    if (depth < 1 || depth > MAX_DEPTH || bitrate > MAX_BITRATE) return;
+    class_cfg cfg = { depth, bitrate ? 0 : rate_pps, weight, bitrate };
+    for (int p = port == SS_NO_PORT ? 0 : port; p < (port == SS_NO_PORT ? SS_MAX_PORTS : port + 1); p++)
+        for (int c = priority < 0 ? 0 : priority; c < (priority < 0 ? SS_MAX_PRIORITY_QUEUES : priority + 1); c++)
+            set_class(dp, p, c, cfg);
+    wake(dp);               /* the loop's timeout may now be shorter */
+}
+
+void ss_dp_set_link(ss_dataplane *dp, int port, uint64_t bits_per_s) {
+    if (port < SS_NO_PORT || port >= SS_MAX_PORTS || bits_per_s > MAX_BITRATE) return;
+    for (int p = port == SS_NO_PORT ? 0 : port; p < (port == SS_NO_PORT ? SS_MAX_PORTS : port + 1); p++) {
+        dp->link_bitrate[p] = bits_per_s;
+        if (dp->links[p]) ss_link_set_bitrate(dp->links[p], bits_per_s);
+    }
+    wake(dp);
+}
+
+uint32_t ss_dp_queue_length(ss_dataplane *dp, int port, int priority) {
+    if (port < 0 || port >= SS_MAX_PORTS || priority < 0 || priority >= SS_MAX_PRIORITY_QUEUES) return 0;
+    queue *q = dp->queues[port][priority];
+    return q ? q->count : 0;
+}
+
+int ss_dp_class_info(ss_dataplane *dp, int port, int priority, ss_class_info *out) {
+    if (port < 0 || port >= SS_MAX_PORTS || priority < 0 || priority >= SS_MAX_PRIORITY_QUEUES) return -1;
+    memset(out, 0, sizeof *out);
+    double now = (double)now_us(dp);
+    class_cfg cfg = dp->classes[port][priority];
+    const queue *q = dp->queues[port][priority];
+    out->depth = cfg.depth, out->rate_pps = cfg.rate_pps, out->weight = cfg.weight, out->bitrate = cfg.bitrate;
+    out->link_bitrate = dp->link_bitrate[port];
+    if (q) {         /* else: not made yet, what it would be made with */
+        out->made = 1;
+        out->length = q->count;
+        out->drops = q->drops, out->tx_packets = q->tx_packets, out->tx_bytes = q->tx_bytes;
+        out->watchdog_drops = q->watchdog_drops;
+        out->last_departure = q->last_departure;
+        out->next_free = ss_queue_next_free(q);
+        out->paused_us = ss_queue_paused_total(q, now);
+        out->paused = q->paused_until > now;
+        out->dropping = q->dropping;
+        uint32_t n = q->recent_n < RECENT ? q->recent_n : RECENT;
+        out->recent_n = (int32_t)n;
+        for (uint32_t i = 0; i < n; i++) {       /* oldest first */
+            uint32_t k = (q->recent_n - n + i) % RECENT;
+            out->recent_at[i] = q->recent_at[k];
+            out->recent_len[i] = q->recent_len[k];
+        }
+    } else {
+        queue made = { .last_len = 0 };
+        port_link link = { .bitrate = dp->link_bitrate[port] };
+        ss_link_set_bitrate(&link, link.bitrate);
+        made.link = &link;
+        ss_queue_configure(&made, cfg);
+        out->next_free = ss_queue_next_free(&made);
+    }
+    const pfc_class *c = dp->pfc[port][priority];
+    out->detected_after_us = -1;
+    if (c) {
+        out->pfc = 1;
+        out->lossless = c->lossless;
+        out->xoff = c->xoff, out->xon = c->xon, out->headroom = c->headroom, out->quanta = c->quanta;
+        out->buffer_bytes = c->used, out->buffer_frames = c->frames, out->buffer_peak = c->peak;
+        out->pausing = c->pausing;
+        out->pause_sent = c->pause_sent, out->xon_sent = c->xon_sent, out->lossless_drops = c->lossless_drops;
+        out->at_xoff_bytes = c->at_xoff_bytes, out->at_xoff_frames = c->at_xoff_frames;
+        out->pause_received = c->pause_received, out->xon_received = c->xon_received;
+        out->storm = c->storm, out->storms = c->storms, out->restores = c->restores;
+        out->pausing_us = c->pausing_us + (c->pausing ? now - c->pausing_since : 0.0);
+        out->detected_after_us = c->detected_after_us;
+    }
+    return 0;
 }

@@ -41,8 +41,6 @@
 #define MAX_TIMEOUT_MS 500
 #define XSK_RECHECK_US 5000000     /* after a port's socket read "down": how long the loop looks for its interface gone */
 #define XSK_EVENT 0x10000          /* epoll data: a port's AF_XDP socket (else its AF_PACKET socket) */
-#define MAX_DEPTH 100000           /* queues.MAX_DEPTH */
-#define MAX_BITRATE 400000000000ULL  /* queues.MAX_BITRATE */
 #define NO_TRUNCATION (1ULL << 62)
 #define MIRROR_SESSION_ID_MASK 0x7FFF
 
@@ -166,6 +164,19 @@ static void clone_egress(ss_dataplane *dp, const packet *p, uint32_t session) {
     free(c);
 }
 
+/* frame as a new packet of p's (resubmitted or recirculated): fresh metadata but the fields of
+ * p's field list, queued to run again; a status */
+static int push_again(ss_dataplane *dp, const packet *p, const uint8_t *frame, uint32_t len, uint64_t field_list,
+                      uint64_t instance_type) {
+    packet *r = packet_new(dp, frame, len);
+    if (!r) return SS_ERR_UNSUPPORTED;
+    memcpy(r->state, dp->template_state, dp->state_size);
+    ss_copy_field_list((int)field_list, p->state, r->state);
+    set(r, SS_INSTANCE_TYPE, instance_type);
+    push_internal(dp, r);
+    return SS_OK;
+}
+
 /* a packet whose metadata is set (a new arrival, resubmitted, recirculated): parse, verify,
  * ingress, then where it goes. Takes p (frees or queues it); a status on failure. */
 static int ingress_state(ss_dataplane *dp, packet *p) {
@@ -188,12 +199,7 @@ static int ingress_state(ss_dataplane *dp, packet *p) {
     }
     uint64_t resubmit = get(p, SS_RESUBMIT_FIELD_LIST);
     if (resubmit) {
-        packet *r = packet_new(dp, p->frame, p->len);
-        if (!r) { st = SS_ERR_UNSUPPORTED; goto out; }
-        memcpy(r->state, dp->template_state, dp->state_size);
-        ss_copy_field_list((int)resubmit, p->state, r->state);
-        set(r, SS_INSTANCE_TYPE, RESUBMIT);
-        push_internal(dp, r);
+        st = push_again(dp, p, p->frame, p->len, resubmit, RESUBMIT);
         goto out;
     }
     if (dp->has_mcast) {
@@ -280,12 +286,7 @@ static int depart(ss_dataplane *dp, queue *q, packet *p, uint64_t now) {
     uint32_t len = written + payload;
     uint64_t recirculate = get(p, SS_RECIRCULATE_FIELD_LIST);
     if (recirculate) {    /* a new packet in BMv2, of the whole deparsed frame (not truncated) */
-        packet *r = packet_new(dp, out, len);
-        if (!r) { st = SS_ERR_UNSUPPORTED; goto out; }
-        memcpy(r->state, dp->template_state, dp->state_size);
-        ss_copy_field_list((int)recirculate, p->state, r->state);
-        set(r, SS_INSTANCE_TYPE, RECIRC);
-        push_internal(dp, r);
+        st = push_again(dp, p, out, len, recirculate, RECIRC);
         goto out;
     }
     uint64_t truncate = get(p, SS_TRUNCATE_LENGTH);
@@ -605,6 +606,14 @@ static void *loop(void *arg) {
 }
 
 /* ---- control ------------------------------------------------------------------------ */
+/* message i of a recvmmsg/sendmmsg batch reads or writes iov[i] */
+static void one_iovec_each(struct mmsghdr *msgs, struct iovec *iov, int n) {
+    for (int i = 0; i < n; i++) {
+        msgs[i].msg_hdr.msg_iov = &iov[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+}
+
 ss_dataplane *ss_dp_new(int cpu_port, int drop_port, int priority_queues,
                         uint32_t queue_depth, uint32_t queue_rate_pps, uint64_t queue_bitrate) {
     if (priority_queues < 1 || priority_queues > SS_MAX_PRIORITY_QUEUES) return NULL;
@@ -640,13 +649,9 @@ ss_dataplane *ss_dp_new(int cpu_port, int drop_port, int priority_queues,
     for (int i = 0; i < RX_BATCH; i++) {
         dp->rx_iov[i].iov_base = dp->rx_buf + (size_t)i * SS_MAX_FRAME;
         dp->rx_iov[i].iov_len = SS_MAX_FRAME;
-        dp->rx_msgs[i].msg_hdr.msg_iov = &dp->rx_iov[i];
-        dp->rx_msgs[i].msg_hdr.msg_iovlen = 1;
     }
-    for (int i = 0; i < TX_BATCH; i++) {
-        dp->tx_msgs[i].msg_hdr.msg_iov = &dp->tx_iov[i];
-        dp->tx_msgs[i].msg_hdr.msg_iovlen = 1;
-    }
+    one_iovec_each(dp->rx_msgs, dp->rx_iov, RX_BATCH);
+    one_iovec_each(dp->tx_msgs, dp->tx_iov, TX_BATCH);
     struct epoll_event ev = { .events = EPOLLIN, .data.u32 = SS_MAX_PORTS };
     epoll_ctl(dp->epfd, EPOLL_CTL_ADD, dp->wakefd, &ev);
     dp->has_ingress_ts = ss_has(SS_INGRESS_GLOBAL_TIMESTAMP);
@@ -732,11 +737,6 @@ void ss_dp_stop(ss_dataplane *dp) {
     dp->running = 0;
 }
 
-void ss_dp_clear_replication(ss_dataplane *dp) {
-    for (int i = 0; i <= MAX_GROUP; i++) ss_dp_delete_group(dp, (uint32_t)i);
-    for (int i = 0; i <= MAX_SESSION; i++) ss_dp_delete_session(dp, (uint32_t)i);
-}
-
 void ss_dp_free(ss_dataplane *dp) {
     if (!dp) return;
     ss_dp_stop(dp);
@@ -776,138 +776,6 @@ void ss_dp_lock(ss_dataplane *dp) {
 
 void ss_dp_unlock(ss_dataplane *dp) { pthread_mutex_unlock(&dp->lock); }
 
-static void set_class(ss_dataplane *dp, int port, int priority, class_cfg cfg) {
-    dp->classes[port][priority] = cfg;
-    if (dp->queues[port][priority]) ss_queue_configure(dp->queues[port][priority], cfg);
-}
-
-void ss_dp_set_class(ss_dataplane *dp, int port, int priority, uint32_t depth, uint32_t rate_pps, uint64_t bitrate,
-                     uint32_t weight) {
-    if (port < SS_NO_PORT || port >= SS_MAX_PORTS || priority < -1 || priority >= SS_MAX_PRIORITY_QUEUES) return;
-    if (depth < 1 || depth > MAX_DEPTH || bitrate > MAX_BITRATE) return;
-    class_cfg cfg = { depth, bitrate ? 0 : rate_pps, weight, bitrate };
-    for (int p = port == SS_NO_PORT ? 0 : port; p < (port == SS_NO_PORT ? SS_MAX_PORTS : port + 1); p++)
-        for (int c = priority < 0 ? 0 : priority; c < (priority < 0 ? SS_MAX_PRIORITY_QUEUES : priority + 1); c++)
-            set_class(dp, p, c, cfg);
-    wake(dp);               /* the loop's timeout may now be shorter */
-}
-
-void ss_dp_set_link(ss_dataplane *dp, int port, uint64_t bits_per_s) {
-    if (port < SS_NO_PORT || port >= SS_MAX_PORTS || bits_per_s > MAX_BITRATE) return;
-    for (int p = port == SS_NO_PORT ? 0 : port; p < (port == SS_NO_PORT ? SS_MAX_PORTS : port + 1); p++) {
-        dp->link_bitrate[p] = bits_per_s;
-        if (dp->links[p]) ss_link_set_bitrate(dp->links[p], bits_per_s);
-    }
-    wake(dp);
-}
-
-uint32_t ss_dp_queue_length(ss_dataplane *dp, int port, int priority) {
-    if (port < 0 || port >= SS_MAX_PORTS || priority < 0 || priority >= SS_MAX_PRIORITY_QUEUES) return 0;
-    queue *q = dp->queues[port][priority];
-    return q ? q->count : 0;
-}
-
-int ss_dp_class_info(ss_dataplane *dp, int port, int priority, ss_class_info *out) {
-    if (port < 0 || port >= SS_MAX_PORTS || priority < 0 || priority >= SS_MAX_PRIORITY_QUEUES) return -1;
-    memset(out, 0, sizeof *out);
-    double now = (double)now_us(dp);
-    class_cfg cfg = dp->classes[port][priority];
-    const queue *q = dp->queues[port][priority];
-    out->depth = cfg.depth, out->rate_pps = cfg.rate_pps, out->weight = cfg.weight, out->bitrate = cfg.bitrate;
-    out->link_bitrate = dp->link_bitrate[port];
-    if (q) {         /* else: not made yet, what it would be made with */
-        out->made = 1;
-        out->length = q->count;
-        out->drops = q->drops, out->tx_packets = q->tx_packets, out->tx_bytes = q->tx_bytes;
-        out->watchdog_drops = q->watchdog_drops;
-        out->last_departure = q->last_departure;
-        out->next_free = ss_queue_next_free(q);
-        out->paused_us = ss_queue_paused_total(q, now);
-        out->paused = q->paused_until > now;
-        out->dropping = q->dropping;
-        uint32_t n = q->recent_n < RECENT ? q->recent_n : RECENT;
-        out->recent_n = (int32_t)n;
-        for (uint32_t i = 0; i < n; i++) {       /* oldest first */
-            uint32_t k = (q->recent_n - n + i) % RECENT;
-            out->recent_at[i] = q->recent_at[k];
-            out->recent_len[i] = q->recent_len[k];
-        }
-    } else {
-        queue made = { .last_len = 0 };
-        port_link link = { .bitrate = dp->link_bitrate[port] };
-        ss_link_set_bitrate(&link, link.bitrate);
-        made.link = &link;
-        ss_queue_configure(&made, cfg);
-        out->next_free = ss_queue_next_free(&made);
-    }
-    const pfc_class *c = dp->pfc[port][priority];
-    out->detected_after_us = -1;
-    if (c) {
-        out->pfc = 1;
-        out->lossless = c->lossless;
-        out->xoff = c->xoff, out->xon = c->xon, out->headroom = c->headroom, out->quanta = c->quanta;
-        out->buffer_bytes = c->used, out->buffer_frames = c->frames, out->buffer_peak = c->peak;
-        out->pausing = c->pausing;
-        out->pause_sent = c->pause_sent, out->xon_sent = c->xon_sent, out->lossless_drops = c->lossless_drops;
-        out->at_xoff_bytes = c->at_xoff_bytes, out->at_xoff_frames = c->at_xoff_frames;
-        out->pause_received = c->pause_received, out->xon_received = c->xon_received;
-        out->storm = c->storm, out->storms = c->storms, out->restores = c->restores;
-        out->pausing_us = c->pausing_us + (c->pausing ? now - c->pausing_since : 0.0);
-        out->detected_after_us = c->detected_after_us;
-    }
-    return 0;
-}
-
-static replicas *replicas_new(uint32_t n, const uint32_t *ports, const uint32_t *rids, uint32_t truncate) {
-    replicas *r = calloc(1, sizeof *r);
-    if (!r) return NULL;
-    r->ports = malloc((n ? n : 1) * sizeof(uint32_t));
-    r->rids = malloc((n ? n : 1) * sizeof(uint32_t));
-    if (!r->ports || !r->rids) { free(r->ports); free(r->rids); free(r); return NULL; }
-    r->n = n;
-    r->truncate = truncate;
-    if (n) { memcpy(r->ports, ports, n * sizeof(uint32_t)); memcpy(r->rids, rids, n * sizeof(uint32_t)); }
-    return r;
-}
-
-static void replicas_free(replicas *r) {
-    if (!r) return;
-    free(r->ports);
-    free(r->rids);
-    free(r);
-}
-
-int ss_dp_set_group(ss_dataplane *dp, uint32_t group, uint32_t n, const uint32_t *ports, const uint32_t *rids) {
-    if (group < 1 || group > MAX_GROUP) return -1;
-    replicas *r = replicas_new(n, ports, rids, 0);
-    if (!r) return -1;
-    replicas_free(dp->groups[group]);
-    dp->groups[group] = r;
-    return 0;
-}
-
-void ss_dp_delete_group(ss_dataplane *dp, uint32_t group) {
-    if (group > MAX_GROUP) return;
-    replicas_free(dp->groups[group]);
-    dp->groups[group] = NULL;
-}
-
-int ss_dp_set_session(ss_dataplane *dp, uint32_t session, uint32_t n, const uint32_t *ports,
-                      const uint32_t *rids, uint32_t truncate_length) {
-    if (session > MAX_SESSION) return -1;
-    replicas *r = replicas_new(n, ports, rids, truncate_length);
-    if (!r) return -1;
-    replicas_free(dp->sessions[session]);
-    dp->sessions[session] = r;
-    return 0;
-}
-
-void ss_dp_delete_session(ss_dataplane *dp, uint32_t session) {
-    if (session > MAX_SESSION) return;
-    replicas_free(dp->sessions[session]);
-    dp->sessions[session] = NULL;
-}
-
 void ss_dp_counters(const ss_dataplane *dp, ss_counters *out) {
     const uint64_t *src = (const uint64_t *)&dp->counters;
     uint64_t *dst = (uint64_t *)out;
@@ -920,47 +788,4 @@ int ss_dp_port_counters(const ss_dataplane *dp, int port, ss_port_counters *out)
     out->tx = READ(dp->port_counters[port].tx);
     out->tx_errors = READ(dp->port_counters[port].tx_errors);
     return 0;
-}
-
-int ss_dp_packet_out(ss_dataplane *dp, const uint8_t *frame, uint32_t len) {
-    if (len > SS_MAX_FRAME || dp->cpu_port < 0) return -1;
-    uint8_t *copy = malloc(len ? len : 1);
-    if (!copy) return -1;
-    memcpy(copy, frame, len);
-    pthread_mutex_lock(&dp->io_lock);
-    if (dp->outs_count == dp->outs_cap) {
-        uint32_t cap = dp->outs_cap ? dp->outs_cap * 2 : 16;
-        ring_frame *grown = realloc(dp->outs, cap * sizeof(ring_frame));
-        if (!grown) { pthread_mutex_unlock(&dp->io_lock); free(copy); return -1; }
-        dp->outs = grown;
-        dp->outs_cap = cap;
-    }
-    dp->outs[dp->outs_count].len = len;
-    dp->outs[dp->outs_count].data = copy;
-    dp->outs_count++;
-    pthread_mutex_unlock(&dp->io_lock);
-    uint64_t one = 1;
-    if (write(dp->wakefd, &one, sizeof one) < 0) { /* full: readable anyway */ }
-    return 0;
-}
-
-int ss_dp_packet_in_fd(const ss_dataplane *dp) { return dp->packet_in_fd; }
-
-int ss_dp_packet_in(ss_dataplane *dp, uint8_t *buf, uint32_t cap) {
-    pthread_mutex_lock(&dp->io_lock);
-    if (!dp->ring_count) {
-        uint64_t v;          /* nothing left: the eventfd read empty so a poll waits again */
-        if (read(dp->packet_in_fd, &v, sizeof v) < 0) { /* EAGAIN */ }
-        pthread_mutex_unlock(&dp->io_lock);
-        return 0;
-    }
-    ring_frame *slot = &dp->ring[dp->ring_head];
-    if (slot->len > cap) { pthread_mutex_unlock(&dp->io_lock); return -1; }
-    uint32_t len = slot->len;
-    memcpy(buf, slot->data, len);
-    free(slot->data);
-    dp->ring_head = (dp->ring_head + 1) % PACKET_IN_RING;
-    dp->ring_count--;
-    pthread_mutex_unlock(&dp->io_lock);
-    return (int)len;
 }

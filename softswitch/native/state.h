@@ -1,7 +1,8 @@
 /* What the native data plane's own parts share (dataplane.c: the loop, the packet path, ports and
- * control; classes.c: a port's link and its traffic classes' queues; pfc.c: priority flow control):
- * the data plane's state, the packet, the clock. Not for the generated pipeline, which sees abi.h
- * alone. dataplane.c calls the other two; they call nothing of it. */
+ * control; classes.c: a port's link and its traffic classes' queues, and their settings; pfc.c:
+ * priority flow control; replication.c: multicast groups and clone sessions; cpu_port.c:
+ * packet-outs and packet-ins): the data plane's state, the packet, the clock. Not for the
+ * generated pipeline, which sees abi.h alone. dataplane.c calls the others; they call nothing of it. */
 #ifndef SOFTSWITCH_NATIVE_STATE_H
 #define SOFTSWITCH_NATIVE_STATE_H
 

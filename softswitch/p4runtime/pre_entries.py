@@ -6,7 +6,7 @@ ports 0..511, replication ids (``instance``) 0..65535, no class of service for c
 """
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 from p4.v1 import p4runtime_pb2
 
@@ -83,28 +83,33 @@ def _check_group_id(gid: int) -> None:
         raise out_of_range(f"multicast group id {gid} is too high (at most {FIRST_RESERVED_GROUP - 1})")
 
 
+def _deleted(records: dict, key: int, what: str, utype: int, delete: Callable[[int], None]) -> bool:
+    """Whether ``utype`` was a DELETE, now done (``key``'s engine entry and its record gone);
+    otherwise the INSERT of a key not yet written or the MODIFY of one that is, checked."""
+    exists = key in records
+    if utype not in (Update.INSERT, Update.MODIFY, Update.DELETE):
+        raise invalid("update type is not set")
+    if utype == Update.INSERT and exists:
+        raise P4RTError(ALREADY_EXISTS, f"{what} exists")
+    if utype != Update.INSERT and not exists:
+        raise not_found(f"{what} does not exist")
+    if utype != Update.DELETE:
+        return False
+    _op(lambda: delete(key))
+    del records[key]
+    return True
+
+
 def _write_group(pre: PreState, utype: int, g: p4runtime_pb2.MulticastGroupEntry) -> None:
     gid = g.multicast_group_id
     _check_group_id(gid)
     what = f"multicast group {gid}"
-    if utype == Update.DELETE:
-        if gid not in pre.groups:
-            raise not_found(f"{what} does not exist")
-        _op(lambda: pre.engine.delete_group(gid))
-        del pre.groups[gid]
+    if _deleted(pre.groups, gid, what, utype, pre.engine.delete_group):
         return
-    if utype not in (Update.INSERT, Update.MODIFY):
-        raise invalid("update type is not set")
     replicas = _replicas(g.replicas, what)
     pairs = [(r.port, r.instance) for r in replicas]
-    if utype == Update.INSERT:
-        if gid in pre.groups:
-            raise P4RTError(ALREADY_EXISTS, f"{what} exists")
-        _op(lambda: pre.engine.insert_group(gid, pairs))
-    else:
-        if gid not in pre.groups:
-            raise not_found(f"{what} does not exist")
-        _op(lambda: pre.engine.modify_group(gid, pairs))
+    write = pre.engine.insert_group if utype == Update.INSERT else pre.engine.modify_group
+    _op(lambda: write(gid, pairs))
     pre.groups[gid] = McGroupRecord(replicas, g.metadata)
 
 
@@ -115,28 +120,16 @@ def _write_session(pre: PreState, utype: int, s: p4runtime_pb2.CloneSessionEntry
     if sid > MAX_CLONE_SESSION:
         raise invalid(f"clone session id {sid} is outside 1..{MAX_CLONE_SESSION}")
     what = f"clone session {sid}"
-    if utype == Update.DELETE:
-        if sid not in pre.sessions:
-            raise not_found(f"{what} does not exist")
-        _op(lambda: pre.engine.delete_session(sid))
-        del pre.sessions[sid]
+    if _deleted(pre.sessions, sid, what, utype, pre.engine.delete_session):
         return
-    if utype not in (Update.INSERT, Update.MODIFY):
-        raise invalid("update type is not set")
     replicas = _replicas(s.replicas, what)
     if s.class_of_service:
         raise unimplemented(f"{what}: class of service is not supported (as on BMv2)")
     if not 0 <= s.packet_length_bytes <= 0xFFFF:
         raise invalid(f"{what}: packet_length_bytes {s.packet_length_bytes} is outside 0..65535")
     pairs = [(r.port, r.instance) for r in replicas]
-    if utype == Update.INSERT:
-        if sid in pre.sessions:
-            raise P4RTError(ALREADY_EXISTS, f"{what} exists")
-        _op(lambda: pre.engine.insert_session(sid, pairs, 0, s.packet_length_bytes))
-    else:
-        if sid not in pre.sessions:
-            raise not_found(f"{what} does not exist")
-        _op(lambda: pre.engine.modify_session(sid, pairs, 0, s.packet_length_bytes))
+    write = pre.engine.insert_session if utype == Update.INSERT else pre.engine.modify_session
+    _op(lambda: write(sid, pairs, 0, s.packet_length_bytes))
     pre.sessions[sid] = CloneSessionRecord(replicas, 0, s.packet_length_bytes)
 
 
@@ -147,25 +140,22 @@ def read_pre(scope: ReadScope, msg: p4runtime_pb2.PacketReplicationEngineEntry) 
     kind = msg.WhichOneof("type")
     if kind == "multicast_group_entry":
         gid = msg.multicast_group_entry.multicast_group_id
-        if gid:
-            if gid >= FIRST_RESERVED_GROUP:
-                raise out_of_range(f"multicast group id {gid} is too high (at most {FIRST_RESERVED_GROUP - 1})")
-            if gid not in pre.groups:
-                raise not_found(f"multicast group {gid} does not exist")
-            named = [(gid, pre.groups[gid])]
-        else:
-            named = sorted(scope.once("multicast groups", lambda: dict(pre.groups)).items())
-        return scope.each(named, _group_entity)
+        if gid >= FIRST_RESERVED_GROUP:
+            raise out_of_range(f"multicast group id {gid} is too high (at most {FIRST_RESERVED_GROUP - 1})")
+        return scope.each(_one_or_all(scope, pre.groups, gid, "multicast group"), _group_entity)
     if kind == "clone_session_entry":
         sid = msg.clone_session_entry.session_id
-        if sid:
-            if sid not in pre.sessions:
-                raise not_found(f"clone session {sid} does not exist")
-            named = [(sid, pre.sessions[sid])]
-        else:
-            named = sorted(scope.once("clone sessions", lambda: dict(pre.sessions)).items())
-        return scope.each(named, _session_entity)
+        return scope.each(_one_or_all(scope, pre.sessions, sid, "clone session"), _session_entity)
     raise invalid("PacketReplicationEngineEntry has neither a multicast group nor a clone session")
+
+
+def _one_or_all(scope: ReadScope, records: dict, key: int, what: str) -> list[tuple[int, Any]]:
+    """(key, record) of ``key``, or of every record where ``key`` is 0 (a wildcard read)."""
+    if not key:
+        return sorted(scope.once(f"{what}s", lambda: dict(records)).items())
+    if key not in records:
+        raise not_found(f"{what} {key} does not exist")
+    return [(key, records[key])]
 
 
 def _group_entity(item: tuple[int, McGroupRecord]) -> p4runtime_pb2.Entity:

@@ -76,6 +76,10 @@ RUNTIME_HELPERS: dict[str, Callable] = {
     "_sat": sat_cast,
 }
 
+# operators fitting their left operand into the width their right gives (wrapped in two's complement,
+# saturated unsigned, saturated signed), by the helper that does it
+WIDTH_CASTS = {"two_comp_mod": "_tcm", "usat_cast": "_usat", "sat_cast": "_sat"}
+
 _BINARY_DATA = {"+": "+", "-": "-", "*": "*", "<<": "<<", ">>": ">>", "&": "&", "|": "|",
                 "^": "^", "/": "//", "%": "%"}
 _COMPARE = {"==": "==", "!=": "!=", ">": ">", "<": "<", ">=": ">=", "<=": "<="}
@@ -220,12 +224,8 @@ class ExpressionCompiler:
         if op == "b2d":
             return self.value(right) if self.compile(right).kind == BOOL else \
                 Compiled(f"(1 if {self.boolean(right)} else 0)", DATA, bits=1)
-        if op == "two_comp_mod":
-            return Compiled(f"_tcm({self.data(left)}, {self.data(right)})", DATA)
-        if op == "usat_cast":
-            return Compiled(f"_usat({self.data(left)}, {self.data(right)})", DATA)
-        if op == "sat_cast":
-            return Compiled(f"_sat({self.data(left)}, {self.data(right)})", DATA)
+        if op in WIDTH_CASTS:
+            return Compiled(f"{WIDTH_CASTS[op]}({self.data(left)}, {self.data(right)})", DATA)
         if op == "?":
             cond = self.boolean(e["cond"])
             lc, rc = self.compile(left), self.compile(right)

@@ -223,24 +223,24 @@ class PrimitiveCompiler(Arithmetic):
     def p_pop(self, stack, num):
         return self._stack_shift(stack, num, "pop")
 
+    def _packet_length_change(self, hdr, op: str) -> str:
+        """The statement growing (``op`` "+") or shrinking ("-") the packet length by ``hdr``'s bytes."""
+        return f"F[{self.hidden['packet_length']}] {op}= {self._header_type_of(hdr).fixed_bits // 8}"
+
     def p_add_header(self, hdr):
         base, n = self._header_slots(hdr)
-        nbytes = self._header_type_of(hdr).fixed_bits // 8
-        pl = self.hidden["packet_length"]
         return [f"if not F[{base}]:",
                 f"    F[{base} + 1:{base} + {n}] = {zeros_source(n - 1)}",
                 *("    " + ln for ln in self._set_valid(base)),
-                f"    F[{pl}] += {nbytes}"]
+                "    " + self._packet_length_change(hdr, "+")]
 
     def p_add_header_fast(self, hdr):
         return self._set_valid(self.ec.header(hdr))
 
     def p_remove_header(self, hdr):
         base, _ = self._header_slots(hdr)
-        nbytes = self._header_type_of(hdr).fixed_bits // 8
-        pl = self.hidden["packet_length"]
         return [f"if F[{base}]:",
-                f"    F[{pl}] -= {nbytes}",
+                "    " + self._packet_length_change(hdr, "-"),
                 f"    F[{base}] = 0"]
 
     def p_copy_header(self, dst, src):

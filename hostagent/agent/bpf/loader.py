@@ -20,7 +20,7 @@ import re
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Iterator, TypeVar
+from typing import Callable, Iterable, Iterator, TypeVar
 
 from pyroute2 import IPRoute, NetNS
 
@@ -99,6 +99,7 @@ class Attachment:
 
 
 R = TypeVar("R")
+T = TypeVar("T")
 
 
 def program_text(main: str = MAIN_SOURCE, directory: Path = BPF_DIR) -> str:
@@ -180,15 +181,7 @@ class TcProgram:
 
     def close(self) -> None:
         """Detach everywhere and release the programs and maps."""
-        errors = []
-        for attachment in list(self.attachments):
-            try:
-                self.detach(attachment)
-            except Exception as err:       # noqa: BLE001 - detach the others whatever one does
-                errors.append(f"{attachment.ifname}: {err}")
-        self.bpf.cleanup()
-        if errors:
-            raise OSError(f"host agent detach failed: {'; '.join(errors)}")
+        detach_all(self.attachments, self.detach, lambda a: a.ifname, self.bpf, "host agent")
 
     def object_ids(self) -> dict[str, list[int]]:
         """Kernel ids of the programs and maps (`hostagent.agent.bpf.inventory`)."""
@@ -254,6 +247,20 @@ class TcProgram:
     def _read(self, name: bytes, record: type[R]) -> dict[FlowKey, R]:
         names = [f.name for f in fields(record)]  # type: ignore[arg-type]
         return {FlowKey.from_c(k): record(*(getattr(v, n) for n in names)) for k, v in self.bpf[name].items()}
+
+
+def detach_all(items: Iterable[T], detach: Callable[[T], None], name: Callable[[T], str], bpf, what: str) -> None:
+    """``detach`` each of ``items``, whatever another does, then release ``bpf``'s programs and
+    maps (bcc's cleanup); OSError naming every item whose detach failed (``name(item)``)."""
+    errors = []
+    for item in list(items):
+        try:
+            detach(item)
+        except Exception as err:       # noqa: BLE001 - detach the others whatever one does
+            errors.append(f"{name(item)}: {err}")
+    bpf.cleanup()
+    if errors:
+        raise OSError(f"{what} detach failed: {'; '.join(errors)}")
 
 
 def _has_clsact(ipr: IPRoute, idx: int) -> bool:

@@ -1,5 +1,6 @@
-"""The collectives' reliable transport natively: hostpath.c/.h (the engine) and binding.py (its
-ctypes binding, NativeTransport); chosen by hostagent.collectives.host_path."""
+"""The collectives' reliable transport natively: the engine (hostpath.h its API; hostpath.c,
+messages.c and calls.c its parts; rocev2.c its RoCEv2 framing) and binding.py (its ctypes
+binding, NativeTransport); chosen by hostagent.collectives.host_path."""
 
 from hostagent.collectives.native.binding import NativeTransport
 

@@ -82,8 +82,10 @@ _SIGNATURES = {
 
 
 def builder() -> LibraryBuilder:
-    return LibraryBuilder("aifabric_hostpath_", (HERE / "hostpath.c", HERE / "rocev2.c"),
-                          (HERE / "hostpath.h", HERE / "rocev2.h"), HERE, build_cache.default_cache_dir("hostpath", CACHE_ENV))
+    sources = ("hostpath.c", "messages.c", "calls.c", "rocev2.c")
+    return LibraryBuilder("aifabric_hostpath_", tuple(HERE / f for f in sources),
+                          tuple(HERE / f for f in ("hostpath.h", "engine.h", "rocev2.h")), HERE,
+                          build_cache.default_cache_dir("hostpath", CACHE_ENV))
 
 
 def library() -> tuple[ctypes.CDLL, str]:

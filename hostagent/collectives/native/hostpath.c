@@ -1,49 +1,21 @@
 /* The collectives' reliable transport, natively (hostpath.h says what and why). reliable.py is the
  * reference: every rule here is one of its rules, on the same bytes. */
 #define _GNU_SOURCE
-#include "hostpath.h"
-#include "rocev2.h"
+#include "engine.h"
 
 #include <endian.h>
 #include <errno.h>
 #include <math.h>
-#include <netinet/in.h>
 #include <netinet/udp.h>
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
-#ifndef UDP_SEGMENT
-#define UDP_SEGMENT 103                 /* linux/udp.h: a send cut into datagrams by the kernel (GSO) */
-#endif
-#ifndef UDP_GRO
-#define UDP_GRO 104                     /* linux/udp.h: datagrams handed up joined, with their size (GRO) */
-#endif
-#define BUCKETS 4096                    /* the message table's chains */
-#define RX_BYTES 65536                  /* a receive buffer: one datagram, or one GRO train of them */
-#define GSO_MAX 64                      /* datagrams in one GSO send at most (the kernel's UDP_MAX_SEGMENTS) */
-#define INBOX_DATAGRAMS 4096            /* rocev2: what the shared port may queue for a group */
-#define PACE_SLACK_S 50e-6              /* rocev2: a paced packet may leave this early (the loop's wake is no finer) */
-#define LONGEST_WAIT_S 0.25             /* the loop looks at its timers at least this often */
-#define RECV_RECHECK_S 0.1              /* a waiting recv looks for aborts and silence this often (reliable.py's) */
-
 /* ======================================================================== the wire */
-
-struct header {
-    uint8_t kind;
-    uint32_t group;
-    uint16_t src;
-    uint32_t seq;
-    uint64_t tag;
-    uint32_t frag, count;
-};
 
 static void put16(uint8_t *p, uint16_t v) { v = htobe16(v); memcpy(p, &v, 2); }
 static void put32(uint8_t *p, uint32_t v) { v = htobe32(v); memcpy(p, &v, 4); }
@@ -52,7 +24,7 @@ static uint16_t get16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return b
 static uint32_t get32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return be32toh(v); }
 static uint64_t get64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return be64toh(v); }
 
-static void wire_pack(uint8_t *p, const struct header *h)
+void wire_pack(uint8_t *p, const struct header *h)
 {
     p[0] = 'C';
     p[1] = 'L';
@@ -87,48 +59,6 @@ static int fragment_fits(uint32_t frag, uint32_t count, size_t len)
 }
 
 /* ======================================================================== peers and windows */
-
-struct slot {                   /* a packet in flight, kept for its resend */
-    uint8_t live;
-    uint16_t len;
-    uint32_t seq, retries;
-    double sent_at;
-    uint8_t packet[HP_HEADER_BYTES + HP_PAYLOAD];
-};
-
-struct job {                    /* a caller's message whose packets are not all in flight yet */
-    struct job *next;
-    const uint8_t *data;        /* the caller's buffer: read under the lock only, while it waits */
-    uint64_t len, tag;
-    uint32_t count, next_frag;
-    int done;
-};
-
-struct rto {                    /* RFC 6298 (transport.RtoEstimator) */
-    double floor, cap, srtt, rttvar, rto;
-    int sampled;
-};
-
-struct peer {
-    struct sockaddr_in addr;
-    /* as a destination */
-    struct slot *slots;         /* by seq & mask; made at the first message to this peer */
-    uint32_t mask, next_seq, low, pending;   /* every live slot's seq is in [low, next_seq) */
-    struct job *jobs, **jobs_tail;
-    struct rto rto;
-    /* as a source */
-    uint32_t floor, top, above; /* every seq below floor taken; `above` more, all below top */
-    uint64_t *seen;             /* seqs taken above floor: bit seq % HP_REORDER */
-    uint32_t owed;              /* packets taken since our last acknowledgement */
-    double owed_since;
-    double heard;               /* when last heard from; < 0: never */
-    int loopback;               /* on 127/8: GSO trains never meet a packet socket there */
-    /* rocev2 */
-    uint8_t bth[RV_BTH_BYTES];  /* before every datagram to this peer: its queue pair */
-    uint32_t qp;
-    double next_free;           /* its queue pair's rate lets the next datagram go then */
-    double held_since;          /* < 0: not held back by the rate now */
-};
 
 static void rto_sample(struct rto *r, double rtt)
 {
@@ -193,158 +123,6 @@ static uint32_t next_seen(const struct peer *p, uint32_t seq)
     return p->top;
 }
 
-/* ======================================================================== messages by (source, tag) */
-
-struct msg {
-    struct hp_message pub;      /* first: what hp_recv hands out */
-    struct msg *next;
-    int32_t src;
-    uint64_t tag;
-    uint32_t count, got, room;  /* fragments: in the message, taken, the buffer's room */
-    uint32_t last_len;
-    uint64_t *have;             /* fragments taken, one bit each (room of them) */
-    int complete;
-};
-
-static uint32_t bucket(int32_t src, uint64_t tag)
-{
-    return (uint32_t)(((tag * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)src * 0xC2B2AE3D27D4EB4Full)) >> 52) & (BUCKETS - 1);
-}
-
-static void msg_free(struct msg *m)
-{
-    free(m->pub.data);
-    free(m->have);
-    free(m);
-}
-
-/* room for fragment `frag` (the buffer and its bits grown as needed): 0, or -1 out of memory */
-static int msg_grow(struct msg *m, uint32_t frag)
-{
-    if (frag < m->room)
-        return 0;
-    uint64_t want = (uint64_t)m->room * 2;
-    if (want < (uint64_t)frag + 1)
-        want = (uint64_t)frag + 1;
-    if (want > m->count)
-        want = m->count;
-    uint8_t *data = realloc(m->pub.data, want * HP_PAYLOAD);
-    if (!data)
-        return -1;
-    m->pub.data = data;
-    uint64_t words = (want + 63) / 64, had = ((uint64_t)m->room + 63) / 64;
-    uint64_t *have = realloc(m->have, words * 8);
-    if (!have)
-        return -1;
-    memset(have + had, 0, (words - had) * 8);
-    m->have = have;
-    m->room = (uint32_t)want;
-    return 0;
-}
-
-/* the partial message (src, tag), made at its first fragment; NULL: another fragment count was
- * given for it before (malformed), or no memory */
-static struct msg *msg_for(struct msg **table, int32_t src, uint64_t tag, uint32_t frag, uint32_t count)
-{
-    struct msg **chain = &table[bucket(src, tag)], *m;
-    for (m = *chain; m; m = m->next)
-        if (!m->complete && m->src == src && m->tag == tag)
-            break;
-    if (m && m->count != count)
-        return NULL;
-    if (!m) {
-        m = calloc(1, sizeof *m);
-        if (!m)
-            return NULL;
-        m->src = src;
-        m->tag = tag;
-        m->count = count;
-        if (msg_grow(m, count <= HP_EAGER_FRAGMENTS ? count - 1 : frag) < 0) {
-            msg_free(m);
-            return NULL;
-        }
-        m->next = *chain;
-        *chain = m;
-    }
-    return msg_grow(m, frag) < 0 ? NULL : m;
-}
-
-/* store a fragment; 1 when it completed the message */
-static int msg_put(struct msg *m, uint32_t frag, const uint8_t *body, size_t len)
-{
-    if ((m->have[frag >> 6] >> (frag & 63)) & 1)
-        return 0;               /* the same fragment under another seq: kept once */
-    m->have[frag >> 6] |= 1ull << (frag & 63);
-    memcpy(m->pub.data + (uint64_t)frag * HP_PAYLOAD, body, len);
-    if (frag == m->count - 1)
-        m->last_len = (uint32_t)len;
-    if (++m->got < m->count)
-        return 0;
-    m->complete = 1;
-    m->pub.len = (uint64_t)(m->count - 1) * HP_PAYLOAD + m->last_len;
-    return 1;
-}
-
-/* the whole message (src, tag), out of the table, or NULL */
-static struct msg *msg_take(struct msg **table, int32_t src, uint64_t tag)
-{
-    for (struct msg **at = &table[bucket(src, tag)]; *at; at = &(*at)->next) {
-        struct msg *m = *at;
-        if (m->complete && m->src == src && m->tag == tag) {
-            *at = m->next;
-            return m;
-        }
-    }
-    return NULL;
-}
-
-/* ======================================================================== the engine */
-
-struct abort_note {
-    uint64_t call;
-    int32_t by;
-    uint32_t len;
-    char reason[HP_PAYLOAD];
-};
-
-struct out {                    /* datagrams built under the lock, sent after it in one sendmmsg */
-    uint32_t n, cap, scratch_used, scratch_cap;
-    struct iovec *iov;          /* two a datagram: its BTH (rocev2; else empty), the transport's packet */
-    int32_t *dst;
-    struct mmsghdr *mm;         /* one a send: a datagram, or a GSO train of them to one loopback peer */
-    uint32_t *first;            /* a send's first datagram */
-    char (*ctl)[CMSG_SPACE(sizeof(uint16_t))];
-    uint8_t *scratch;           /* scratch_cap buffers of HP_MAX_DATAGRAM: acknowledgements, heartbeats */
-};
-
-struct hp_engine {
-    struct hp_config cfg;
-    int fd, wake_fd;
-    pthread_t thread;
-    int started;
-    pthread_mutex_t mu;         /* everything below; a caller's job buffer too */
-    pthread_cond_t cv;          /* callers wait here */
-    int closing, asleep, wake_callers, pump_again;
-    uint32_t callers, waiters;
-    struct peer *peers;
-    struct msg **table;
-    struct abort_note *aborts;
-    uint32_t naborts, aborts_cap;
-    struct hp_stats stats;
-    uint64_t rng;
-    double ack_delay_s, next_resend, last_beat;
-    struct out out;
-    int gso;                    /* GSO sends to loopback peers: on until the kernel refuses one */
-    double now;                 /* the loop's iteration's time */
-    struct rv_inbox *inbox;     /* rocev2: what the shared port read for this group */
-    struct rv_port *port;
-    struct rv_rates *rates;     /* rocev2 with a rate port: the queue pairs' rates */
-    struct mmsghdr rx_mm[HP_RX_BATCH];
-    struct iovec rx_iov[HP_RX_BATCH];
-    char rx_ctl[HP_RX_BATCH][CMSG_SPACE(sizeof(int))];
-    uint8_t *rx;                /* HP_RX_BATCH buffers of RX_BYTES */
-};
-
 double hp_now(void)
 {
     struct timespec ts;
@@ -354,7 +132,7 @@ double hp_now(void)
 
 int hp_version(void) { return HP_VERSION; }
 
-static struct timespec abs_time(double t)
+struct timespec abs_time(double t)
 {
     struct timespec ts;
     if (t < 0)
@@ -377,7 +155,7 @@ static double uniform(uint64_t *s)     /* splitmix64: [0, 1) */
     return (double)(z >> 11) * 0x1.0p-53;
 }
 
-static int out_init(struct out *o, uint32_t cap, uint32_t scratch_cap)
+int out_init(struct out *o, uint32_t cap, uint32_t scratch_cap)
 {
     o->cap = cap;
     o->scratch_cap = scratch_cap;
@@ -390,7 +168,7 @@ static int out_init(struct out *o, uint32_t cap, uint32_t scratch_cap)
     return o->iov && o->dst && o->mm && o->first && o->ctl && (o->scratch || !scratch_cap) ? 0 : -1;
 }
 
-static void out_release(struct out *o)
+void out_release(struct out *o)
 {
     free(o->iov);
     free(o->dst);
@@ -431,7 +209,7 @@ static void pace_charge(struct hp_engine *e, struct peer *p, uint32_t len)
 }
 
 /* one datagram to rank dst, counted as sent; the seeded knob may drop it here */
-static void out_add(struct hp_engine *e, struct out *o, int32_t dst, const uint8_t *data, uint32_t len)
+void out_add(struct hp_engine *e, struct out *o, int32_t dst, const uint8_t *data, uint32_t len)
 {
     e->stats.packets_sent++;
     e->stats.bytes_sent += len;
@@ -499,7 +277,7 @@ static uint32_t out_plan(const struct hp_engine *e, struct out *o)
 
 /* send what was built (without the lock); a datagram the socket refuses counts as a send error,
  * a GSO train the kernel refuses goes again datagram by datagram, and GSO stays off */
-static void out_send(struct hp_engine *e, struct out *o)
+void out_send(struct hp_engine *e, struct out *o)
 {
     uint32_t sends = out_plan(e, o), done = 0;
     while (done < sends) {
@@ -528,7 +306,7 @@ static void out_send(struct hp_engine *e, struct out *o)
     o->scratch_used = 0;
 }
 
-static void note_abort(struct hp_engine *e, uint64_t call, int32_t by, const char *reason, uint32_t len)
+void note_abort(struct hp_engine *e, uint64_t call, int32_t by, const char *reason, uint32_t len)
 {
     for (uint32_t i = 0; i < e->naborts; i++)
         if (e->aborts[i].call == call)
@@ -974,315 +752,4 @@ struct hp_engine *hp_open(const struct hp_config *config, int fd, const uint32_t
     }
     e->started = 1;
     return e;
-}
-
-/* ======================================================================== the callers' side */
-
-static int enter(struct hp_engine *e)
-{
-    pthread_mutex_lock(&e->mu);
-    if (e->closing) {
-        pthread_mutex_unlock(&e->mu);
-        return HP_CLOSED;
-    }
-    e->callers++;
-    return HP_OK;
-}
-
-static int leave(struct hp_engine *e, int status)
-{
-    if (--e->callers == 0 && e->closing)
-        pthread_cond_broadcast(&e->cv);           /* hp_close waits for the last caller out */
-    pthread_mutex_unlock(&e->mu);
-    return status;
-}
-
-static void wait_until(struct hp_engine *e, double until)
-{
-    struct timespec ts = abs_time(until);
-    e->waiters++;
-    pthread_cond_timedwait(&e->cv, &e->mu, &ts);
-    e->waiters--;
-}
-
-/* reliable.py's _check: another rank aborted this call (or an earlier one of its (sub)group), or
- * a watched rank went silent */
-static int check(struct hp_engine *e, uint64_t tag, int32_t peer, const int32_t *watch, int32_t nwatch,
-                 struct hp_failure *f, double now)
-{
-    uint64_t call = tag >> 32;
-    for (uint32_t i = 0; i < e->naborts; i++) {
-        const struct abort_note *a = &e->aborts[i];
-        if (a->call >> HP_CALL_NUMBER_BITS == call >> HP_CALL_NUMBER_BITS && a->call <= call && a->by != e->cfg.rank) {
-            f->peer = a->by;
-            f->reason_len = a->len;
-            memcpy(f->reason, a->reason, a->len);
-            return HP_ABORTED;
-        }
-    }
-    for (int32_t i = -1; i < nwatch; i++) {
-        int32_t r = i < 0 ? peer : watch[i];
-        if (r < 0 || r >= e->cfg.world || r == e->cfg.rank)
-            continue;
-        double heard = e->peers[r].heard;
-        if (heard >= 0 && now - heard > e->cfg.silent_after_s) {
-            f->peer = r;
-            f->waited_s = now - heard;
-            return HP_SILENT;
-        }
-    }
-    return HP_OK;
-}
-
-/* reliable.py's _late: the deadline passed waiting on `peer`, silent or alive */
-static int late(struct hp_engine *e, int32_t peer, struct hp_failure *f, double now)
-{
-    double heard = e->peers[peer].heard;
-    f->peer = peer;
-    f->never_heard = heard < 0;
-    f->waited_s = heard < 0 ? INFINITY : now - heard;
-    return heard < 0 || now - heard > e->cfg.silent_after_s ? HP_LATE_SILENT : HP_LATE_ALIVE;
-}
-
-static void unlink_job(struct peer *p, struct job *j)
-{
-    for (struct job **at = &p->jobs; *at; at = &(*at)->next)
-        if (*at == j) {
-            *at = j->next;
-            break;
-        }
-    p->jobs_tail = &p->jobs;
-    while (*p->jobs_tail)
-        p->jobs_tail = &(*p->jobs_tail)->next;
-}
-
-/* What a caller waits for: done, or else the rank it waits on; `checked`: aborts of the call of
- * `tag` and silence of `watch` looked for (reliable.py's _check) at every wake, `recheck_s` apart
- * at most. */
-struct waiting {
-    int (*done)(struct hp_engine *e, struct waiting *w, int32_t *peer);
-    int checked;
-    uint64_t tag;
-    const int32_t *watch;
-    int32_t nwatch;
-    double deadline, recheck_s;
-    struct job *job;                    /* hp_send's */
-    int32_t src;                        /* hp_recv's */
-    struct msg *message;
-};
-
-static int wait_for(struct hp_engine *e, struct waiting *w, struct hp_failure *f)
-{
-    for (;;) {
-        int32_t peer = -1;
-        if (w->done(e, w, &peer))
-            return HP_OK;
-        double now = hp_now();
-        if (e->closing)
-            return HP_CLOSED;
-        int status = w->checked ? check(e, w->tag, peer, w->watch, w->nwatch, f, now) : HP_OK;
-        if (status != HP_OK)
-            return status;
-        if (w->deadline - now <= 0)
-            return late(e, peer, f, now);
-        wait_until(e, fmin(w->deadline, now + w->recheck_s));
-    }
-}
-
-static int sent(struct hp_engine *e, struct waiting *w, int32_t *peer)
-{
-    (void)e;
-    *peer = w->src;
-    return w->job->done;
-}
-
-int hp_send(struct hp_engine *e, int32_t dst, uint64_t tag, const uint8_t *data, uint64_t len, double deadline,
-            const int32_t *watch, int32_t nwatch, struct hp_failure *failure)
-{
-    if (enter(e) != HP_OK)
-        return HP_CLOSED;
-    struct peer *p = &e->peers[dst];
-    if (!p->slots && !(p->slots = calloc((size_t)p->mask + 1, sizeof *p->slots)))
-        return leave(e, HP_CLOSED);
-    uint64_t count = len ? (len + HP_PAYLOAD - 1) / HP_PAYLOAD : 1;
-    struct job j = {.data = data, .len = len, .tag = tag, .count = (uint32_t)count};
-    *p->jobs_tail = &j;
-    p->jobs_tail = &j.next;
-    if (e->asleep) {
-        uint64_t one = 1;
-        if (write(e->wake_fd, &one, sizeof one) < 0) { /* already readable */ }
-    }
-    struct waiting w = {.done = sent, .checked = 1, .tag = tag, .watch = watch, .nwatch = nwatch,
-                        .deadline = deadline, .recheck_s = e->cfg.rto_s, .job = &j, .src = dst};
-    int status = wait_for(e, &w, failure);
-    if (status != HP_OK)
-        unlink_job(p, &j);              /* its packets already in flight stay there */
-    return leave(e, status);
-}
-
-static int received(struct hp_engine *e, struct waiting *w, int32_t *peer)
-{
-    *peer = w->src;
-    return (w->message = msg_take(e->table, w->src, w->tag)) != NULL;
-}
-
-int hp_recv(struct hp_engine *e, int32_t src, uint64_t tag, double deadline, const int32_t *watch, int32_t nwatch,
-            struct hp_failure *failure, struct hp_message **message)
-{
-    if (enter(e) != HP_OK)
-        return HP_CLOSED;
-    struct waiting w = {.done = received, .checked = 1, .tag = tag, .watch = watch, .nwatch = nwatch,
-                        .deadline = deadline, .recheck_s = RECV_RECHECK_S, .src = src};
-    int status = wait_for(e, &w, failure);
-    if (status == HP_OK)
-        *message = &w.message->pub;
-    return leave(e, status);
-}
-
-void hp_message_free(struct hp_message *message)
-{
-    if (message)
-        msg_free((struct msg *)message);
-}
-
-static int acknowledged(struct hp_engine *e, struct waiting *w, int32_t *peer)
-{
-    (void)w;
-    for (int32_t r = 0; r < e->cfg.world; r++)
-        if (e->peers[r].pending || e->peers[r].jobs) {
-            *peer = r;
-            return 0;
-        }
-    return 1;
-}
-
-int hp_flush(struct hp_engine *e, double deadline, struct hp_failure *failure)
-{
-    if (enter(e) != HP_OK)
-        return HP_CLOSED;
-    struct waiting w = {.done = acknowledged, .deadline = deadline, .recheck_s = e->cfg.rto_s};
-    return leave(e, wait_for(e, &w, failure));
-}
-
-void hp_abort(struct hp_engine *e, uint64_t call, const char *reason, uint32_t reason_len)
-{
-    if (enter(e) != HP_OK)
-        return;
-    if (reason_len > HP_PAYLOAD)
-        reason_len = HP_PAYLOAD;
-    struct out o = {0};
-    uint8_t *pkt = malloc(HP_HEADER_BYTES + HP_PAYLOAD);
-    if (!pkt || out_init(&o, HP_ABORT_COPIES * (uint32_t)e->cfg.world, 0) < 0) {
-        free(pkt);
-        out_release(&o);
-        leave(e, HP_OK);
-        return;
-    }
-    note_abort(e, call, e->cfg.rank, reason, reason_len);
-    struct header h = {.kind = HP_ABORT, .group = e->cfg.group, .src = (uint16_t)e->cfg.rank, .tag = call, .count = 1};
-    wire_pack(pkt, &h);
-    memcpy(pkt + HP_HEADER_BYTES, reason, reason_len);
-    for (int copy = 0; copy < HP_ABORT_COPIES; copy++)
-        for (int32_t r = 0; r < e->cfg.world; r++)
-            if (r != e->cfg.rank)
-                out_add(e, &o, r, pkt, HP_HEADER_BYTES + reason_len);
-    pthread_mutex_unlock(&e->mu);                 /* still counted as a caller: hp_close waits for us */
-    out_send(e, &o);
-    pthread_mutex_lock(&e->mu);
-    free(pkt);
-    out_release(&o);
-    leave(e, HP_OK);
-}
-
-int hp_abort_at(struct hp_engine *e, uint32_t i, uint64_t *call, int32_t *by, char *reason, uint32_t *reason_len)
-{
-    pthread_mutex_lock(&e->mu);
-    int there = i < e->naborts;
-    if (there) {
-        *call = e->aborts[i].call;
-        *by = e->aborts[i].by;
-        *reason_len = e->aborts[i].len;
-        memcpy(reason, e->aborts[i].reason, e->aborts[i].len);
-    }
-    pthread_mutex_unlock(&e->mu);
-    return there;
-}
-
-static void hp_stats_locked(struct hp_engine *e, struct hp_stats *out)
-{
-    *out = e->stats;
-    out->send_errors = __atomic_load_n(&e->stats.send_errors, __ATOMIC_RELAXED);
-    if (e->port)
-        rv_port_counts(e->port, &out->rocev2_malformed, &out->rocev2_unknown_group);
-    if (e->rates)
-        out->rocev2_rate_messages = rv_rate_messages(e->rates);
-    if (e->inbox)
-        out->rocev2_inbox_dropped = rv_inbox_dropped(e->inbox);
-}
-
-void hp_stats(struct hp_engine *e, struct hp_stats *out)
-{
-    pthread_mutex_lock(&e->mu);
-    hp_stats_locked(e, out);
-    pthread_mutex_unlock(&e->mu);
-}
-
-void hp_close(struct hp_engine *e)
-{
-    pthread_mutex_lock(&e->mu);
-    if (e->closing) {
-        pthread_mutex_unlock(&e->mu);
-        return;
-    }
-    e->closing = 1;
-    pthread_cond_broadcast(&e->cv);
-    pthread_mutex_unlock(&e->mu);
-    uint64_t one = 1;
-    if (write(e->wake_fd, &one, sizeof one) < 0) { /* the loop sees closing at its next wake anyway */ }
-    if (e->started)
-        pthread_join(e->thread, NULL);
-    e->started = 0;
-    pthread_mutex_lock(&e->mu);
-    while (e->callers)
-        pthread_cond_wait(&e->cv, &e->mu);
-    pthread_mutex_unlock(&e->mu);
-    pthread_mutex_lock(&e->mu);
-    hp_stats_locked(e, &e->stats);              /* the shared counters as they were when we left */
-    pthread_mutex_unlock(&e->mu);
-    if (e->port)
-        rv_port_leave(e->port, e->cfg.group);    /* its reader hands us nothing more */
-    e->port = NULL;
-    if (e->rates)
-        rv_rates_leave(e->rates);
-    e->rates = NULL;
-    if (e->fd >= 0)
-        close(e->fd);
-    e->fd = -1;
-}
-
-void hp_free(struct hp_engine *e)
-{
-    if (!e)
-        return;
-    hp_close(e);
-    if (e->wake_fd >= 0)
-        close(e->wake_fd);
-    for (int32_t r = 0; e->peers && r < e->cfg.world; r++) {
-        free(e->peers[r].slots);
-        free(e->peers[r].seen);
-    }
-    free(e->peers);
-    for (uint32_t b = 0; e->table && b < BUCKETS; b++)
-        for (struct msg *m = e->table[b], *next; m; m = next) {
-            next = m->next;
-            msg_free(m);
-        }
-    free(e->table);
-    free(e->aborts);
-    out_release(&e->out);
-    free(e->rx);
-    rv_inbox_free(e->inbox);
-    pthread_mutex_destroy(&e->mu);
-    pthread_cond_destroy(&e->cv);
-    free(e);
 }

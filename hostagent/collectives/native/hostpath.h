@@ -4,10 +4,10 @@
  * go by ctypes) wait on a condition variable and wake when a whole message is in, their whole
  * message is in flight, or the call failed.
  *
- * Parts of hostpath.c: the wire (HEADER's 29 bytes), peers and their windows, the message
- * table (reassembly by source and tag), timers (RFC 6298 per peer, Karn, doubling; delayed
- * acknowledgements; heartbeats), the loop, and the callers' side; rocev2.c: RoCEv2 framing (the
- * shared port 4791, the rates of queue pairs).
+ * Parts: hostpath.c, the wire (HEADER's 29 bytes), peers and their windows, timers (RFC 6298
+ * per peer, Karn, doubling; delayed acknowledgements; heartbeats) and the loop; messages.c, the
+ * message table (reassembly by source and tag); calls.c, the callers' side; engine.h, what they
+ * share; rocev2.c: RoCEv2 framing (the shared port 4791, the rates of queue pairs).
  */
 #ifndef AIFABRIC_HOSTPATH_H
 #define AIFABRIC_HOSTPATH_H
