@@ -356,7 +356,36 @@ def _in_named_lab(parser: argparse.ArgumentParser, args: argparse.Namespace, arg
     if os.geteuid() != 0:
         print("aifabric: error: must run as root (network namespaces)", file=sys.stderr)
         return 2
-    return named_labs.run_inside(lab, argv)
+    try:
+        return named_labs.run_inside(lab, argv, _relayed(args))
+    except OSError as e:
+        print(f"aifabric: error: lab {lab.name}: cannot relay to it: {e}", file=sys.stderr)
+        return 2
+
+
+def _relayed(args: argparse.Namespace) -> list[tuple[str, int]]:
+    """The addresses a named lab serves that its outer command relays from the machine's
+    namespace: --web and --metrics where given with a port (port 0, any free one, is chosen
+    inside and cannot be known here: such a page or exporter is reached inside only, said)."""
+    from aifabric.lab.web_page import parse_web_address
+    from softswitch.addr import parse_host_port
+
+    out = []
+    for flag, parse in (("web", parse_web_address),
+                        ("metrics", lambda t: parse_host_port(t, allow_port_zero=True))):
+        text = getattr(args, flag, None)
+        if not text:
+            continue
+        try:
+            host, port = parse(text)
+        except ValueError:
+            continue                    # the command inside names the error
+        if port == 0:
+            print(f"aifabric: --{flag} {text}: a port chosen inside the lab's namespace is not relayed; give one",
+                  file=sys.stderr)
+            continue
+        out.append((host, port))
+    return out
 
 
 def _clean(args: argparse.Namespace) -> int:
@@ -371,7 +400,11 @@ def _clean(args: argparse.Namespace) -> int:
     where = f"in lab {args.lab}" if args.lab else "in the unnamed lab" if named else "on this machine"
     print(done.describe(where))
     status = 1 if done else 0
-    for lab in named:
+    idle = [lab.name for lab in named if not lab.has_anything()]
+    if idle:
+        print(f"\nNamed labs with nothing left to clean (their logs kept in {named_labs.RUN_DIRS}): "
+              f"{', '.join(idle)}.")
+    for lab in (lab for lab in named if lab.name not in idle):
         print(f"\nLab {lab.name} (network namespace {lab.netns}):", flush=True)
         status |= named_labs.run_inside(lab, ["--lab", lab.name, "clean"]) != 0
     return status

@@ -7,9 +7,11 @@ directory (logs, pid files: ``/tmp/aifabric-labs/NAME``) and control socket
 namespace, /tmp/aifabric and /run/aifabric/control.sock, as before.
 
 The command runs itself again inside the lab's namespace (``ip netns exec``), passes its
-signals on, waits, and deletes the namespace once nothing runs in it. Everything the lab serves
-(P4Runtime, ``--web``, ``--metrics``) listens inside that namespace: ``ip netns exec
-aifabric-NAME ...`` reaches it. ``aifabric --lab NAME clean`` cleans that lab (inside its
+signals on, waits, and deletes the namespace once nothing runs in it. What the lab serves
+listens inside that namespace: ``ip netns exec aifabric-NAME ...`` reaches its switches'
+P4Runtime ports; its live page and metrics (``--web``, ``--metrics``) are relayed from the same
+address of the machine's namespace by the command outside (aifabric.lab.netns_relay), so a
+browser or a Prometheus on the machine reaches them as they would the unnamed lab's. ``aifabric --lab NAME clean`` cleans that lab (inside its
 namespace, which it then deletes); ``aifabric clean`` cleans the unnamed lab and every named one.
 The command inside carries the lab's marker (`emulation.procs`), so another lab's cleanup
 leaves it, and all it started, alone.
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from aifabric.lab.netns_relay import Relay
 from emulation.procs import LAB_MARKER, netns_of, snapshot
 
 NETNS_PREFIX = "aifabric-"
@@ -70,6 +73,12 @@ class NamedLab:
         except OSError:
             return None
 
+    def has_anything(self) -> bool:
+        """Whether something of the lab is there to clean: its namespace, or a process carrying
+        its marker (its run directory alone, logs kept, is not)."""
+        marker = str(self.run_dir.resolve())
+        return self.netns_inode() is not None or any(p.lab == marker for p in snapshot())
+
     def is_current(self) -> bool:
         """True in the command run again inside this lab's namespace."""
         return os.environ.get(INSIDE_ENV) == self.name and self.netns_inode() == netns_of("self")
@@ -82,20 +91,31 @@ def existing() -> list[NamedLab]:
     return [NamedLab(n) for n in sorted(names) if NAME.fullmatch(n)]
 
 
-def run_inside(lab: NamedLab, argv: Sequence[str]) -> int:
+def run_inside(lab: NamedLab, argv: Sequence[str], relayed: Sequence[tuple[str, int]] = ()) -> int:
     """Run ``aifabric ARGV`` inside ``lab``'s namespace (made when missing) and return its exit
     status; SIGINT, SIGTERM and SIGHUP are passed on (the command inside tears its lab down on
-    them); the namespace goes once nothing runs in it."""
+    them); the namespace goes once nothing runs in it. Each (host, port) of ``relayed`` is
+    relayed from the machine's namespace to the lab's while the command runs (OSError, before
+    anything starts, when one cannot be listened on here)."""
     _make_netns(lab)
-    proc = subprocess.Popen(["ip", "netns", "exec", lab.netns, sys.executable, "-m", "aifabric.cli", *argv],
-                            env=lab.env())
-    passed = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    before = {s: signal.signal(s, lambda signum, _frame: proc.send_signal(signum)) for s in passed}
+    relays: list[Relay] = []
     try:
-        status = proc.wait()
+        for host, port in relayed:
+            relays.append(Relay(host, port, NETNS_DIR / lab.netns).start())
+            print(f"lab {lab.name}: {relays[-1].address} of this machine relayed to the lab's namespace",
+                  file=sys.stderr)
+        proc = subprocess.Popen(["ip", "netns", "exec", lab.netns, sys.executable, "-m", "aifabric.cli", *argv],
+                                env=lab.env())
+        passed = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        before = {s: signal.signal(s, lambda signum, _frame: proc.send_signal(signum)) for s in passed}
+        try:
+            status = proc.wait()
+        finally:
+            for s, handler in before.items():
+                signal.signal(s, handler)
     finally:
-        for s, handler in before.items():
-            signal.signal(s, handler)
+        for relay in relays:
+            relay.close()
         remove_if_idle(lab)
     return status if status >= 0 else 128 - status
 

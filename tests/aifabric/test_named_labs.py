@@ -44,6 +44,27 @@ def test_existing_labs_are_found_by_namespace_or_run_directory(tmp_path, monkeyp
     assert [lab.name for lab in named_labs.existing()] == ["one", "two"]
 
 
+def test_a_lab_with_its_logs_alone_has_nothing_to_clean_and_one_with_a_process_has(tmp_path, monkeypatch):
+    """`aifabric clean` goes into the named labs that have something left, and names the others
+    in one line: a lab's run directory (its logs) outlives it."""
+    (tmp_path / "netns").mkdir()
+    monkeypatch.setattr(named_labs, "NETNS_DIR", tmp_path / "netns")
+    monkeypatch.setattr(named_labs, "RUN_DIRS", tmp_path / "runs")
+    lab = NamedLab("old")
+    lab.run_dir.mkdir(parents=True)
+    assert not lab.has_anything()
+    (tmp_path / "netns" / lab.netns).touch()
+    assert lab.has_anything()
+    (tmp_path / "netns" / lab.netns).unlink()
+    marked = subprocess.Popen(["sleep", "30"], env=lab.env({"PATH": os.environ["PATH"]}))
+    try:
+        assert lab.has_anything()       # a process of the lab's, its namespace gone
+    finally:
+        marked.kill()
+        marked.wait()
+    assert not lab.has_anything()
+
+
 def test_commands_that_bring_up_no_lab_refuse_a_lab_name():
     done = subprocess.run([AIFABRIC, "--lab", "x", "workload", "show", "--preset", "llama2-7b"],
                           capture_output=True, text=True, timeout=60)

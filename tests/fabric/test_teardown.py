@@ -7,6 +7,7 @@ What is left is counted here with the system's own views (``ip``, ``ss``, /proc)
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +28,7 @@ from topologies.fabric import fat_tree, leaf_spine
 from emulation.cleanup import HOST_NAME, SWITCH_NAME, cleanup, leftovers
 from emulation.p4switch import RUN_DIR
 from emulation.procs import LAB_MARKER
+from emulation.testbed import free_tcp_port
 
 AIFABRIC = str(Path(sys.executable).parent / "aifabric")
 TORN_DOWN = "everything was torn down"
@@ -283,7 +286,8 @@ def test_a_named_lab_runs_beside_the_machines_own_and_is_cleaned_alone(clean_mac
     from emulation.procs import snapshot
 
     side = NamedLab("side")
-    run = Run.start("--lab", side.name, "up", "--k", "2", "--target", "softswitch")
+    web_port = free_tcp_port()
+    run = Run.start("--lab", side.name, "up", "--k", "2", "--target", "softswitch", "--web", str(web_port))
     try:
         prompt = run.wait_for("mininet> ")
         with Lab(fat_tree(2), target="softswitch") as lab:
@@ -296,6 +300,10 @@ def test_a_named_lab_runs_beside_the_machines_own_and_is_cleaned_alone(clean_mac
             run.proc.stdin.write(b"pingall\n")
             run.proc.stdin.flush()
             run.wait_for("Results: 0% dropped", timeout=60, after=prompt + 1)
+            # its live page, served inside its namespace, reached from this one through the relay
+            with urllib.request.urlopen(f"http://127.0.0.1:{web_port}/api/topology", timeout=30) as r:
+                names = {n["id"] for n in json.load(r)["nodes"]}
+            assert {sw.name for sw in fat_tree(2).switches} <= names, names
 
             marked = str(side.run_dir.resolve())
             commands = [p.pid for p in snapshot() if p.lab == marked and "aifabric.cli" in p.argv]
