@@ -451,7 +451,7 @@ def draw(path: str | Path, plan: FidelityPlan, m: dict[tuple, dict], res: Result
     d.minorticks_off()
     d.set_xlabel("communication / computation")
     d.set_ylabel("training speedup, in-network over ring")
-    d.set_title("(c) SwitchML's trend")
+    d.set_title("(d) SwitchML's trend")
     if measured or res.predicted:
         d.legend(fontsize=7)
     report.save_figure(fig, path)
