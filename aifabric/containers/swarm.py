@@ -280,24 +280,25 @@ class SwarmFabric:
         command("docker", "node", "update", *(a for name in labels for a in ("--label-add", f"{name}=true")), node)
 
     def _wait_for_first_ping(self, timeout: float) -> None:
-        """Until the first host reaches the last, and a host behind every other edge switch:
-        every container up, the controller has programmed every switch on those ways (the last
-        host alone left a pod whose switches were programmed later losing first echoes)."""
-        first, last = self.fabric.hosts[0], self.fabric.hosts[-1]
-        behind = {h.switch: h for h in self.fabric.hosts if h.switch != first.switch}
-        targets = [last, *(h for h in behind.values() if h is not last)]
+        """Until the first host reaches every other host: every container up, the controller has
+        programmed every switch on those ways, and every host's link carries (the last host alone
+        left a pod whose switches were programmed later losing first echoes; one host behind each
+        edge switch left the other hosts' links, overlay networks across two nodes, losing them)."""
+        first = self.fabric.hosts[0]
+        targets = " ".join(str(h.ip4.ip) for h in self.fabric.hosts[1:])
+        script = f"for d in {targets}; do ping -c 1 -W 1 $d >/dev/null || echo unreached $d; done; echo done"
         deadline = time.monotonic() + timeout
         while True:
             try:
-                if all("ok" in self.host(first.name).cmd(f"ping -c 1 -W 1 {h.ip4.ip} >/dev/null && echo ok")
-                       for h in targets):
+                said = self.host(first.name).cmd(script)
+                if said.strip() == "done":
                     return
             except DockerError:         # its container is not up yet
-                pass
+                said = "its container is not up"
             if time.monotonic() > deadline:
-                said = command("docker", "service", "logs", "--tail", "20", f"{self.stack}_controller", check=False)
-                raise DockerError(f"{first.name} never reached {last.name} within {timeout:g} s; "
-                                  f"the controller said: {said}")
+                logs = command("docker", "service", "logs", "--tail", "20", f"{self.stack}_controller", check=False)
+                raise DockerError(f"{first.name} did not reach every host within {timeout:g} s "
+                                  f"({' '.join(said.split())}); the controller said: {logs}")
             time.sleep(2)
 
 

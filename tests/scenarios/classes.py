@@ -28,7 +28,7 @@ def _cli(*commands: str) -> Step:
 
 
 MIXED = Send(PRIO_PORT, _frame(700), after=(*((PRIO_PORT, _frame(701 + i)) for i in range(3)),
-                                             *((1, _frame(i)) for i in range(4))))
+                                             *((1, _frame(i)) for i in range(4))), count=8)
 PACKETS = [
     _cli(f"set_queue_rate {CLASS_RATE_PPS} 2 7"),
     MIXED,

@@ -41,8 +41,8 @@ def _tos(dscp: int, ecn: int = 0) -> int:
 # RoCEv2 to 10.0.2.0/24 is on the watchlist: this switch is the INT source, its hop the first
 SOURCES = [Send(1, udp("10.0.2.9", sport=5000 + dscp, tos=_tos(dscp))) for dscp in (26, 10, 0, 14)]
 TRANSIT = Send(1, int_in(udp("10.0.2.9", sport=6000, tos=_tos(26)), nhops=1, rhc=3))   # DSCP 26 | INT bit
-CLASS3_BURST = Send(1, udp("10.0.2.9", dport=80, tos=_tos(26, 2)), repeat=BURST)
-CLASS0_BURST = Send(1, udp("10.0.2.9", dport=81, tos=_tos(0, 2)), repeat=BURST)
+CLASS3_BURST = Send(1, udp("10.0.2.9", dport=80, tos=_tos(26, 2)), repeat=BURST, count=BURST)
+CLASS0_BURST = Send(1, udp("10.0.2.9", dport=81, tos=_tos(0, 2)), repeat=BURST, count=BURST)
 PACKETS = [*SOURCES, TRANSIT, _cli(f"set_queue_rate {ECN_RATE_PPS} {FABRIC}"), CLASS3_BURST, CLASS0_BURST,
            _cli(f"set_queue_rate 0 {FABRIC}")]
 

@@ -528,9 +528,9 @@ def _ce(frame: bytes) -> bytes:
 
 
 S4_SINGLES = [udp("10.0.2.9", dport=80, tos=e) for e in (0, 1, 2, 3)] + [tcp("2001:db8:2::9", tos=e) for e in (1, 2)]
-ECT0_BURST = Send(1, udp("10.0.2.9", dport=80, tos=(0x0C << 2) | 2), repeat=BURST)
-NOT_ECT_BURST = Send(1, udp("10.0.2.9", dport=81, tos=0x0C << 2), repeat=BURST)
-ECT1_BURST = Send(1, udp("2001:db8:2::9", dport=82, tos=1), repeat=BURST)
+ECT0_BURST = Send(1, udp("10.0.2.9", dport=80, tos=(0x0C << 2) | 2), repeat=BURST, count=BURST)
+NOT_ECT_BURST = Send(1, udp("10.0.2.9", dport=81, tos=0x0C << 2), repeat=BURST, count=BURST)
+ECT1_BURST = Send(1, udp("2001:db8:2::9", dport=82, tos=1), repeat=BURST, count=BURST)
 S4 = [Send(1, f) for f in S4_SINGLES] + [
     Step(_read_ecn_marked),                                 # 6: depth 0 never marks
     _ecn_step(8, 8, 0, f"set_queue_rate {ECN_RATE_PPS} {FABRIC}"),    # 7: mark exactly above depth 8

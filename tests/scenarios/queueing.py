@@ -55,9 +55,9 @@ SINGLES = [Send(1, _frame(i)) for i in range(4)] + [
     Send(2, _frame(9), expect_nothing=True),                    # no fwd entry for port 2
 ]
 BURST_FULL = Send(1, _frame(100), repeat=40)
-BURST_RATED = Send(1, _frame(200), repeat=10)
+BURST_RATED = Send(1, _frame(200), repeat=10, count=10)
 BURST_SHALLOW = Send(1, _frame(300), repeat=12)
-BURST_PRIO = Send(1, _frame(500), repeat=8, after=((PRIO_PORT, _frame(600)),))
+BURST_PRIO = Send(1, _frame(500), repeat=8, after=((PRIO_PORT, _frame(600)),), count=9)
 PACKETS = SINGLES + [
     BURST_FULL,
     _cli(f"set_queue_rate {RATE_PPS} 2"),

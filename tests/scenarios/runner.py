@@ -30,6 +30,7 @@ from emulation.testbed import CONNECT_TIMEOUT_S, Testbed, free_tcp_port
 REPO = Path(__file__).resolve().parents[2]
 CPU_PORT = 255
 CONTROL = -1        # the "port" of what a control-plane step returns
+COUNT_WAIT_S = 10.0     # how long a send with a count waits for its frames at most
 
 
 @dataclass
@@ -42,6 +43,9 @@ class Send:
     expect_nothing: bool = False     # the packet is expected to vanish: wait less for it
     repeat: int = 1                  # sent this many times back to back (a burst)
     after: tuple[tuple[int, bytes], ...] = ()   # (host port, frame) sent right after the burst
+    # frames the send makes, where a rated queue spreads them out: collected until that many came
+    # (a busy machine's pause between two must not end the collection), then a quiet while more
+    count: int | None = None
 
 
 @dataclass
@@ -211,7 +215,7 @@ def run(target: str, sc: Scenario) -> Outputs:
                         tb.ports[pkt.port].send(pkt.frame)
                 for port, frame in pkt.after:
                     tb.ports[port].send(frame)
-                got = _collect(tb, conn, info, 0.3 if pkt.expect_nothing else sc.timeout)
+                got = _collect(tb, conn, info, 0.3 if pkt.expect_nothing else sc.timeout, count=pkt.count)
                 outputs.append(sorted(got))
             if runtime_addr:
                 _check_no_packet_errors(target, sc, runtime_addr, t.log_path)
@@ -230,11 +234,14 @@ def _check_no_packet_errors(target: str, sc: Scenario, runtime_addr: str, log_pa
 
 
 def _collect(tb: Testbed, conn: SwitchConnection, info: P4Info, timeout: float,
-             quiet: float = 0.15) -> list[tuple[int, bytes]]:
+             quiet: float = 0.15, count: int | None = None) -> list[tuple[int, bytes]]:
     """Frames on the host ports and packet-ins, until ``quiet`` seconds pass without any once
-    something arrived, or ``timeout`` seconds without anything."""
+    something arrived (and, given a ``count``, that many did), or ``timeout`` seconds without
+    anything (given a ``count``, COUNT_WAIT_S seconds at least from the start: then a frame is
+    missing and the comparison names it)."""
     got: list[tuple[int, bytes]] = []
-    deadline = time.monotonic() + timeout
+    start = time.monotonic()
+    deadline = start + timeout
     last = None
     while True:
         new = tb.collect(timeout=0.02, quiet=0.02)
@@ -244,7 +251,10 @@ def _collect(tb: Testbed, conn: SwitchConnection, info: P4Info, timeout: float,
         if new:
             got += new
             last = now
-        if (last is not None and now - last >= quiet) or (last is None and now >= deadline):
+        if count is not None:
+            if (len(got) >= count and now - last >= quiet) or now >= start + max(timeout, COUNT_WAIT_S):
+                return got
+        elif (last is not None and now - last >= quiet) or (last is None and now >= deadline):
             return got
 
 
