@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from . import packet_path, port_io
-from .packet_path import EGRESS_CLONE, INGRESS_CLONE, NO_TRUNCATION, PacketPath
+from .copies import Copies
+from .packet_path import PacketPath
 from .pipeline.helpers import Abort
 from .pipeline.compiled import loaded_support
 from .pipeline.program import Program
@@ -77,7 +78,7 @@ def check_packet_out(frame: bytes) -> None:
         raise ValueError(f"packet-out of {len(frame)} bytes is over the {MAX_FRAME} bytes a frame may have")
 
 
-class Dataplane(QueueSettings, LosslessSettings):
+class Dataplane(QueueSettings, LosslessSettings, Copies):
     def __init__(self, ports: dict[int, Port], cpu_port: int | None = None,
                  drop_port: int = DEFAULT_DROP_PORT, queue_depth: int = DEFAULT_DEPTH,
                  queue_rate: int = DEFAULT_RATE, priority_queues: int = 1, queue_bitrate: int = DEFAULT_BITRATE):
@@ -391,64 +392,6 @@ class Dataplane(QueueSettings, LosslessSettings):
         elif self._error_log_budget > 0:   # a malformed packet must never stop the switch
             self._error_log_budget -= 1
             log.error("packet dropped: error while processing it", exc_info=e)
-
-    # -- what leaves the straight packet path (packet_path.py) ------------------------------
-    def clone_ingress(self, prog: Program, F: list, frame: bytes, session: int, ingress_port: int) -> None:
-        targets = self.pre.clone_targets(session)
-        if targets is None:
-            return
-        s = prog.intrinsics
-        h = prog.layout.hidden
-        # BMv2 parses the original packet again (with its ingress port), then resets the
-        # metadata and copies in only the preserved field list.
-        C = prog.new_packet_state()
-        C[s["ingress_port"]] = ingress_port
-        consumed = prog.parse(C, frame)
-        C[h["payload"]] = frame[consumed:]
-        for slot in prog.layout.metadata_slots:
-            C[slot] = 0
-        self.copy_field_list(prog, F[h["clone_field_list"]], F, C)
-        C[s["instance_type"]] = INGRESS_CLONE
-        C[h["packet_length"]] = C[h["ingress_length"]] = len(frame)
-        self.replicate(C, targets, self._session_truncation(session))
-
-    def clone_egress(self, prog: Program, F: list, session: int) -> None:
-        targets = self.pre.clone_targets(session)
-        if targets is None:
-            return
-        s = prog.intrinsics
-        h = prog.layout.hidden
-        C = F[:]                     # headers as egress left them, metadata reset
-        for slot in prog.layout.metadata_slots:
-            C[slot] = 0
-        self.copy_field_list(prog, F[h["clone_field_list"]], F, C)
-        C[s["instance_type"]] = EGRESS_CLONE
-        for name in ("resubmit_field_list", "recirculate_field_list", "clone_field_list", "learn_id"):
-            C[h[name]] = 0
-        self.replicate(C, targets, self._session_truncation(session))
-
-    def _session_truncation(self, session: int) -> int:
-        sess = self.pre.sessions.get(session)
-        return sess.packet_length_bytes if sess and sess.packet_length_bytes else NO_TRUNCATION
-
-    @staticmethod
-    def copy_field_list(prog: Program, field_list_id: int, src: list, dst: list) -> None:
-        for slot in prog.field_lists.get(field_list_id, ()):
-            dst[slot] = src[slot]
-
-    def replicate(self, F: list, targets: list[tuple[int, int]], truncate: int) -> None:
-        """Copies to (port, rid) targets. A copy is a new packet in BMv2: a truncate() the
-        original asked for does not apply to it; only the clone session's length does."""
-        prog = self.program
-        rid_slot = prog.intrinsics["egress_rid"]
-        trunc_slot = prog.layout.hidden["truncate_length"]
-        enqueue = self._path.enqueue
-        for port, rid in targets:
-            copy = F[:]
-            if rid_slot is not None:
-                copy[rid_slot] = rid
-            copy[trunc_slot] = truncate
-            enqueue(port, copy)
 
     def push_internal(self, F: list, frame: bytes) -> None:
         if len(self._internal) < INTERNAL_QUEUE_CAPACITY:
