@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import re
+import shutil
 import sys
 import textwrap
 import time
@@ -72,6 +73,21 @@ def run_packet(prog: Program, data: bytes) -> tuple[list, bytes]:
     prog.egress(F)
     prog.update_checksums(F)
     return F, prog.deparse(F)
+
+
+@pytest.fixture(scope="module")
+def basic_built(tmp_path_factory) -> Path:
+    """A cache holding basic_router's build (and softswitch's own compiled modules), made once:
+    the tests that start from such a cache take a copy of it (a build costs seconds of CPU)."""
+    cache = tmp_path_factory.mktemp("basic_built") / "cache"
+    PathCompiler(cache).build(Program(BASIC_JSON.read_bytes()))
+    return cache
+
+
+def copy_of(built: Path, to: Path) -> Path:
+    """``built``'s files, with their modes, in ``to``."""
+    shutil.copytree(built, to, dirs_exist_ok=True)
+    return to
 
 
 @needs_compiler
@@ -180,11 +196,10 @@ def test_one_build_per_program_text_and_each_program_its_own_objects(tmp_path: P
 
 
 @needs_compiler
-def test_the_cache_keeps_the_most_recently_used_builds(tmp_path: Path, monkeypatch):
+def test_the_cache_keeps_the_most_recently_used_builds(tmp_path: Path, monkeypatch, basic_built: Path):
     monkeypatch.setattr(compiled, "KEEP_BUILDS", 2)
     suffix = compiled._ext_suffix()
-    basic = Program(BASIC_JSON.read_bytes())
-    PathCompiler(tmp_path).build(basic)
+    copy_of(basic_built, tmp_path)
     (used,) = tmp_path.glob(f"softswitch_path_*{suffix}")
     now = time.time()
     old = []
@@ -206,10 +221,10 @@ def test_the_cache_keeps_the_most_recently_used_builds(tmp_path: Path, monkeypat
 
 @needs_compiler
 @pytest.mark.parametrize("what", ["directory", "module", "parent"])
-def test_code_someone_else_could_have_written_is_not_loaded(tmp_path: Path, monkeypatch, what: str):
+def test_code_someone_else_could_have_written_is_not_loaded(tmp_path: Path, monkeypatch, what: str,
+                                                           basic_built: Path):
     prog = Program(BASIC_JSON.read_bytes())
-    cache = tmp_path / "parent" / "cache"
-    PathCompiler(cache).build(prog)
+    cache = copy_of(basic_built, tmp_path / "parent" / "cache")
     monkeypatch.setattr(compiled, "_loaded", {})          # as a new process would find it
     target = {"directory": cache, "module": next(cache.glob("*.so")), "parent": cache.parent}[what]
     os.chmod(target, 0o666 if what == "module" else 0o777)
