@@ -82,7 +82,7 @@ _SIGNATURES = {
 
 
 def builder() -> LibraryBuilder:
-    sources = ("hostpath.c", "messages.c", "calls.c", "rocev2.c")
+    sources = ("hostpath.c", "messages.c", "calls.c", "engine.c", "rocev2.c")
     return LibraryBuilder("aifabric_hostpath_", tuple(HERE / f for f in sources),
                           tuple(HERE / f for f in ("hostpath.h", "engine.h", "rocev2.h")), HERE,
                           build_cache.default_cache_dir("hostpath", CACHE_ENV))

@@ -1,7 +1,7 @@
 /* What the parts of the native transport share (hostpath.c: the wire, peers and their windows,
- * timers and the loop; messages.c: the message table; calls.c: the callers' side): their
- * limits, their structs and the functions one part calls in another. Internal: the binding
- * sees hostpath.h alone. */
+ * timers and the loop; messages.c: the message table; calls.c: the callers' side; engine.c: the
+ * engine's life, open to free): their limits, their structs and the functions one part calls in
+ * another. Internal: the binding sees hostpath.h alone. */
 #ifndef AIFABRIC_HOSTPATH_ENGINE_H
 #define AIFABRIC_HOSTPATH_ENGINE_H
 
@@ -157,5 +157,10 @@ void out_add(struct hp_engine *e, struct out *o, int32_t dst, const uint8_t *dat
 int out_init(struct out *o, uint32_t cap, uint32_t scratch_cap);
 void out_release(struct out *o);
 void out_send(struct hp_engine *e, struct out *o);
+
+/* the loop thread (hostpath.c), started by hp_open (engine.c) */
+void *hp_engine_loop(void *arg);
+/* the counters, the engine's lock held (engine.c) */
+void hp_stats_locked(struct hp_engine *e, struct hp_stats *out);
 
 #endif

@@ -6,8 +6,9 @@
  *
  * Parts: hostpath.c, the wire (HEADER's 29 bytes), peers and their windows, timers (RFC 6298
  * per peer, Karn, doubling; delayed acknowledgements; heartbeats) and the loop; messages.c, the
- * message table (reassembly by source and tag); calls.c, the callers' side; engine.h, what they
- * share; rocev2.c: RoCEv2 framing (the shared port 4791, the rates of queue pairs).
+ * message table (reassembly by source and tag); calls.c, the callers' side; engine.c, the
+ * engine's life (open, counters, close, free); engine.h, what they share; rocev2.c: RoCEv2
+ * framing (the shared port 4791, the rates of queue pairs).
  */
 #ifndef AIFABRIC_HOSTPATH_H
 #define AIFABRIC_HOSTPATH_H
