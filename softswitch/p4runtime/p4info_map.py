@@ -12,7 +12,7 @@ the JSON action of that name among the table's actions.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from p4.config.v1 import p4info_pb2
 
@@ -172,6 +172,9 @@ class PacketMetadataMap:
         return (sum(w for _, _, w in self.fields) + 7) // 8
 
 
+T = TypeVar("T")
+
+
 @dataclass
 class PipelineMap:
     tables: dict[int, TableMap] = field(default_factory=dict)
@@ -190,49 +193,49 @@ class PipelineMap:
 
     # -- lookups raising the P4Runtime error for an unknown id -------------------------------
     def table(self, table_id: int) -> TableMap:
-        t = self.tables.get(table_id)
-        if t is None:
-            raise not_found(f"no table with id {table_id:#x} in the P4Info")
-        return t
+        return _find(self.tables, table_id, "table")
 
     def profile(self, profile_id: int) -> ProfileMap:
-        p = self.profiles.get(profile_id)
-        if p is None:
-            raise not_found(f"no action profile with id {profile_id:#x} in the P4Info")
-        return p
+        return _find(self.profiles, profile_id, "action profile")
 
     def counter(self, counter_id: int) -> CounterMap:
-        c = self.counters.get(counter_id)
-        if c is None:
-            if counter_id in self.direct_counters:
-                raise invalid(f"counter {counter_id:#x} is a direct counter: use DirectCounterEntry")
-            raise not_found(f"no counter with id {counter_id:#x} in the P4Info")
-        return c
+        return _find(self.counters, counter_id, "counter", self.direct_counters, "DirectCounterEntry")
 
     def meter(self, meter_id: int) -> MeterMap:
-        m = self.meters.get(meter_id)
-        if m is None:
-            if meter_id in self.direct_meters:
-                raise invalid(f"meter {meter_id:#x} is a direct meter: use DirectMeterEntry")
-            raise not_found(f"no meter with id {meter_id:#x} in the P4Info")
-        return m
+        return _find(self.meters, meter_id, "meter", self.direct_meters, "DirectMeterEntry")
 
     def register(self, register_id: int) -> RegisterMap:
-        r = self.registers.get(register_id)
-        if r is None:
-            raise not_found(f"no register with id {register_id:#x} in the P4Info")
-        return r
+        return _find(self.registers, register_id, "register")
 
     def value_set(self, value_set_id: int) -> ValueSetMap:
-        v = self.value_sets.get(value_set_id)
-        if v is None:
-            raise not_found(f"no value set with id {value_set_id:#x} in the P4Info")
-        return v
+        return _find(self.value_sets, value_set_id, "value set")
+
+
+def _find(objects: dict[int, T], object_id: int, what: str, direct: dict | None = None, entry: str = "") -> T:
+    """``objects[object_id]``; NOT_FOUND naming ``what``, or INVALID_ARGUMENT where the id is one
+    of the ``direct`` resources of that kind (read and written through ``entry``)."""
+    found = objects.get(object_id)
+    if found is None:
+        if direct is not None and object_id in direct:
+            raise invalid(f"{what} {object_id:#x} is a direct {what}: use {entry}")
+        raise not_found(f"no {what} with id {object_id:#x} in the P4Info")
+    return found
 
 
 # -- building ------------------------------------------------------------------------------------
 def _label(kind: str, preamble: Any) -> str:
     return f"{kind} '{preamble.name}' (id {preamble.id:#x})"
+
+
+def _indirect_array(kind: str, info: Any, arrays: dict) -> Any:
+    """The BMv2 JSON's array of P4Info ``info`` (a counter or a meter, ``kind``), checked: there,
+    indirect, and at least as large; ConfigError naming it otherwise."""
+    arr = arrays.get(info.preamble.name)
+    if arr is None or arr.is_direct:
+        raise ConfigError(f"P4Info {_label(kind, info.preamble)} is not an indirect {kind} of the BMv2 JSON")
+    if info.size > arr.size:
+        raise ConfigError(f"P4Info {_label(kind, info.preamble)} has size {info.size}, the JSON array {arr.size}")
+    return arr
 
 
 def build_map(p4info: p4info_pb2.P4Info, program: Program) -> PipelineMap:
@@ -272,11 +275,7 @@ def build_map(p4info: p4info_pb2.P4Info, program: Program) -> PipelineMap:
             ap.actions.update(m.tables[tid].actions)
 
     for c in p4info.counters:
-        arr = program.counters.get(c.preamble.name)
-        if arr is None or arr.is_direct:
-            raise ConfigError(f"P4Info {_label('counter', c.preamble)} is not an indirect counter of the BMv2 JSON")
-        if c.size > arr.size:
-            raise ConfigError(f"P4Info {_label('counter', c.preamble)} has size {c.size}, the JSON array {arr.size}")
+        arr = _indirect_array("counter", c, program.counters)
         m.counters[c.preamble.id] = CounterMap(c.preamble.id, c.preamble.name, arr, int(c.size), c.spec.unit)
 
     for dc in p4info.direct_counters:
@@ -293,11 +292,7 @@ def build_map(p4info: p4info_pb2.P4Info, program: Program) -> PipelineMap:
         tm.direct_counter = res
 
     for mt in p4info.meters:
-        arr = program.meters.get(mt.preamble.name)
-        if arr is None or arr.is_direct:
-            raise ConfigError(f"P4Info {_label('meter', mt.preamble)} is not an indirect meter of the BMv2 JSON")
-        if mt.size > arr.size:
-            raise ConfigError(f"P4Info {_label('meter', mt.preamble)} has size {mt.size}, the JSON array {arr.size}")
+        arr = _indirect_array("meter", mt, program.meters)
         _check_meter_unit(mt, arr)
         m.meters[mt.preamble.id] = MeterMap(mt.preamble.id, mt.preamble.name, arr, int(mt.size), mt.spec.unit,
                                             mt.spec.type)
