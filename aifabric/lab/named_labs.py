@@ -11,8 +11,9 @@ signals on, waits, and deletes the namespace once nothing runs in it. What the l
 listens inside that namespace: ``ip netns exec aifabric-NAME ...`` reaches its switches'
 P4Runtime ports; its live page and metrics (``--web``, ``--metrics``) are relayed from the same
 address of the machine's namespace by the command outside (aifabric.lab.netns_relay), so a
-browser or a Prometheus on the machine reaches them as they would the unnamed lab's. ``aifabric --lab NAME clean`` cleans that lab (inside its
-namespace, which it then deletes); ``aifabric clean`` cleans the unnamed lab and every named one.
+browser or a Prometheus on the machine reaches them as they would the unnamed lab's. ``aifabric
+--lab NAME clean`` cleans that lab (inside its namespace, which it then deletes); ``aifabric
+clean`` cleans the unnamed lab and every named one.
 The command inside carries the lab's marker (`emulation.procs`), so another lab's cleanup
 leaves it, and all it started, alone.
 """
@@ -116,6 +117,9 @@ def run_inside(lab: NamedLab, argv: Sequence[str], relayed: Sequence[tuple[str, 
     finally:
         for relay in relays:
             relay.close()
+            if relay.refused:
+                print(f"lab {lab.name}: {relay.refused} connection(s) to {relay.address} closed unanswered: the lab "
+                      f"did not serve there then", file=sys.stderr)
         remove_if_idle(lab)
     return status if status >= 0 else 128 - status
 

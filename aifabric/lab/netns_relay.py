@@ -42,6 +42,7 @@ class Relay:
         self.netns_path = netns_path
         self.relayed = 0                # connections carried to the lab
         self.refused = 0                # connections the lab did not take (not serving yet, or gone)
+        self._count = threading.Lock()  # each connection's thread counts it
         self._thread = threading.Thread(target=self._serve, name=f"relay {self.address}", daemon=True)
 
     def start(self) -> "Relay":
@@ -70,9 +71,11 @@ class Relay:
             try:
                 upstream = socket.create_connection(self.target, timeout=CONNECT_TIMEOUT_S)
             except OSError:
-                self.refused += 1
+                with self._count:
+                    self.refused += 1
                 return
-            self.relayed += 1
+            with self._count:
+                self.relayed += 1
             with upstream:
                 upstream.settimeout(None)
                 _copy_both_ways(client, upstream)
