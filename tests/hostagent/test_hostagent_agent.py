@@ -37,8 +37,10 @@ def config(stats_dir) -> AgentConfig:
     # to the minimum and stay: half the line keeps the flows finishing in seconds.
     dcqcn = replace(DcqcnParams().scaled(LINE_BPS), cnp_interval_s=0.1, alpha_timer_s=0.1, rate_timer_s=0.1,
                     min_rate_bps=LINE_BPS / 2)
+    # its flows are read from its stats after the traffic: kept the whole test, not forgotten after
+    # 2 s idle (a busy machine wrote the first stats after the traffic once the flows were gone)
     return AgentConfig("plb+dcqcn", round_s=ROUND_S, plb=PlbParams(rehash_rounds=N), line_rate_bps=LINE_BPS,
-                       dcqcn=dcqcn, seed=7)
+                       dcqcn=dcqcn, seed=7, idle_forget_s=600.0)
 
 
 @pytest.fixture(scope="module")

@@ -51,9 +51,10 @@ def _expect(outputs) -> None:
     assert all(t >= n * interval * 0.95 for n, t in enumerate(since_first)), \
         f"class 7 left {since_first} us after its first frame, not {interval:g} us apart or more"
     assert all(q["deq_timedelta"] < 10_000 for q in low), [q["deq_timedelta"] for q in low]
-    after = outputs[-1]
-    stamps = sorted(Q.unpack(f[Q_AT:])["egress_global_timestamp"] for _, f in after)
-    assert len(stamps) == 3 and stamps[-1] - stamps[0] < 1e6 / CLASS_RATE_PPS, "the port's rate is its classes' again"
+    # the port's rate is its classes' again: none of the three frames waited an interval in its
+    # queue (their time in the queue, not their egress stamps: a busy machine spreads their arrival)
+    waited = [Q.unpack(f[Q_AT:])["deq_timedelta"] for _, f in outputs[-1]]
+    assert len(waited) == 3 and max(waited) < interval, f"the port's rate is its classes' again: {waited} us queued"
     assert all(o[0][0] == CONTROL for o, p in zip(outputs, PACKETS) if isinstance(p, Step))
 
 
