@@ -244,8 +244,10 @@ def test_without_a_compiler_now_fails_naming_it_and_auto_goes_on_in_python(tmp_p
 
 
 def _wait_compiled(sw: Switch, timeout: float) -> None:
+    """Until the background build is over: the program switched to its build and the builder
+    done (it clears ``building`` just after the switch-over), or the build failed."""
     deadline = time.monotonic() + timeout
-    while not sw.program.compiled and (sw.fast_path.building or sw.fast_path.last_error is None):
+    while (not sw.program.compiled or sw.fast_path.building) and sw.fast_path.last_error is None:
         assert time.monotonic() < deadline, f"no compiled path after {timeout} s"
         time.sleep(0.1)
 
