@@ -12,6 +12,19 @@ T = TypeVar("T")
 CLONE_NEWNET = 0x40000000
 
 
+def enter_netns(path: str | os.PathLike) -> None:
+    """The calling thread into the network namespace at ``path`` (the process's other threads
+    stay where they are; threads it starts from then on are in it too)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if libc.setns(fd, CLONE_NEWNET) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"setns into {path}: {os.strerror(err)}")
+    finally:
+        os.close(fd)
+
+
 def run_in_netns(path: str, work: Callable[[], T]) -> T:
     """``work()`` in the network namespace at ``path`` (``/proc/PID/ns/net``); what it returns
     or raises is handed back."""
@@ -19,14 +32,7 @@ def run_in_netns(path: str, work: Callable[[], T]) -> T:
 
     def run() -> None:
         try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                if libc.setns(fd, CLONE_NEWNET) != 0:
-                    err = ctypes.get_errno()
-                    raise OSError(err, f"setns into {path}: {os.strerror(err)}")
-            finally:
-                os.close(fd)
+            enter_netns(path)
             done.append(work())
         except BaseException as err:      # handed to the caller
             done.append(err)

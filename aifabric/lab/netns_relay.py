@@ -6,26 +6,15 @@ the lab's namespace and copies the bytes both ways until either side closes. A c
 before the lab serves is closed at once (a browser tries again)."""
 from __future__ import annotations
 
-import ctypes
-import os
 import selectors
 import socket
 import threading
 from pathlib import Path
 
-CLONE_NEWNET = 0x40000000           # setns(2): the namespace is a network namespace
+from hostagent.netns import enter_netns
+
 CONNECT_TIMEOUT_S = 5.0
 CHUNK = 65536
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def enter_netns(path: Path) -> None:
-    """The calling thread into the network namespace at ``path`` (the others stay where they
-    are; threads it starts are in it too)."""
-    with open(path) as f:
-        if _libc.setns(f.fileno(), CLONE_NEWNET) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"setns {path}: {os.strerror(err)}")
 
 
 class Relay:
