@@ -11,6 +11,9 @@ from typing import Any, Iterator
 
 MISSING = None if (shutil.which("chromium") and shutil.which("chromedriver")) else \
     "chromium and chromium-driver are not installed (make setup installs them)"
+# How long a script may take in the page: chromedriver's default (30 s) was once not enough for
+# the one-line read of a page whose renderer a busy CI machine starved
+SCRIPT_TIMEOUT_S = 90
 
 
 @contextmanager
@@ -24,6 +27,7 @@ def headless_chromium(width: int = 1600, height: int = 900) -> Iterator[object]:
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", f"--window-size={width},{height}"):
         options.add_argument(arg)
     browser = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+    browser.set_script_timeout(SCRIPT_TIMEOUT_S)
     try:
         yield browser
     finally:

@@ -10,18 +10,30 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 
+TERM_GRACE_S = 5.0      # after SIGTERM at a deadline: time to write its stacks and end (then SIGKILL)
+STACKS_HEADER = "most recent call first"     # faulthandler's, in a thread's stack (hostagent.stack_dump)
+INNERMOST_FRAMES = 5                         # of the main thread, in a hung program's last words
+
+
 def communicate(proc, timeout: float) -> tuple[str, str]:
-    """(stdout, stderr) of ``proc`` once it ends; killed after ``timeout`` s, keeping what it said."""
+    """(stdout, stderr) of ``proc`` once it ends, keeping what it said; at ``timeout`` s it is sent
+    SIGTERM (a host program then writes its threads' stacks: hostagent.stack_dump), and killed
+    TERM_GRACE_S later if it still runs."""
     try:
         out, err = proc.communicate(timeout=timeout)
-    except Exception:     # noqa: BLE001 - TimeoutExpired: kill it and keep what it said
-        proc.kill()
-        out, err = proc.communicate()
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        try:
+            out, err = proc.communicate(timeout=TERM_GRACE_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
     decode = lambda b: b.decode(errors="replace") if isinstance(b, bytes) else (b or "")   # noqa: E731
     return decode(out), decode(err)
 
@@ -37,9 +49,21 @@ def last_json(text: str) -> dict | None:
 
 
 def last_words(err: str, proc) -> str:
-    """A process's last stderr line, or its exit status when it said nothing."""
+    """A process's last stderr line, or its exit status when it said nothing; for one that was
+    still running at its deadline and wrote its stacks, where its main thread was."""
+    if STACKS_HEADER in err:
+        return f"still running at its deadline (exit status {proc.returncode}); its main thread in {_innermost(err)}"
     said = err.strip().splitlines()
     return said[-1] if said else f"no output (exit status {proc.returncode})"
+
+
+def _innermost(stacks: str) -> str:
+    """The innermost frames of the thread that took the signal (the main thread), innermost first."""
+    lines = stacks.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.startswith("Current thread") and STACKS_HEADER in ln),
+                 next(i for i, ln in enumerate(lines) if STACKS_HEADER in ln))
+    frames = [ln.strip() for ln in lines[start + 1:] if ln.startswith("  File ")]
+    return " < ".join(frames[:INNERMOST_FRAMES])
 
 
 def collect_ranks(hosts: list[str], procs: list, deadline_s: float,

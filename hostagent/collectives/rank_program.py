@@ -19,6 +19,7 @@ from hostagent.collectives.aggregation.worker import JobConfig
 from hostagent.collectives.group import ProcessGroup
 from hostagent.collectives.reliable import HOST_PATHS, TransportConfig
 from hostagent.collectives.rendezvous import rendezvous
+from hostagent.stack_dump import dump_stacks_on_term
 
 AGG_TIMEOUT_S = 0.1      # the in-network worker's first resend timeout on links not limited
 AGG_MAX_RETRIES = 200
@@ -91,6 +92,7 @@ def json_main(parser: argparse.ArgumentParser, run: Callable[[argparse.Namespace
     """Parse, run, print the report as one JSON line; exit status 1 when it is not ok, or with one
     `error:` line on stderr when the group could not be made (an address, a bad argument)."""
     args = parser.parse_args(argv)
+    dump_stacks_on_term()
     try:
         report = run(args)
     except (OSError, ValueError) as exc:

@@ -33,6 +33,7 @@ from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT, DEFAULT_FRA
 from hostagent.collectives.aggregation.worker import JobConfig
 from hostagent.collectives.group import ProcessGroup
 from hostagent.collectives.reliable import CollectiveError, TransportConfig
+from hostagent.stack_dump import dump_stacks_on_term
 from hostagent.workload_runner.accounting import split
 
 ELEMENT = 4   # float32: emulated bytes become this many-byte elements
@@ -192,6 +193,7 @@ def main(argv=None) -> int:
     p.add_argument("--progress", metavar="FILE", help="append each iteration's number to FILE as it begins, "
                                                      "past its barrier (a failure schedule waits on it)")
     args = p.parse_args(argv)
+    dump_stacks_on_term()
     with open(args.plan) as f:
         plan = json.load(f)
     job = plan.get("aggregation", {}).get(str(args.rank))

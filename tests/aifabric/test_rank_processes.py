@@ -40,3 +40,23 @@ def test_the_launcher_stops_every_rank_once_one_has_failed():
     alone = _ranks("import time; time.sleep(60)", "import os; os._exit(137)")
     reports, errors = collect_ranks(HOSTS[:2], alone, deadline_s=3.0)      # no launcher: the deadline ends it
     assert errors[1] == "rank 1 (h1): no output (exit status 137)" and "stopped" not in errors[0]
+
+
+def test_a_rank_still_running_at_the_deadline_is_named_with_where_it_hung():
+    """A host program (hostagent.stack_dump) still running at the deadline gets SIGTERM, writes
+    its threads' stacks and ends; its error names the call its main thread was in."""
+    hung = ("from hostagent.stack_dump import dump_stacks_on_term\n"
+            "import threading, time\n"
+            "dump_stacks_on_term()\n"
+            "def waiting_for_a_peer():\n"
+            "    threading.Event().wait(60)\n"
+            "print('started', flush=True)\n"
+            "waiting_for_a_peer()\n")
+    started = time.monotonic()
+    procs = _ranks(hung)
+    assert procs[0].stdout.readline() == b"started\n"      # its handler is in place
+    reports, errors = collect_ranks(HOSTS[:1], procs, deadline_s=1.0)
+    assert time.monotonic() - started < 30.0
+    assert reports == [] and len(errors) == 1, errors
+    assert errors[0].startswith("rank 0 (h0): still running at its deadline (exit status -15); its main thread in "), errors
+    assert "in wait" in errors[0] and "in waiting_for_a_peer" in errors[0], errors

@@ -36,6 +36,7 @@ IDLE = "rgb(176,183,195)"     # the page's colour of a direction measured idle (
 LINK = ("c0", "p0a0")
 FLOW = ("p0e0h0", "p2e0h0", 40000, 5001)    # the loading flow: source, destination, UDP ports
 INT_FLOW = ("p1e0h0", "p3e1h1", 41000, 5002)  # the flow INT watches (and only it)
+LIVE_S = 60.0           # the page's first state: a deadline (a quiet machine shows it within a second)
 MARKED_S = 2.0          # the page marks a link taken down from it within this
 DETECTED_S = 15.0       # failure handling's verdict, beyond its detection time then (failure_waits.py)
 # alive again takes recover_after heartbeats in a row at both ends and a reroute back: on a busy
@@ -100,7 +101,7 @@ def page(tmp_path_factory):
             with headless_chromium() as browser:
                 browser.get(server.url)
                 p = Page(lab, server, browser, failures)
-                p.wait("the fabric, live", lambda: p.js("return fabricPage.connected && fabricPage.events > 0"), 15)
+                p.wait("the fabric, live", lambda: p.js("return fabricPage.connected && fabricPage.events > 0"), LIVE_S)
                 yield p
         finally:
             server.stop()
