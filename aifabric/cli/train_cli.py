@@ -52,6 +52,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "iteration begins or iN as iteration N begins, back DURATION s later (else for good), e.g. "
                         "link:c0-p0a0@3+2, switch:c1@i2; the fabric then "
                         "runs failure handling (heartbeats, data-plane failover, reroute)")
+    p.add_argument("--repath", action="store_true",
+                   help="the ranks move a flow that loses packets to another path by themselves (another source "
+                        "port, so ECMP hashes it elsewhere), before and apart from the fabric's reroute; the ranks "
+                        "on the Python host path, the one that repaths")
     p.add_argument("--lossless", action="store_true",
                    help="the ranks' packets in the lab's RoCE class (3, DSCP 26), lossless for the job: the switches "
                         "pause instead of dropping and the ranks hold their sends while paused (softswitch; the "
@@ -85,6 +89,9 @@ def prepare(args: argparse.Namespace):
     if args.lb == "disjoint" and args.congestion != "none":
         raise ValueError("--lb disjoint: the ranks' own ports are not offered with the host agents' RoCEv2 framing "
                          "(--congestion dcqcn)")
+    if args.repath and (args.lb == "plb" or args.congestion != "none"):
+        raise ValueError("--repath moves the ranks' own flows: not with the host agents' RoCEv2 framing "
+                         "(--lb plb, --congestion dcqcn), whose flows PLB moves")
     if args.lossless and (args.lb == "plb" or args.congestion != "none"):
         raise ValueError("--lossless: the ranks' traffic class is not offered with the host agents' RoCEv2 framing "
                          "(--lb plb, --congestion dcqcn)")
@@ -141,7 +148,8 @@ def run(args: argparse.Namespace) -> int:
                                 costs=calibration.costs if calibration else None,
                                 failures=FailureSchedule(Failures(lab), args.fail) if args.fail else None,
                                 klass=RDMA_PRIORITY if args.lossless else None, pfc=not args.no_pfc,
-                                ports=disjoint_ports(lab.controller, workload, args.seed) if args.lb == "disjoint" else None)
+                                ports=disjoint_ports(lab.controller, workload, args.seed) if args.lb == "disjoint" else None,
+                                repath=args.repath)
             pauses = lossless_figures(lab, before) if args.lossless else None
     if not run_.ok:
         if run_.failures:
@@ -159,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         report.write_json(args.json, {**workload.job.to_dict(), "scale": scale.to_dict(), "collectives": args.collectives,
                                       "calibration": calibration.to_dict() if calibration else None,
-                                      "fail": [f.text for f in args.fail], "lossless": args.lossless,
+                                      "fail": [f.text for f in args.fail], "repath": args.repath, "lossless": args.lossless,
                                       "pfc": args.lossless and not args.no_pfc,
                                       "background": args.background,
                                       "pauses": pauses,
@@ -195,6 +203,9 @@ def render(run_, job, fabric, scale, args) -> str:
         out.append(f"host agents: {a.get('repaths', 0)} repaths in {a.get('congested_rounds', 0)} congested of "
                    f"{a.get('rounds', 0)} PLB rounds; CNPs {a.get('cnps_sent', 0)} sent, {a.get('cnps_received', 0)} "
                    f"received; {a.get('rate_updates', 0)} rate updates")
+    if args.repath:
+        out.append(f"repath: the ranks' flows moved to another path {run_.repaths} times; "
+                   f"{run_.resent} packets resent")
     if run_.failures:
         out.append(failure_table(run_))
     if args.collectives == "in_network":

@@ -208,7 +208,7 @@ class WorkloadRun:
                 "wall_s": round(self.wall_s, 2), "in_network": self.in_network, "agg_ops": self.agg_ops,
                 "server": self.server_stats, "link_load": self.link_load, "estimate": self.estimate,
                 "latency_estimate": self.latency_estimate,
-                "agents": self.agents, "resent": self.resent, "paused_s": self.paused_s, "failures": self.failures,
+                "agents": self.agents, "resent": self.resent, "repaths": self.repaths, "paused_s": self.paused_s, "failures": self.failures,
                 "time_lost": self.time_lost, "effective_ratio": self.effective_ratio,
                 "iterations": [{k: v for k, v in self.slowest(i).items() if k != "ops"}
                                for i in range(len(self.reports[0]["iterations"]))] if self.ok else []}
@@ -221,6 +221,11 @@ class WorkloadRun:
     def paused_s(self) -> float:
         """Seconds PFC held the ranks' sends, summed over ranks (0 without a lossless class)."""
         return round(sum(r.get("paused_s", 0.0) for r in self.reports), 3)
+
+    @property
+    def repaths(self) -> int:
+        """How often the ranks' flows moved to another path by themselves (`repath`), summed."""
+        return sum(r.get("repaths", 0) for r in self.reports)
 
     @property
     def resent(self) -> int:
@@ -277,7 +282,7 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
                  link: LinkPlan | None = None, seed: int = 0, kill_rank_after: tuple[int, float] | None = None,
                  host_agent: AgentConfig | None = None, costs: Costs | None = None,
                  failures: FailureSchedule | None = None, klass: int | None = None, pfc: bool = True,
-                 ports: list[list[int]] | None = None) -> WorkloadRun:
+                 ports: list[list[int]] | None = None, repath: bool = False) -> WorkloadRun:
     """Every rank's ops, ``iterations`` times; with ``manager`` the data-parallel all-reduces in
     the switches. ``link``: how the links are limited (None: not), for the link load's shares and
     the ranks' first retransmission timeouts. ``seed`` moves the
@@ -290,7 +295,9 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
     ``klass``: one of the lab's traffic classes (``Lab(lossless=...)``) the ranks' packets go in
     (their DSCP), made lossless for the run with ``pfc`` (the ranks then hold their sends while
     their host's class is paused, on the Python host path). ``ports``: each member's port in
-    each group (`disjoint_ports`; None: a group's members share its port)."""
+    each group (`disjoint_ports`; None: a group's members share its port). ``repath``: a flow that
+    loses packets moves to another path by itself (hostagent.collectives.repath; on the Python
+    host path)."""
     if workload.placement is None:
         raise ValueError("the workload needs a placement on the fabric's hosts (aifabric.workloads.place)")
     world = workload.job.parallelism.world
@@ -310,6 +317,10 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
         plan.update(rocev2_settings(host_agent, hosts))
     if klass is not None:
         plan["lossless"] = class_settings(lab, klass, pfc, hosts)
+    if repath:
+        if host_agent is not None:
+            raise ValueError("repath moves the ranks' own flows; with the host agents' RoCEv2 framing PLB moves them")
+        plan["repath"] = True
     run = WorkloadRun(hosts)
     groups = in_network_groups(workload) if manager is not None else []
     jobs = (in_network_jobs(lab, [[hosts[r] for r in g] for g in groups], manager=manager,

@@ -53,10 +53,11 @@ def choose(config) -> Choice:
     mode, where = requested(config)
     if mode == "python":
         return Choice("python", f"asked for ({where}=python)")
-    if config.pause is not None:          # the native engine's send loop does not look at the host's PFC state
-        if mode == "native":
-            raise HostPathUnavailable(f"host path native ({where}) cannot honour PFC (pause): the Python path does")
-        return Choice("python", "auto: PFC (pause) is honoured by the Python path only")
+    for wanted, what in ((config.pause is not None, "honour PFC (pause)"), (config.repath, "move flows (repath)")):
+        if wanted:                        # the native engine does neither
+            if mode == "native":
+                raise HostPathUnavailable(f"host path native ({where}) cannot {what}: the Python path does")
+            return Choice("python", f"auto: the Python path alone can {what}")
     from hostagent.collectives.native import binding
     try:
         library, built = binding.library()

@@ -45,6 +45,9 @@ def add_group_args(p: argparse.ArgumentParser, *, port: int, timeout: float = 60
                    help="packets RoCEv2-like (UDP 4791, a BTH, ECN-capable), for the host agents' PLB and DCQCN")
     p.add_argument("--rate-control-port", type=int, default=0,
                    help="with --rocev2: where the rates DCQCN sets arrive (127.0.0.1; 0: not paced)")
+    p.add_argument("--repath", action="store_true",
+                   help="a flow that loses packets moves to another path by itself (another source port; "
+                        "the Python host path)")
     p.add_argument("--host-path", choices=HOST_PATHS, default=None,
                    help="the reliable transport's host path: native (C engine), python (the reference) or auto "
                         "(native where gcc builds it); default $AIFABRIC_HOST_PATH, else auto")
@@ -82,7 +85,8 @@ def job_from_args(args: argparse.Namespace) -> JobConfig | None:
 
 def group_from_args(args: argparse.Namespace, *, groups: list[list[int]] | None = None) -> ProcessGroup:
     transport = TransportConfig(window=args.window, rto_s=args.rto, silent_after_s=args.silent_after,
-                                rocev2=args.rocev2, rate_control_port=args.rate_control_port, host_path=args.host_path)
+                                rocev2=args.rocev2, rate_control_port=args.rate_control_port, host_path=args.host_path,
+                                repath=args.repath)
     return ProcessGroup(args.rank, [(ip, args.port) for ip in peer_ips(args)], timeout_s=args.timeout, groups=groups,
                         aggregation=job_from_args(args), transport=transport)
 

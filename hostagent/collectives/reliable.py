@@ -35,6 +35,7 @@ import time
 from dataclasses import dataclass
 from typing import Sequence
 
+from hostagent.collectives.repath import PeerPaths
 from hostagent.collectives.rocev2 import RoceEndpoint
 from hostagent.collectives.transport import Pending, RtoEstimator, TransferStats, UdpEndpoint, byte_view
 from hostagent.lossless.pause import PauseReader
@@ -118,7 +119,9 @@ class TransportConfig:
     "native" (or refuse to start, saying why) or "python"; None: $AIFABRIC_HOST_PATH, else auto
     (hostagent.collectives.host_path). `dscp` marks every packet (the switches' traffic class);
     `pause` ("MAP_ID:HOST_ID", hostagent.lossless.HostPause.sender_arg) holds every packet while the
-    host's class `priority` is paused by PFC, as a RoCE NIC's queue waits (the Python path only)."""
+    host's class `priority` is paused by PFC, as a RoCE NIC's queue waits (the Python path only).
+    `repath`: a flow that loses packets moves to another path by itself, from another source port
+    (hostagent.collectives.repath; the Python path only)."""
     window: int = 64
     rto_s: float = 0.03
     silent_after_s: float = 10.0
@@ -130,6 +133,7 @@ class TransportConfig:
     dscp: int = 0
     priority: int = 0
     pause: str | None = None
+    repath: bool = False
 
     def __post_init__(self) -> None:
         if self.host_path is not None and self.host_path not in HOST_PATHS:
@@ -142,6 +146,8 @@ class TransportConfig:
             raise ValueError(f"TransportConfig: dscp {self.dscp} (0..63) or priority {self.priority} (0..7) out of range")
         if self.rocev2 and (self.dscp or self.pause is not None):
             raise ValueError("TransportConfig: a traffic class (dscp, pause) is not offered with rocev2")
+        if self.rocev2 and self.repath:
+            raise ValueError("TransportConfig: RoCEv2 flows are moved by the host agents' PLB (a new queue pair), not by repath")
 
 
 class ReliableTransport:
@@ -159,6 +165,7 @@ class ReliableTransport:
                          else UdpEndpoint(self.peers[rank], config.drop_outgoing, drop_seed=config.drop_seed,
                                           dscp=config.dscp))
         self._pause = PauseReader.from_arg(config.pause) if config.pause else None
+        self._paths = PeerPaths(len(self.peers)) if config.repath else None
         self.paused_s = 0.0              # time sends were held by PFC
         self.stats: TransferStats = self.endpoint.stats
         self._by_address = {p: r for r, p in enumerate(self.peers)}
@@ -260,6 +267,8 @@ class ReliableTransport:
         out: dict[str, float | str] = {"host_path": self.host_path, "host_path_reason": self.host_path_reason}
         if self._pause is not None:
             out["paused_s"] = round(self.paused_s, 3)
+        if self._paths is not None:
+            out["repaths"] = self._paths.moves
         if isinstance(self.endpoint, RoceEndpoint):
             out.update(self.endpoint.counters())
         return out
@@ -284,12 +293,18 @@ class ReliableTransport:
             return PeerSilent(peer, what, float("inf") if heard is None else now - heard)
         return CallTimeout(peer, what)
 
-    def _send(self, data: bytes, dst: int) -> None:
+    def _send(self, data: bytes, dst: int, path: int | None = None) -> None:
+        """To rank ``dst`` on ``path`` (None: the path its flow takes now)."""
+        if path is None:
+            path = self._paths.current[dst] if self._paths is not None else 0
         with self._send_lock:
             if self._pause is not None:
                 self._hold()
             try:
-                self.endpoint.send(data, self.peers[dst])
+                if path:        # (a RoCEv2 endpoint has one path: PLB moves its queue pair)
+                    self.endpoint.send(data, self.peers[dst], path)
+                else:
+                    self.endpoint.send(data, self.peers[dst])
             except OSError:
                 self.send_errors += 1  # unreachable right now: the resend timer tries again
 
@@ -321,9 +336,10 @@ class ReliableTransport:
             if time.monotonic() - beat > HEARTBEAT_S:
                 beat = time.monotonic()
                 data = HEADER.pack(MAGIC, Kind.HEARTBEAT, self.group, self.rank, 0, 0, 0, 0)
+                path = self._paths.beat_path() if self._paths is not None else 0
                 for r in range(len(self.peers)):
                     if r != self.rank:
-                        self._send(data, r)
+                        self._send(data, r, path)
 
     def _take(self, data: bytes, addr: tuple[str, int]) -> None:
         if len(data) < HEADER.size:
@@ -356,6 +372,8 @@ class ReliableTransport:
             else:
                 self.stats.stale += 1
                 return
+        if kind == Kind.DATA and not fresh and self._paths is not None:
+            self._paths.move(src, time.monotonic(), self._rto[src].timeout(0))   # our acknowledgements were lost
         if kind == Kind.DATA and ack_now:
             self._ack(src)
 
@@ -406,6 +424,9 @@ class ReliableTransport:
                         p.retries += 1
                         p.sent_at = now
                         late.append((dst, p.data))
+        if self._paths is not None:
+            for dst in {dst for dst, _ in late}:
+                self._paths.move(dst, now, self._rto[dst].timeout(0))
         for dst, data in late:
             self.stats.retransmissions += 1
             self._send(data, dst)

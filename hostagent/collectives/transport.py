@@ -103,7 +103,9 @@ class RtoEstimator:
 class UdpEndpoint:
     """A bound UDP socket. `drop_outgoing` (0 <= p < 1, off by default) silently discards that
     fraction of outgoing datagrams, chosen by a Random seeded with `drop_seed`; `dscp` marks every
-    datagram (the switches' traffic class)."""
+    datagram (the switches' traffic class). A send on `path` n > 0 leaves from the n-th of more
+    sockets on the same address, each on a port the kernel gives (made when first used): another
+    source port, so the switches' ECMP hashes it onto another path (hostagent.collectives.repath)."""
 
     def __init__(self, bind: tuple[str, int], drop_outgoing: float = 0.0, drop_seed: int = 0, dscp: int = 0) -> None:
         if not 0.0 <= drop_outgoing < 1.0:
@@ -111,18 +113,36 @@ class UdpEndpoint:
         self.drop_outgoing = drop_outgoing
         self._rng = random.Random(drop_seed)
         self.stats = TransferStats()
-        self.sock = bound_socket(bind)
-        if dscp:
-            self.sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, dscp << 2)   # its traffic class
+        self.dscp = dscp
+        self.sock = self._socket(bind)
         self.address: tuple[str, int] = self.sock.getsockname()
+        self._path_socks: dict[int, socket.socket] = {}
 
-    def send(self, data: bytes, addr: tuple[str, int]) -> None:
+    def _socket(self, bind: tuple[str, int]) -> socket.socket:
+        sock = bound_socket(bind)
+        if self.dscp:
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, self.dscp << 2)   # its traffic class
+        return sock
+
+    def path_port(self, path: int) -> int:
+        """The source port of ``path`` (0: the bound one)."""
+        return self._path_socket(path).getsockname()[1]
+
+    def _path_socket(self, path: int) -> socket.socket:
+        if path == 0:
+            return self.sock
+        sock = self._path_socks.get(path)
+        if sock is None:
+            sock = self._path_socks[path] = self._socket((self.address[0], 0))
+        return sock
+
+    def send(self, data: bytes, addr: tuple[str, int], path: int = 0) -> None:
         self.stats.packets_sent += 1
         self.stats.bytes_sent += len(data)
         if self.drop_outgoing and self._rng.random() < self.drop_outgoing:
             self.stats.dropped_on_purpose += 1
             return
-        self.sock.sendto(data, addr)
+        self._path_socket(path).sendto(data, addr)
 
     def resend(
         self, pending: Pending, addr: tuple[str, int], now: float, max_retries: int, give_up: Callable[[int], Exception]
@@ -147,4 +167,5 @@ class UdpEndpoint:
         return data, addr
 
     def close(self) -> None:
-        self.sock.close()
+        for sock in (self.sock, *self._path_socks.values()):
+            sock.close()

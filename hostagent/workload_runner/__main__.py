@@ -56,7 +56,7 @@ class Rank:
                                               "pause": lossless["pause"].get(str(rank))}
         transport = TransportConfig(window=window, rto_s=rto, silent_after_s=silent_after,
                                     rocev2=plan.get("rocev2", False), rate_control_port=plan.get("rate_control_port", 0),
-                                    **klass)
+                                    repath=plan.get("repath", False), **klass)
         for index, members in enumerate(plan["groups"]):
             if rank in members:
                 in_network = job is not None and job["group"] == index
@@ -81,6 +81,10 @@ class Rank:
     def paused_s(self) -> float:
         """How long PFC held this rank's sends, summed over its groups (0 without a lossless class)."""
         return round(sum(getattr(pg.transport, "paused_s", 0.0) for pg in self.groups.values()), 3)
+
+    def repaths(self) -> int:
+        """How often this rank's flows moved to another path, summed over its groups (0 without repath)."""
+        return sum(pg.transport.host_path_stats().get("repaths", 0) for pg in self.groups.values())
 
     def host_paths(self) -> list[str]:
         """Each group's host path (native or python)."""
@@ -209,6 +213,7 @@ def main(argv=None) -> int:
     finally:
         report["resent"] = rank.resent()
         report["paused_s"] = rank.paused_s()
+        report["repaths"] = rank.repaths()
         report["host_paths"] = rank.host_paths()
         rank.close()
     report["ok"] = "error" not in report

@@ -220,3 +220,12 @@ def test_disjoint_ports_keep_the_groups_that_carry_most_apart():
     finally:
         ctl.close()
     assert max(loads.values()) == 1, loads.most_common(3)
+
+
+@pytest.mark.parametrize("flags", [["--lb", "plb"], ["--congestion", "dcqcn"]])
+def test_repath_is_refused_where_the_host_agents_move_the_flows(flags):
+    from aifabric.cli import build_parser, train_cli
+    train = ["train", "--preset", "tiny", "--dp", "2", "--repath"]
+    with pytest.raises(ValueError, match="--repath moves the ranks' own flows"):
+        train_cli.prepare(build_parser().parse_args(train + flags))
+    train_cli.prepare(build_parser().parse_args(train))     # alone, it is taken

@@ -41,7 +41,7 @@ from controller.switch import SwitchConnection
 from controller.telemetry import entries as TE
 from scenarios.runner import load_p4info, program_files
 from emulation.bmv2_cli import run_cli
-from emulation.testbed import Testbed
+from emulation.testbed import CONNECT_TIMEOUT_S, Testbed
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (veths, namespaces, raw sockets)")
 
@@ -136,7 +136,7 @@ def _run(target: str) -> tuple[Bursts, int]:
         if target == "bmv2":
             run_cli(thrift, [f"set_queue_rate {RATE_PPS} {OUT}"])
         with SwitchConnection(f"{target}:ecn", t.grpc_addr, device_id=1) as conn:
-            conn.connect()
+            conn.connect(timeout=CONNECT_TIMEOUT_S)
             conn.set_pipeline(info, json_path.read_bytes())
             ents = [E.my_station(info, ROUTER_MAC), E.route_member(info, 1, NextHop(OUT, ROUTER_MAC, HOST_B, "b")),
                     E.ecmp_group(info, 1, [1]), E.next_entry(info, 1, 1), E.route(info, "10.0.2.0/24", 1),

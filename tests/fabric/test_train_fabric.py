@@ -304,3 +304,32 @@ def test_a_killed_rank_stops_every_rank_of_the_workload_with_its_name(lab, tmp_p
     # iteration's barrier or in an op of a group with it; the rest may blame whoever stopped first
     assert any("barrier: PeerSilent: rank 5 is silent" in e or
                re.search(r"PeerSilent: rank \d+ is silent: [^()]*\([^()]*\); dead or unreachable \(global rank 5\)", e) for e in others), others
+
+
+def test_ranks_that_repath_live_through_a_core_link_failed_for_good_without_the_fabric_rerouting(lab, tmp_path):
+    """A core link that a ring flow of the job hashes onto (the fabric's hash, HashPaths) fails
+    for good at iteration 2 in a fabric without failure handling: nothing reroutes, ECMP keeps
+    hashing onto the dead link. Ranks with `repath` move each flow that lost packets to another
+    source port, and the job ends right; the link is brought back after."""
+    from aifabric.experiments.failure_schedule import FailureSchedule, PlannedFailure
+    from aifabric.experiments.train_runner import run_workload, workload_flows
+    from aifabric.lab.failures import Failures
+    from controller.load_balance.hash_paths import HashPaths
+    _hosts_side_alone(lab)
+    the_lab = lab[0]
+    fabric = the_lab.fabric
+    workload = _workload(fabric, dp=8)
+    cores = {s.name for s in fabric.switches if s.role == "core"}
+    with HashPaths.of(the_lab.controller) as paths:
+        crossed = [d for f in workload_flows(workload) for d in paths.links(f) if cores & set(d)]
+    assert crossed, "no flow of the job crosses a core switch: nothing to fail"
+    a, b = crossed[0]
+    failures = Failures(the_lab)
+    try:
+        run = run_workload(the_lab, workload, 6, tmp_path / "plan.json", repath=True,
+                           failures=FailureSchedule(failures, [PlannedFailure.parse(f"link:{a}-{b}@i2")]))
+    finally:
+        failures.restore_link(a, b)
+    assert run.ok, run.errors
+    assert [e["what"] for e in run.failures] == ["down"] and run.failures[0]["iteration"] == 2, run.failures
+    assert run.repaths >= 1 and run.resent > 0, (run.repaths, run.resent)

@@ -30,7 +30,7 @@ from typing import Iterator
 import pytest
 
 from controller.switch import PipelineError, SwitchConnection
-from emulation.testbed import Target, Testbed, free_tcp_port
+from emulation.testbed import CONNECT_TIMEOUT_S, Target, Testbed, free_tcp_port
 from scenarios.queueing import _frame, _setup
 from scenarios.runner import Setup, load_p4info, program_files
 from softswitch.ctl import send_command
@@ -94,7 +94,7 @@ def push(grpc_addr: str, device_id: int = 1) -> None:
     json_path, p4info_path = program_files("queueing")
     info = load_p4info(p4info_path)
     conn = SwitchConnection(f"device {device_id}", grpc_addr, device_id=device_id)
-    conn.connect()
+    conn.connect(timeout=CONNECT_TIMEOUT_S)
     try:
         conn.set_pipeline(info, json_path.read_bytes())
         _setup(Setup(info, conn))

@@ -17,7 +17,7 @@ import pytest
 
 from controller.switch import SwitchConnection
 from emulation.p4switch import port_accepts
-from emulation.testbed import Testbed, free_tcp_port
+from emulation.testbed import CONNECT_TIMEOUT_S, Testbed, free_tcp_port
 from softswitch.ctl import send_command
 from softswitch.options import CliError
 from softswitch.group import read_configs
@@ -60,7 +60,7 @@ def test_the_devices_of_a_group_answer_each_on_its_own_address(tmp_path: Path):
         assert group.stdout.readline().startswith("softswitch group: 3 devices ready")
         for n, port in enumerate(ports):
             conn = SwitchConnection(f"s{n + 1}", f"127.0.0.1:{port}", device_id=n + 1)
-            conn.connect()
+            conn.connect(timeout=CONNECT_TIMEOUT_S)
             try:
                 if n < 2:                          # the third keeps no pipeline: they are apart
                     conn.set_pipeline(info, json_path.read_bytes())
