@@ -13,7 +13,7 @@ process (often root), so both keep it the same way:
 - after each build only the ``keep`` most recently used files of each kind stay (``prune``;
   loading one marks it used);
 - each build step in a process group of its own, stopped whole when the switch stops
-  (``Runner``).
+  (``Runner``) or dies (``softswitch.build_step``).
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ import os
 import signal
 import stat
 import subprocess
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -107,8 +108,8 @@ class Runner:
         if self._cancelled:
             raise self.error("cancelled: the switch is stopping")
         try:
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                    start_new_session=True)
+            proc = subprocess.Popen([sys.executable, "-m", "softswitch.build_step", *cmd], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True, start_new_session=True)
         except OSError as e:
             raise self.error(f"{what} cannot run: {e}") from None
         self._running = proc

@@ -366,7 +366,34 @@ def test_a_stopping_switch_leaves_no_compiler_running(tmp_path: Path, monkeypatc
     assert not program.compiled and "cancelled" in sw.fast_path.status()["error"]
 
 
-def _compiler_processes(cc: Path) -> list[int]:
+@needs_compiler
+def test_a_killed_switch_leaves_no_compiler_running(tmp_path: Path, monkeypatch):
+    """SIGKILLed mid-build (as a failure injection kills a switch), the switch can cancel
+    nothing: its build step (softswitch.build_step) kills its own group when the switch is gone."""
+    slow_cc = tmp_path / "slow-cc"
+    slow_cc.write_text(f"#!/bin/sh\nsleep {SLOW_CC_SLEEP}\n")
+    slow_cc.chmod(0o755)
+    env = {**os.environ, "SOFTSWITCH_CACHE": str(tmp_path / "cache"), "CC": str(slow_cc)}
+    switch = ("import threading\n"
+              "from softswitch.switch import Switch, SwitchConfig\n"
+              f"Switch(SwitchConfig(json_path={str(BASIC_JSON)!r}, native='off', grpc_addr='127.0.0.1:{free_tcp_port()}')).start()\n"
+              "threading.Event().wait()\n")
+    proc = subprocess.Popen([sys.executable, "-c", switch], env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while SLOW_CC_SLEEP not in " ".join(map(str, _compiler_processes(slow_cc, names=True))):
+            assert time.monotonic() < deadline and proc.poll() is None, "the switch never started its compiler"
+            time.sleep(0.1)
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 5
+    while _compiler_processes(slow_cc) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _compiler_processes(slow_cc, names=True)
+
+
+def _compiler_processes(cc: Path, names: bool = False) -> list:
     """The fake compiler's shell and its sleep."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -375,5 +402,5 @@ def _compiler_processes(cc: Path) -> list[int]:
         except OSError:
             continue
         if str(cc).encode() in cmdline or cmdline == f"sleep\0{SLOW_CC_SLEEP}\0".encode():
-            found.append(int(pid))
+            found.append(cmdline.replace(b"\0", b" ").decode(errors="replace") if names else int(pid))
     return found
