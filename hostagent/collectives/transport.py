@@ -124,10 +124,6 @@ class UdpEndpoint:
             sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, self.dscp << 2)   # its traffic class
         return sock
 
-    def path_port(self, path: int) -> int:
-        """The source port of ``path`` (0: the bound one)."""
-        return self._path_socket(path).getsockname()[1]
-
     def _path_socket(self, path: int) -> socket.socket:
         if path == 0:
             return self.sock
