@@ -40,11 +40,14 @@ ELEMENT = 4   # float32: emulated bytes become this many-byte elements
 WINDOW = 64                   # the library's defaults, for links not limited: packets in flight per link,
 DEFAULT_RTO_S = 0.03          # first retransmission timeout,
 DEFAULT_AGG_TIMEOUT_S = 0.1   # in-network chunk resend timeout
+STREAM_POLL_S = 0.1           # how often a rank waiting on its streams looks for a failed one
+GROUP_CLOSE_S = 8.0           # the most a group's close takes: 5 s for its call thread, 1 to flush, 2 for its transport
 
 
 class Rank:
     def __init__(self, rank: int, plan: dict, timeout: float, silent_after: float) -> None:
         self.rank = rank
+        self.silent_after = silent_after
         self.ops = plan["ops"][rank]
         ips, base = plan["addresses"], plan["base_port"]
         self.groups: dict[tuple[int, ...], ProcessGroup] = {}
@@ -70,6 +73,19 @@ class Rank:
     def close(self) -> None:
         for pg in self.groups.values():
             pg.close()
+
+    def close_within(self, wait_s: float) -> str | None:
+        """Close the groups, waiting at most ``wait_s``; what did not close, by name (None: all
+        did). A native engine whose thread had stopped (it sent nothing more, heartbeats
+        included) kept its close waiting for that thread for good, so its rank never reported."""
+        closing = threading.Thread(target=self.close, name="close", daemon=True)
+        closing.start()
+        closing.join(wait_s)
+        if not closing.is_alive():
+            return None
+        paths = ", ".join(self.host_paths())
+        return (f"the transport did not close within {wait_s:g} s (host path {paths}): a stuck engine "
+                f"thread, a host path bug")
 
     def resent(self) -> dict[str, int]:
         """Packets this rank sent again, summed over its groups: ``transport`` (ring, all-to-all,
@@ -172,14 +188,28 @@ class Rank:
         threads = [threading.Thread(target=run_stream, args=(ops,), daemon=True) for ops in streams.values()]
         for t in threads:
             t.start()
-        for t in threads:
-            t.join()
+        self._join(threads, errors)
         if errors:
-            raise RuntimeError("; ".join(errors))
+            raise RuntimeError("; ".join(list(errors)))
         end = max(e for _, e in times.values())
         ops = [{"id": op["id"], "kind": op["kind"], "stream": op["stream"], "name": op["name"],
                 "start": times[op["id"]][0], "end": times[op["id"]][1]} for op in self.ops]
         return {"t0": t0, "ops": ops, **split(ops, 0.0, end)}     # t0: monotonic, to place failures
+
+
+    def _join(self, threads: list[threading.Thread], errors: list[str]) -> None:
+        """Wait for the streams; once one failed, the others at most ``silent_after`` more (what a
+        silent peer takes to be named), not until their ops' own deadlines: an op waiting on a
+        peer never heard from (dead before its first packet) waits the whole call timeout, which
+        left a rank still running at its launcher's deadline. The streams left are daemons."""
+        given_up_at = None
+        for t in threads:
+            while t.is_alive():
+                t.join(STREAM_POLL_S)
+                if errors and given_up_at is None:
+                    given_up_at = time.monotonic() + self.silent_after
+                if given_up_at is not None and time.monotonic() > given_up_at:
+                    return
 
 
 def _job_config(job: dict, members: int, ip: str, timeout: float) -> JobConfig:
@@ -215,7 +245,9 @@ def main(argv=None) -> int:
         report["paused_s"] = rank.paused_s()
         report["repaths"] = rank.repaths()
         report["host_paths"] = rank.host_paths()
-        rank.close()
+        stuck = rank.close_within(GROUP_CLOSE_S * len(rank.groups))
+        if stuck:
+            report["error"] = "; ".join(filter(None, (report.get("error"), stuck)))
     report["ok"] = "error" not in report
     print(json.dumps(report), flush=True)
     return 0 if report["ok"] else 1
