@@ -196,7 +196,6 @@ class Rank:
                 "start": times[op["id"]][0], "end": times[op["id"]][1]} for op in self.ops]
         return {"t0": t0, "ops": ops, **split(ops, 0.0, end)}     # t0: monotonic, to place failures
 
-
     def _join(self, threads: list[threading.Thread], errors: list[str]) -> None:
         """Wait for the streams; once one failed, the others at most ``silent_after`` more (what a
         silent peer takes to be named), not until their ops' own deadlines: an op waiting on a
