@@ -133,8 +133,8 @@ def rail_optimised(servers: int = 2, gpus: int = 2, spines: int = 2) -> Fabric:
     _add_two_tier(fab, rails, [_switch(f"s{j}", gpus + j + 1, Role.SPINE) for j in range(spines)], servers)
     for s in range(servers):
         for g in range(gpus):
-            ip4, ip6, mac, gw4, gw6 = _subnet_host(RAIL_IPV4_OCTET, RAIL_IPV6_GROUP, g, s)
-            _attach(fab, Host(f"s{s}g{g}", ip4, ip6, mac, gw4, gw6, rails[g].name, s + 1))
+            _attach(fab, Host(*_subnet_host(RAIL_IPV4_OCTET, RAIL_IPV6_GROUP, g, s), rails[g].name,
+                              name=f"s{s}g{g}", port=s + 1))
     return fab
 
 
@@ -165,10 +165,10 @@ def dual_plane(leaves: int = 2, spines: int = 1, hosts_per_leaf: int = 2) -> Fab
     routes4, routes6 = plane_supernets(1)
     for i in range(leaves):
         for h in range(hosts_per_leaf):
-            ip4, ip6, mac, gw4, gw6 = _subnet_host(PLANE_IPV4_OCTETS[0], PLANE_IPV6_GROUPS[0], i, h)
-            second = Nic(SECOND_NIC_PORT, *_subnet_host(PLANE_IPV4_OCTETS[1], PLANE_IPV6_GROUPS[1], i, h),
-                         switch=f"p1l{i}", switch_port=h + 1, routes4=(routes4,), routes6=(routes6,))
-            _attach(fab, Host(f"t{i}h{h}", ip4, ip6, mac, gw4, gw6, f"p0l{i}", h + 1, extra_nics=(second,)))
+            second = Nic(*_subnet_host(PLANE_IPV4_OCTETS[1], PLANE_IPV6_GROUPS[1], i, h), f"p1l{i}",
+                         port=SECOND_NIC_PORT, switch_port=h + 1, routes4=(routes4,), routes6=(routes6,))
+            _attach(fab, Host(*_subnet_host(PLANE_IPV4_OCTETS[0], PLANE_IPV6_GROUPS[0], i, h), f"p0l{i}",
+                              name=f"t{i}h{h}", port=h + 1, extra_nics=(second,)))
     return fab
 
 
@@ -200,8 +200,8 @@ def dragonfly(groups: int = 4, routers: int = 2, hosts_per_router: int = 1, glob
     for x in range(groups):
         for r in range(routers):
             for h in range(hosts_per_router):
-                ip4, ip6, mac, gw4, gw6 = _subnet_host(DRAGONFLY_IPV4_OCTET, DRAGONFLY_IPV6_GROUP, x * routers + r, h)
-                _attach(fab, Host(f"{name(x, r)}h{h}", ip4, ip6, mac, gw4, gw6, name(x, r), h + 1))
+                _attach(fab, Host(*_subnet_host(DRAGONFLY_IPV4_OCTET, DRAGONFLY_IPV6_GROUP, x * routers + r, h),
+                                  name(x, r), name=f"{name(x, r)}h{h}", port=h + 1))
             for q in range(r + 1, routers):       # local full mesh: port = rank of the peer among the others
                 fab.links.append(Link(name(x, r), hosts_per_router + q, name(x, q), hosts_per_router + r + 1))
     dealt = [0] * groups                           # global links each group has dealt so far

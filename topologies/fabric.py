@@ -60,38 +60,42 @@ class Switch:
 
 
 @dataclass(frozen=True)
-class Nic:
+class Attachment:
+    """A NIC's addresses, its gateways and the switch it is attached to."""
+
+    ip4: ipaddress.IPv4Interface
+    ip6: ipaddress.IPv6Interface
+    mac: str
+    gateway4: ipaddress.IPv4Address
+    gateway6: ipaddress.IPv6Address
+    switch: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Nic(Attachment):
     """One interface of a host (``<host>-eth<port>``) and the switch port it is attached to;
     ``routes4``/``routes6`` are the networks the host reaches through it (besides its own subnet;
     the first NIC has the default routes instead)."""
 
     port: int
-    ip4: ipaddress.IPv4Interface
-    ip6: ipaddress.IPv6Interface
-    mac: str
-    gateway4: ipaddress.IPv4Address
-    gateway6: ipaddress.IPv6Address
-    switch: str
     switch_port: int
     routes4: tuple[ipaddress.IPv4Network, ...] = ()
     routes6: tuple[ipaddress.IPv6Network, ...] = ()
 
 
-@dataclass(frozen=True)
-class Host:
+@dataclass(frozen=True, kw_only=True)
+class Host(Attachment):
+    """A host: its first NIC's attachment (port ``HOST_PORT``, on switch port ``port``) and its
+    other NICs."""
+
     name: str
-    ip4: ipaddress.IPv4Interface
-    ip6: ipaddress.IPv6Interface
-    mac: str
-    gateway4: ipaddress.IPv4Address
-    gateway6: ipaddress.IPv6Address
-    switch: str
     port: int
     extra_nics: tuple[Nic, ...] = ()
 
     def nics(self) -> tuple[Nic, ...]:
         """Every NIC of the host, its first (port 0, the fields above) first."""
-        first = Nic(HOST_PORT, self.ip4, self.ip6, self.mac, self.gateway4, self.gateway6, self.switch, self.port)
+        first = Nic(self.ip4, self.ip6, self.mac, self.gateway4, self.gateway6, self.switch, port=HOST_PORT,
+                    switch_port=self.port)
         return (first, *self.extra_nics)
 
 
@@ -103,19 +107,17 @@ class Link:
     b_port: int
     weight: int = 1
 
+    def _end(self, node: str) -> int:
+        """0 where ``node`` is end a, 1 where it is end b."""
+        if node not in (self.a, self.b):
+            raise KeyError(f"{node} is not an end of link {self}")
+        return 0 if node == self.a else 1
+
     def port_of(self, node: str) -> int:
-        if node == self.a:
-            return self.a_port
-        if node == self.b:
-            return self.b_port
-        raise KeyError(f"{node} is not an end of link {self}")
+        return (self.a_port, self.b_port)[self._end(node)]
 
     def other(self, node: str) -> str:
-        if node == self.a:
-            return self.b
-        if node == self.b:
-            return self.a
-        raise KeyError(f"{node} is not an end of link {self}")
+        return (self.b, self.a)[self._end(node)]
 
 
 HOST_PORT = 0

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from topologies import addressing as ap
-from topologies.fabric import Fabric, Host, Link, Nic, Role, Switch
+from topologies.fabric import Attachment, Fabric, Host, Link, Nic, Role, Switch
 
 SCHEMA = "aifabric.fabric-description/1"
 SCHEMA_FILE = Path(__file__).with_name("fabric-description.schema.json")
@@ -83,31 +83,31 @@ class LinkDescription:
 
 
 @dataclass(frozen=True)
-class NicDescription:
-    """A host's NIC beyond its first (a dual-plane host's NIC on its second plane)."""
+class AttachmentDescription:
+    """A NIC's addresses (with prefix length: "10.0.0.2/24"), its gateways and its switch."""
 
-    port: int                       # the host's interface number: interface <host>-eth<port>
     ipv4: str
     ipv6: str
     mac: str
     gateway4: str
     gateway6: str
     switch: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class NicDescription(AttachmentDescription):
+    """A host's NIC beyond its first (a dual-plane host's NIC on its second plane)."""
+
+    port: int                       # the host's interface number: interface <host>-eth<port>
     switch_port: int
     interface: str
     routes4: tuple[str, ...] = ()   # networks the host reaches through this NIC
     routes6: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class HostDescription:
+@dataclass(frozen=True, kw_only=True)
+class HostDescription(AttachmentDescription):
     name: str
-    ipv4: str                       # with prefix length: "10.0.0.2/24"
-    ipv6: str
-    mac: str
-    gateway4: str
-    gateway6: str
-    switch: str
     port: int                       # the switch port the host is attached to
     interface: str                  # the host's interface (in its network namespace)
     pid: int | None = None          # a process in the host's network namespace: `nsenter -t PID -n CMD`
@@ -189,13 +189,10 @@ class FabricDescription:
             fab.switches.append(Switch(sw.name, sw.device_id, Role(sw.role), sw.mac, sw.grpc_port, sw.pod,
                                        grpc_host=sw.grpc_host))
         for h in self.hosts:
-            nics = tuple(Nic(n.port, ipaddress.IPv4Interface(n.ipv4), ipaddress.IPv6Interface(n.ipv6), n.mac,
-                             ipaddress.IPv4Address(n.gateway4), ipaddress.IPv6Address(n.gateway6), n.switch,
-                             n.switch_port, tuple(ipaddress.IPv4Network(r) for r in n.routes4),
-                             tuple(ipaddress.IPv6Network(r) for r in n.routes6)) for n in h.extra_nics)
-            fab.hosts.append(Host(h.name, ipaddress.IPv4Interface(h.ipv4), ipaddress.IPv6Interface(h.ipv6), h.mac,
-                                  ipaddress.IPv4Address(h.gateway4), ipaddress.IPv6Address(h.gateway6), h.switch,
-                                  h.port, nics))
+            nics = tuple(Nic(*_attachment(n), port=n.port, switch_port=n.switch_port,
+                             routes4=tuple(ipaddress.IPv4Network(r) for r in n.routes4),
+                             routes6=tuple(ipaddress.IPv6Network(r) for r in n.routes6)) for n in h.extra_nics)
+            fab.hosts.append(Host(*_attachment(h), name=h.name, port=h.port, extra_nics=nics))
         fab.links = [Link(ln.a, ln.a_port, ln.b, ln.b_port, ln.weight) for ln in self.links]
         return fab
 
@@ -213,16 +210,28 @@ class FabricDescription:
             switches.append(SwitchDescription(sw.name, sw.device_id, sw.grpc_address, sw.role.value, sw.mac, ports,
                                               pod=sw.pod, runtime_address=runtime_addresses.get(sw.name),
                                               pid=switch_pids.get(sw.name)))
-        hosts = [HostDescription(h.name, str(h.ip4), str(h.ip6), h.mac, str(h.gateway4), str(h.gateway6), h.switch,
-                                 h.port, f"{h.name}-eth0", host_pids.get(h.name),
-                                 tuple(NicDescription(n.port, str(n.ip4), str(n.ip6), n.mac, str(n.gateway4),
-                                                      str(n.gateway6), n.switch, n.switch_port, f"{h.name}-eth{n.port}",
-                                                      tuple(map(str, n.routes4)), tuple(map(str, n.routes6)))
-                                       for n in h.extra_nics))
+        hosts = [HostDescription(*_described(h), name=h.name, port=h.port, interface=f"{h.name}-eth0",
+                                 pid=host_pids.get(h.name),
+                                 extra_nics=tuple(NicDescription(*_described(n), port=n.port, switch_port=n.switch_port,
+                                                                 interface=f"{h.name}-eth{n.port}",
+                                                                 routes4=tuple(map(str, n.routes4)),
+                                                                 routes6=tuple(map(str, n.routes6)))
+                                                  for n in h.extra_nics))
                  for h in fabric.hosts]
         links = [LinkDescription(ln.a, ln.a_port, ln.b, ln.b_port, ln.weight) for ln in fabric.links]
         return cls(fabric.kind, dict(fabric.params), switches, links, hosts, target, pipeline,
                    controller or ControllerInfo())
+
+
+def _described(a: Attachment) -> tuple[str, str, str, str, str, str]:
+    """An attachment's fields as its description holds them."""
+    return str(a.ip4), str(a.ip6), a.mac, str(a.gateway4), str(a.gateway6), a.switch
+
+
+def _attachment(d: AttachmentDescription) -> tuple:
+    """A description's attachment fields as `topologies.fabric.Attachment` holds them."""
+    return (ipaddress.IPv4Interface(d.ipv4), ipaddress.IPv6Interface(d.ipv6), d.mac,
+            ipaddress.IPv4Address(d.gateway4), ipaddress.IPv6Address(d.gateway6), d.switch)
 
 
 def _link_port(fabric: Fabric, node: str, peer: str) -> int:
@@ -361,30 +370,30 @@ def _switch(f: _Fields, raw: Any, where: str) -> SwitchDescription:
         pid=f.get(obj, "pid", where, int, required=False))
 
 
-def _addresses(f: _Fields, obj: dict[str, Any], where: str) -> tuple[str, str, str, str]:
-    """ipv4, ipv6, gateway4, gateway6 of a host or NIC, checked."""
+def _attachment_fields(f: _Fields, obj: dict[str, Any], where: str) -> tuple[str, str, str, str, str, str]:
+    """ipv4, ipv6, mac, gateway4, gateway6 and switch of a host or NIC, checked."""
     ipv4 = f.parsed(ipaddress.IPv4Interface, f.get(obj, "ipv4", where, str), f"{where}.ipv4", "an IPv4 address/prefix")
     ipv6 = f.parsed(ipaddress.IPv6Interface, f.get(obj, "ipv6", where, str), f"{where}.ipv6", "an IPv6 address/prefix")
+    mac = _mac(f, obj, "mac", where)
     gw4 = f.parsed(ipaddress.IPv4Address, f.get(obj, "gateway4", where, str), f"{where}.gateway4", "an IPv4 address")
     gw6 = f.parsed(ipaddress.IPv6Address, f.get(obj, "gateway6", where, str), f"{where}.gateway6", "an IPv6 address")
-    return str(ipv4), str(ipv6), str(gw4), str(gw6)
+    return str(ipv4), str(ipv6), mac, str(gw4), str(gw6), _name(f, obj, "switch", where)
 
 
 def _host(f: _Fields, raw: Any, where: str) -> HostDescription:
     obj = f.obj(raw, where)
-    ipv4, ipv6, gw4, gw6 = _addresses(f, obj, where)
+    attachment = _attachment_fields(f, obj, where)
     name = _name(f, obj, "name", where)
     nics = tuple(_nic(f, n, name, f"{where}.extra_nics[{i}]")
                  for i, n in enumerate(f.get(obj, "extra_nics", where, list, required=False, default=[])))
-    return HostDescription(name, ipv4, ipv6, _mac(f, obj, "mac", where), gw4, gw6,
-                           _name(f, obj, "switch", where), _port(f, obj, "port", where, 1),
-                           f.get(obj, "interface", where, str, required=False, default=f"{name}-eth0"),
-                           f.get(obj, "pid", where, int, required=False), nics)
+    return HostDescription(*attachment, name=name, port=_port(f, obj, "port", where, 1),
+                           interface=f.get(obj, "interface", where, str, required=False, default=f"{name}-eth0"),
+                           pid=f.get(obj, "pid", where, int, required=False), extra_nics=nics)
 
 
 def _nic(f: _Fields, raw: Any, host: str, where: str) -> NicDescription:
     obj = f.obj(raw, where)
-    ipv4, ipv6, gw4, gw6 = _addresses(f, obj, where)
+    attachment = _attachment_fields(f, obj, where)
     port = _port(f, obj, "port", where, 1)
     routes = {}
     for key, kind, what in (("routes4", ipaddress.IPv4Network, "an IPv4 network"),
@@ -392,10 +401,9 @@ def _nic(f: _Fields, raw: Any, host: str, where: str) -> NicDescription:
         values = f.get(obj, key, where, list, required=False, default=[])
         routes[key] = tuple(str(f.parsed(kind, v if isinstance(v, str) else "", f"{where}.{key}[{i}]", what))
                             for i, v in enumerate(values))
-    return NicDescription(port, ipv4, ipv6, _mac(f, obj, "mac", where), gw4, gw6, _name(f, obj, "switch", where),
-                          _port(f, obj, "switch_port", where, 1),
-                          f.get(obj, "interface", where, str, required=False, default=f"{host}-eth{port}"),
-                          routes["routes4"], routes["routes6"])
+    return NicDescription(*attachment, port=port, switch_port=_port(f, obj, "switch_port", where, 1),
+                          interface=f.get(obj, "interface", where, str, required=False, default=f"{host}-eth{port}"),
+                          routes4=routes["routes4"], routes6=routes["routes6"])
 
 
 def _link(f: _Fields, raw: Any, where: str) -> LinkDescription:

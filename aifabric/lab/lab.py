@@ -278,10 +278,10 @@ class Lab:
                 self._say("tearing down")
             report = Teardown()
             closing: list[threading.Thread] = []
-            for what, step in (("host agents", self._stop_agents),
-                               ("lossless", self._stop_lossless),
-                               ("heartbeat generator", self._stop_heartbeats),
-                               ("INT collector", self._stop_collector),
+            for what, step in (("host agents", lambda: self._stop_part("agents")),
+                               ("lossless", lambda: self._stop_part("lossless")),
+                               ("heartbeat generator", lambda: self._stop_part("heartbeats")),
+                               ("INT collector", lambda: self._stop_part("collector")),
                                ("controller", lambda: closing.extend(self._close_controller())),
                                ("packet errors", lambda: self._read_packet_errors(report)),
                                ("switches and hosts", self._stop_net),
@@ -326,25 +326,13 @@ class Lab:
         """Where the host agents write their stats (one JSON file per host)."""
         return Path(self.log_dir) / "hostagent"
 
-    def _stop_agents(self) -> None:
-        agents, self.agents = self.agents, None
-        if agents is not None:
-            agents.stop()
-
-    def _stop_lossless(self) -> None:
-        lossless, self.lossless = self.lossless, None
-        if lossless is not None:
-            lossless.stop()
-
-    def _stop_heartbeats(self) -> None:
-        heartbeats, self.heartbeats = self.heartbeats, None
-        if heartbeats is not None:
-            heartbeats.stop()
-
-    def _stop_collector(self) -> None:
-        collector, self.collector = self.collector, None
-        if collector is not None:
-            collector.stop()
+    def _stop_part(self, attr: str) -> None:
+        """Stop the part held in ``attr`` (the host agents, the lossless poller, the heartbeat
+        generator, the INT collector), forgetting it first so a second teardown skips it."""
+        part = getattr(self, attr)
+        setattr(self, attr, None)
+        if part is not None:
+            part.stop()
 
     def _close_controller(self) -> list[threading.Thread]:
         """Close the controller in a thread, given a head start so that its sessions end before

@@ -12,7 +12,7 @@ the JSON action of that name among the table's actions.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Callable, TypeVar
 
 from p4.config.v1 import p4info_pb2
 
@@ -238,6 +238,20 @@ def _indirect_array(kind: str, info: Any, arrays: dict) -> Any:
     return arr
 
 
+def _direct_array(kind: str, info: Any, arrays: dict, tables: dict,
+                  attached: Callable[[Any, Any], bool]) -> tuple:
+    """(table map, BMv2 JSON array) of P4Info direct resource ``info`` (a direct counter or meter,
+    ``kind``), checked: its table known, the array direct, bound to that table, and
+    ``attached(table, array)`` (the JSON table uses it); ConfigError naming it otherwise."""
+    if info.direct_table_id not in tables:
+        raise ConfigError(f"P4Info {_label(kind, info.preamble)} refers to unknown table {info.direct_table_id:#x}")
+    tm = tables[info.direct_table_id]
+    arr = arrays.get(info.preamble.name)
+    if arr is None or not arr.is_direct or arr.binding != tm.name or not attached(tm.table, arr):
+        raise ConfigError(f"P4Info {_label(kind, info.preamble)} is not a {kind} of table '{tm.name}' in the BMv2 JSON")
+    return tm, arr
+
+
 def build_map(p4info: p4info_pb2.P4Info, program: Program) -> PipelineMap:
     """Check that ``p4info`` describes ``program`` and return the id map (or raise ConfigError)."""
     m = PipelineMap()
@@ -279,14 +293,8 @@ def build_map(p4info: p4info_pb2.P4Info, program: Program) -> PipelineMap:
         m.counters[c.preamble.id] = CounterMap(c.preamble.id, c.preamble.name, arr, int(c.size), c.spec.unit)
 
     for dc in p4info.direct_counters:
-        if dc.direct_table_id not in m.tables:
-            raise ConfigError(f"P4Info {_label('direct counter', dc.preamble)} refers to unknown table "
-                              f"{dc.direct_table_id:#x}")
-        tm = m.tables[dc.direct_table_id]
-        arr = program.counters.get(dc.preamble.name)
-        if arr is None or not arr.is_direct or arr.binding != tm.name or not tm.table.with_counters:
-            raise ConfigError(f"P4Info {_label('direct counter', dc.preamble)} is not a direct counter of "
-                              f"table '{tm.name}' in the BMv2 JSON")
+        tm, _ = _direct_array("direct counter", dc, program.counters, m.tables,
+                              lambda table, arr: table.with_counters)
         res = DirectResourceMap(dc.preamble.id, dc.preamble.name, tm.id, dc.spec.unit)
         m.direct_counters[dc.preamble.id] = res
         tm.direct_counter = res
@@ -298,14 +306,8 @@ def build_map(p4info: p4info_pb2.P4Info, program: Program) -> PipelineMap:
                                             mt.spec.type)
 
     for dm in p4info.direct_meters:
-        if dm.direct_table_id not in m.tables:
-            raise ConfigError(f"P4Info {_label('direct meter', dm.preamble)} refers to unknown table "
-                              f"{dm.direct_table_id:#x}")
-        tm = m.tables[dm.direct_table_id]
-        arr = program.meters.get(dm.preamble.name)
-        if arr is None or not arr.is_direct or arr.binding != tm.name or tm.table.meter_array is not arr:
-            raise ConfigError(f"P4Info {_label('direct meter', dm.preamble)} is not a direct meter of "
-                              f"table '{tm.name}' in the BMv2 JSON")
+        tm, arr = _direct_array("direct meter", dm, program.meters, m.tables,
+                                lambda table, arr: table.meter_array is arr)
         _check_meter_unit(dm, arr)
         res = DirectResourceMap(dm.preamble.id, dm.preamble.name, tm.id, dm.spec.unit, dm.spec.type)
         m.direct_meters[dm.preamble.id] = res
