@@ -38,11 +38,17 @@ ECMP_PINGS = 5              # echo requests per inter-pod pair in the ECMP round
 MIN_CORE_PACKETS = 20       # far above what the links' announcements add in that round
 
 
+# An echo's wait: the first echo between two hosts of the Swarm fabric (an address resolved at
+# every hop, across two Docker nodes) took over the default 2 s on a busy machine; a lost echo
+# still needs a retry and is named.
+ECHO_WAIT_S = 5
+
+
 def ping_all(fab: SwarmFabric, family: str) -> traffic.Reachability:
     key = "ip4" if family == "ipv4" else "ip6"
     address = {h.name: str(getattr(h, key).ip) for h in fab.fabric.hosts}
     hosts = [fab.host(h.name) for h in fab.fabric.hosts]
-    return traffic.all_pairs_ping(hosts, lambda h: address[h.name], family)
+    return traffic.all_pairs_ping(hosts, lambda h: address[h.name], family, wait_s=ECHO_WAIT_S)
 
 
 def core_link_packets(fab: SwarmFabric) -> dict[str, int]:
