@@ -26,7 +26,7 @@ from emulation.p4switch import TARGETS, resolve_target
 DEFAULT_PNG = "out/train_timeline.png"
 COLLECTIVES = ("ring", "in_network")
 LB_MODES = ("ecmp", "spray", "flowlet", "te", "static", "disjoint", "plb")    # aifabric.experiments.fabric_conditions.LB_MODES
-CONGESTION = ("none", "dcqcn")                          # aifabric.experiments.fabric_conditions.CONGESTION
+CONGESTION = ("none", "dcqcn", "timely", "swift")     # aifabric.experiments.fabric_conditions.CONGESTION
 DEFAULT_RATE = LinkRate.parse("2M")
 
 
@@ -42,7 +42,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "starts; disjoint: ECMP, the ranks' ports chosen with the switches' hash so their flows "
                         "spread; plb: ECMP, and the hosts' agents repath congested flows)")
     p.add_argument("--congestion", choices=CONGESTION, default="none",
-                   help="congestion feedback: dcqcn (the hosts' agents set each flow's rate from CNPs) or none")
+                   help="congestion feedback: dcqcn (the hosts' agents set each flow's rate from CNPs), timely or "
+                        "swift (the ranks' transport paces each flow and sets its window from its round trips, the "
+                        "published defaults scaled to the links' rate and the fabric's longest path; on the Python "
+                        "host path, the one that runs them), or none")
     p.add_argument("--rate", type=rate_arg, default=DEFAULT_RATE,
                    help="every link's rate per direction, the emulated link rate the workload is scaled to: "
                         "Mbit/s, or with a unit (2.5M, 500k, 100pps); default %(default)s")
@@ -86,13 +89,16 @@ def prepare(args: argparse.Namespace):
         background_flows([h.name for h in fabric.hosts], list(placement.hosts), args.rate, args.background)
     if args.no_pfc and not args.lossless:
         raise ValueError("--no-pfc goes with --lossless (the ranks' class, without PFC)")
-    if args.lb == "disjoint" and args.congestion != "none":
+    if args.lb == "plb" and args.congestion in ("timely", "swift"):
+        raise ValueError(f"--congestion {args.congestion} runs in the ranks' own transport: not with the host agents' "
+                         "RoCEv2 framing (--lb plb)")
+    if args.lb == "disjoint" and args.congestion == "dcqcn":
         raise ValueError("--lb disjoint: the ranks' own ports are not offered with the host agents' RoCEv2 framing "
                          "(--congestion dcqcn)")
-    if args.repath and (args.lb == "plb" or args.congestion != "none"):
+    if args.repath and (args.lb == "plb" or args.congestion == "dcqcn"):
         raise ValueError("--repath moves the ranks' own flows: not with the host agents' RoCEv2 framing "
                          "(--lb plb, --congestion dcqcn), whose flows PLB moves")
-    if args.lossless and (args.lb == "plb" or args.congestion != "none"):
+    if args.lossless and (args.lb == "plb" or args.congestion == "dcqcn"):
         raise ValueError("--lossless: the ranks' traffic class is not offered with the host agents' RoCEv2 framing "
                          "(--lb plb, --congestion dcqcn)")
     if args.lossless and resolve_target(args.target)[0] != "softswitch":
@@ -149,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
                                 failures=FailureSchedule(Failures(lab), args.fail) if args.fail else None,
                                 klass=RDMA_PRIORITY if args.lossless else None, pfc=not args.no_pfc,
                                 ports=disjoint_ports(lab.controller, workload, args.seed) if args.lb == "disjoint" else None,
-                                repath=args.repath)
+                                repath=args.repath, cc=conditions.transport_cc(args.congestion))
             pauses = lossless_figures(lab, before) if args.lossless else None
     if not run_.ok:
         if run_.failures:
@@ -203,6 +209,10 @@ def render(run_, job, fabric, scale, args) -> str:
         out.append(f"host agents: {a.get('repaths', 0)} repaths in {a.get('congested_rounds', 0)} congested of "
                    f"{a.get('rounds', 0)} PLB rounds; CNPs {a.get('cnps_sent', 0)} sent, {a.get('cnps_received', 0)} "
                    f"received; {a.get('rate_updates', 0)} rate updates")
+    if run_.cc is not None:
+        cc = run_.cc
+        out.append(f"congestion control {cc['name']} in the ranks' transport: {cc['samples']:.0f} round trips taken, "
+                   f"{cc['losses']:.0f} timeouts told, sends waited {cc['paced_s']:.2f} s for their pacing in all")
     if args.repath:
         out.append(f"repath: the ranks' flows moved to another path {run_.repaths} times; "
                    f"{run_.resent} packets resent")

@@ -40,7 +40,7 @@ from aifabric.experiments.lossless_scenes import CLASS, DSCP, FRAME, PAYLOAD, RE
 from aifabric.lab import report
 from aifabric.lab.cpu_meter import CpuMeter
 from aifabric.lab.lab import Lab
-from aifabric.lab.links import LinkPlan, LinkRate, limit_links, rate_arg
+from aifabric.lab.links import LinkPlan, LinkRate, limit_links, rate_arg, store_and_forward_rtt
 from aifabric.lab.lossless import rdma_classes
 from controller.lossless import ClassPoller
 from controller.telemetry.entries import EcnThresholds
@@ -48,7 +48,7 @@ from hostagent.agent.config import AgentConfig
 from hostagent.agent.launch import start_agents
 from hostagent.congestion import make_control
 from hostagent.traffic import drive
-from hostagent.traffic.controlled import CcSettings
+from hostagent.congestion import CcSettings
 from hostagent.traffic.flows import ROCEV2_PORT, FlowSpec
 from hostagent.traffic.ratecontrol import RATE_CONTROL_PORT
 from hostagent.traffic.wire import ACK_BYTES
@@ -134,12 +134,9 @@ def measure_base_rtt(lab: Lab, rate: LinkRate) -> float:
 
 
 def physical_rtt(rate: LinkRate) -> float:
-    """The incast path's unloaded RTT had each of its links held every frame for its
-    serialisation time (store and forward): a full frame out over PATH_LINKS links, an
-    acknowledgement back. The controls' thresholds scale to this: the emulator forwards an
-    idle link's frame at once (its token bucket holds two), so its own unloaded RTT (measured)
-    is shorter than one frame's time on a link, where a real fabric's RTT is many."""
-    return PATH_LINKS * (FRAME + ACK_FRAME) * 8 / rate.bits_per_s(FRAME)
+    """The incast path's store-and-forward RTT (`store_and_forward_rtt`): a full frame over
+    PATH_LINKS links, an acknowledgement back."""
+    return store_and_forward_rtt(rate, PATH_LINKS, FRAME, ACK_FRAME)
 
 
 def predicted_queue(control: str, rate: LinkRate, control_rtt_s: float, measured_rtt_s: float,

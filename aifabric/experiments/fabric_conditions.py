@@ -17,8 +17,11 @@ runs what it wraps under ``mode`` and puts ECMP back after:
 * ``plb``: ECMP in the switches, and the hosts' eBPF agents (hostagent.agent) moving a flow to
   another source port after ``PLB_REHASH_ROUNDS`` congested rounds of ``PLB_ROUND_PACKETS`` full frames' times.
 
-Congestion feedback (`CONGESTION`): ``none``, or ``dcqcn`` (the agents' DCQCN setting each
-flow's rate from the receivers' CNPs). Both hear congestion as ECN marks: every switch port marks
+Congestion feedback (`CONGESTION`): ``none``; ``dcqcn`` (the agents' DCQCN setting each
+flow's rate from the receivers' CNPs); ``timely`` or ``swift`` (the ranks' own transport sets
+each flow's pacing and window from its round trips: hostagent.collectives.peer_cc, the controls'
+published defaults scaled to the links' rate and to the fabric's longest path by
+`transport_cc`). PLB and DCQCN hear congestion as ECN marks: every switch port marks
 ECN-capable packets above ``ECN_THRESHOLD`` packets of queue (step marking, as DCTCP's K and the
 load-balancing benchmark's); only the agents' RoCEv2 traffic is ECN-capable, so the other modes
 are never marked. Both act on RoCEv2-like flows, so a run under either
@@ -30,8 +33,10 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator, Sequence
 
+import networkx as nx
+
 from aifabric.lab.lab import Lab
-from aifabric.lab.links import LinkPlan, LinkRate, limit_links
+from aifabric.lab.links import LinkPlan, LinkRate, limit_links, store_and_forward_rtt
 from controller.load_balance import LbModes, TeOverrides
 from controller.load_balance.hash_paths import FiveTuple
 from controller.load_balance.static import static_pins
@@ -41,9 +46,12 @@ from controller.telemetry import Telemetry, TelemetryConfig
 from controller.telemetry.entries import EcnThresholds
 from hostagent.agent.config import AgentConfig
 from hostagent.agent.load_balance_plb import PlbParams
+from hostagent.collectives.reliable import ACK_FRAME_BYTES, DATA_FRAME_BYTES
+from hostagent.congestion import CcSettings
 
 LB_MODES = ("ecmp", "spray", "flowlet", "te", "static", "disjoint", "plb")
-CONGESTION = ("none", "dcqcn")
+CONGESTION = ("none", "dcqcn", "timely", "swift")
+TRANSPORT_CONTROLS = ("timely", "swift")     # run by the ranks' transport, not by the host agents
 PLB_ROUND_PACKETS = 10       # a PLB round: about one RTT with a few full frames queued, in their times
 PLB_REHASH_ROUNDS = PlbParams.rehash_rounds   # the kernel's N
 ECN_THRESHOLD = 10           # packets of queue above which ECN-capable packets are marked
@@ -96,6 +104,19 @@ class FabricConditions:
             return None
         return AgentConfig(agent_mode, round_s=self.plb_round_s, line_rate_bps=self.plan.bits_per_s, seed=seed,
                            plb=PlbParams(rehash_rounds=PLB_REHASH_ROUNDS))
+
+    def transport_cc(self, congestion: str) -> CcSettings | None:
+        """The congestion control the ranks' transport runs under ``congestion`` (None: none of
+        its own), its defaults scaled to the links' rate and to the store-and-forward RTT of the
+        fabric's longest path between two hosts."""
+        if congestion not in TRANSPORT_CONTROLS:
+            return None
+        graph = self.lab.fabric.to_graph()
+        hosts = [h.name for h in self.lab.fabric.hosts]
+        lengths = dict(nx.all_pairs_shortest_path_length(graph))
+        links = max(lengths[a][b] for a in hosts for b in hosts if b in lengths[a])
+        return CcSettings(congestion, self.plan.rate.bits_per_s(DATA_FRAME_BYTES),
+                          store_and_forward_rtt(self.plan.rate, links, DATA_FRAME_BYTES, ACK_FRAME_BYTES))
 
     @contextmanager
     def load_balancing(self, mode: str, flows: Sequence[FiveTuple] = ()) -> Iterator[None]:

@@ -7,7 +7,7 @@ links and not the two CPUs should set the pace; the CPU busy share of every run 
 show how far that holds. The workload (a preset, its parallelism, scaled so the analytic
 iteration lasts ``fit_seconds`` on those links) is placed on the fabric's hosts and run
 ``iterations`` times per (seed, mode, collectives); a seed moves the groups' UDP ports, so ECMP
-hashes the same traffic onto other paths. ``congestion`` (none or dcqcn) holds for every run; plb
+hashes the same traffic onto other paths. ``congestion`` (none, dcqcn, timely or swift) holds for every run; plb
 and dcqcn run the hosts' agents and carry the collectives RoCEv2-like, and their runs report the
 agents' repaths and CNPs. Seeds are the outer loop, so every combination meets
 the machine's drift alike. Per run the step time and exposed communication are the slowest
@@ -26,7 +26,7 @@ from pathlib import Path
 
 from aifabric.experiments.background import background_flows, running
 from aifabric.experiments.calibration import calibrate, group_sizes
-from aifabric.experiments.fabric_conditions import CONGESTION, LB_MODES, FabricConditions
+from aifabric.experiments.fabric_conditions import CONGESTION, LB_MODES, TRANSPORT_CONTROLS, FabricConditions
 from aifabric.experiments.bench_entry import run_planned
 from aifabric.experiments.train_runner import WorkloadRun, disjoint_ports, run_workload, workload_flows
 from aifabric.lab import report
@@ -141,7 +141,8 @@ def run_topology(plan: TrainBenchPlan, topology: str, scale: Scale, runs: list[d
                                            host_agent=conditions.host_agent(mode, plan.congestion, seed),
                                            costs=calibration.costs, klass=RDMA_PRIORITY if cls != "none" else None,
                                            pfc=cls == "lossless",
-                                           ports=disjoint_ports(lab.controller, workload, seed) if mode == "disjoint" else None)
+                                           ports=disjoint_ports(lab.controller, workload, seed) if mode == "disjoint" else None,
+                                           cc=conditions.transport_cc(plan.congestion))
                     row.update(figures(run))
                 except Exception as exc:        # noqa: BLE001 - named in the table, the next run goes on
                     row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
@@ -263,7 +264,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--collectives", nargs="+", choices=COLLECTIVES, default=list(d.collectives), metavar="HOW",
                    help="the DP all-reduces by ring and/or in the switches (default both)")
     p.add_argument("--congestion", choices=CONGESTION, default=d.congestion,
-                   help="congestion feedback in every run: dcqcn (the hosts' agents) or none")
+                   help="congestion feedback in every run: dcqcn (the hosts' agents), timely or swift (the ranks' "
+                        "transport), or none")
     p.add_argument("--seeds", nargs="+", type=int, default=list(d.seeds),
                    help="seeds (each moves the groups' UDP ports, so ECMP hashes them anew); medians over them")
     p.add_argument("--classes", nargs="+", choices=CLASSES, default=list(d.classes), metavar="CLASS",
@@ -285,7 +287,13 @@ def plan_of(a: argparse.Namespace) -> TrainBenchPlan:
                           seeds=tuple(a.seeds), congestion=a.congestion, target=getattr(a, "target", "softswitch"),
                           classes=tuple(a.classes), background=a.background)
     plan.scale()
-    if "disjoint" in plan.modes and plan.congestion != "none":
+    if "plb" in plan.modes and plan.congestion in TRANSPORT_CONTROLS:
+        print(f"skipping mode plb: the host agents' RoCEv2 framing is not offered with the ranks' own congestion "
+              f"control (--congestion {plan.congestion})")
+        plan = replace(plan, modes=tuple(m for m in plan.modes if m != "plb"))
+        if not plan.modes:
+            raise ValueError(f"--modes plb --congestion {plan.congestion}: no mode left to run")
+    if "disjoint" in plan.modes and plan.congestion == "dcqcn":
         print("skipping mode disjoint: the ranks' own ports are not offered with the host agents' RoCEv2 framing "
               "(--congestion dcqcn)")
         plan = replace(plan, modes=tuple(m for m in plan.modes if m != "disjoint"))
@@ -294,7 +302,7 @@ def plan_of(a: argparse.Namespace) -> TrainBenchPlan:
     if set(plan.classes) != {"none"}:
         if resolve_target(plan.target)[0] != "softswitch":
             raise ValueError(f"--classes {' '.join(plan.classes)}: {BMV2_PFC}")
-        if plan.congestion != "none" or "plb" in plan.modes:
+        if plan.congestion == "dcqcn" or "plb" in plan.modes:
             raise ValueError("--classes: the ranks' traffic class is not offered with the host agents' RoCEv2 framing "
                              "(plb, --congestion dcqcn)")
     for topology in plan.topologies:

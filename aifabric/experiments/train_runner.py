@@ -19,7 +19,7 @@ import json
 import sys
 import time
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from aifabric.experiments.aggregation_job import LAB_FRAME_VALUES, WORKLOAD_SLOTS, in_network_jobs
@@ -40,6 +40,7 @@ from controller.aggregation import JobManager
 from controller.load_balance.hash_paths import FiveTuple, HashPaths
 from hostagent.agent.config import AgentConfig
 from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT, frame_bytes
+from hostagent.congestion import CcSettings
 
 RUNNER = "hostagent.workload_runner"
 BASE_PORT = 48000
@@ -208,7 +209,7 @@ class WorkloadRun:
                 "wall_s": round(self.wall_s, 2), "in_network": self.in_network, "agg_ops": self.agg_ops,
                 "server": self.server_stats, "link_load": self.link_load, "estimate": self.estimate,
                 "latency_estimate": self.latency_estimate,
-                "agents": self.agents, "resent": self.resent, "repaths": self.repaths, "paused_s": self.paused_s, "failures": self.failures,
+                "agents": self.agents, "resent": self.resent, "repaths": self.repaths, "cc": self.cc, "paused_s": self.paused_s, "failures": self.failures,
                 "time_lost": self.time_lost, "effective_ratio": self.effective_ratio,
                 "iterations": [{k: v for k, v in self.slowest(i).items() if k != "ops"}
                                for i in range(len(self.reports[0]["iterations"]))] if self.ok else []}
@@ -221,6 +222,14 @@ class WorkloadRun:
     def paused_s(self) -> float:
         """Seconds PFC held the ranks' sends, summed over ranks (0 without a lossless class)."""
         return round(sum(r.get("paused_s", 0.0) for r in self.reports), 3)
+
+    @property
+    def cc(self) -> dict | None:
+        """The ranks' congestion control in their transport, its figures summed (None: none ran)."""
+        ccs = [r["cc"] for r in self.reports if r.get("cc")]
+        if not ccs:
+            return None
+        return {"name": ccs[0]["name"], **{k: round(sum(c[k] for c in ccs), 3) for k in ("samples", "losses", "paced_s")}}
 
     @property
     def repaths(self) -> int:
@@ -282,7 +291,8 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
                  link: LinkPlan | None = None, seed: int = 0, kill_rank_after: tuple[int, float] | None = None,
                  host_agent: AgentConfig | None = None, costs: Costs | None = None,
                  failures: FailureSchedule | None = None, klass: int | None = None, pfc: bool = True,
-                 ports: list[list[int]] | None = None, repath: bool = False) -> WorkloadRun:
+                 ports: list[list[int]] | None = None, repath: bool = False,
+                 cc: CcSettings | None = None) -> WorkloadRun:
     """Every rank's ops, ``iterations`` times; with ``manager`` the data-parallel all-reduces in
     the switches. ``link``: how the links are limited (None: not), for the link load's shares and
     the ranks' first retransmission timeouts. ``seed`` moves the
@@ -297,7 +307,9 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
     their host's class is paused, on the Python host path). ``ports``: each member's port in
     each group (`disjoint_ports`; None: a group's members share its port). ``repath``: a flow that
     loses packets moves to another path by itself (hostagent.collectives.repath; on the Python
-    host path)."""
+    host path). ``cc``: a congestion control (TIMELY or Swift) sets every flow's window and pacing
+    in the ranks' transport (hostagent.collectives.peer_cc; on the Python host path;
+    `FabricConditions.transport_cc` makes it for the fabric)."""
     if workload.placement is None:
         raise ValueError("the workload needs a placement on the fabric's hosts (aifabric.workloads.place)")
     world = workload.job.parallelism.world
@@ -321,6 +333,11 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
         if host_agent is not None:
             raise ValueError("repath moves the ranks' own flows; with the host agents' RoCEv2 framing PLB moves them")
         plan["repath"] = True
+    if cc is not None:
+        if host_agent is not None:
+            raise ValueError("a congestion control in the ranks' transport is not offered with the host agents' "
+                             "RoCEv2 framing, whose flows DCQCN paces")
+        plan["cc"] = asdict(cc)
     run = WorkloadRun(hosts)
     groups = in_network_groups(workload) if manager is not None else []
     jobs = (in_network_jobs(lab, [[hosts[r] for r in g] for g in groups], manager=manager,

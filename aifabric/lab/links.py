@@ -138,6 +138,15 @@ class LinkPlan:
                 "frame_bytes": self.frame_bytes}
 
 
+def store_and_forward_rtt(rate: LinkRate, links: int, frame_bytes: int, ack_frame_bytes: int) -> float:
+    """The unloaded RTT of a path of ``links`` links at ``rate`` had each link held every frame
+    for its serialisation time (store and forward): a frame of ``frame_bytes`` out, an
+    acknowledgement of ``ack_frame_bytes`` back. The host congestion controls' thresholds scale
+    to it: the emulator forwards an idle link's frame at once (its token bucket holds two), so
+    its own unloaded RTT is shorter than one frame's time on a link, where a real fabric's is many."""
+    return links * (frame_bytes + ack_frame_bytes) * 8 / rate.bits_per_s(frame_bytes)
+
+
 def limit_links(lab, plan: LinkPlan) -> None:
     """Every switch port of ``lab`` at ``plan.rate``; every host's uplink shaped to the same rate."""
     from aifabric.lab.report import progress

@@ -53,8 +53,9 @@ def choose(config) -> Choice:
     mode, where = requested(config)
     if mode == "python":
         return Choice("python", f"asked for ({where}=python)")
-    for wanted, what in ((config.pause is not None, "honour PFC (pause)"), (config.repath, "move flows (repath)")):
-        if wanted:                        # the native engine does neither
+    for wanted, what in ((config.pause is not None, "honour PFC (pause)"), (config.repath, "move flows (repath)"),
+                         (config.cc is not None, "run a congestion control (cc)")):
+        if wanted:                        # the native engine does none of these
             if mode == "native":
                 raise HostPathUnavailable(f"host path native ({where}) cannot {what}: the Python path does")
             return Choice("python", f"auto: the Python path alone can {what}")

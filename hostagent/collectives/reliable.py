@@ -10,6 +10,10 @@ deviations, from packets sent once), never below `rto_s`, so queues in slow swit
 cause spurious resends that would deepen them. The receiver drops copies of packets it already took (counted as duplicates, still
 acknowledged so the sender stops) and reassembles messages by (source, tag). A background thread
 receives, acknowledges and resends, so a rank blocked in recv still keeps its peers' windows moving.
+With a congestion control (`TransportConfig.cc`, hostagent.collectives.peer_cc) each peer's
+window and pacing are the control's, the packet that fills a window or ends a message asks to be
+acknowledged at once (DATA_ACKREQ), and an acknowledgement's tag says how long the receiver held
+it back after the newest packet it covers (microseconds; 0 without cc).
 
 Every rank sends a HEARTBEAT to every peer each HEARTBEAT_S, so a rank that stops (process
 killed, host gone) is noticed by all the others after `silent_after_s`, each naming it, rather
@@ -35,9 +39,11 @@ import time
 from dataclasses import dataclass
 from typing import Sequence
 
+from hostagent.collectives.peer_cc import PeerControls
 from hostagent.collectives.repath import PeerPaths
 from hostagent.collectives.rocev2 import RoceEndpoint
 from hostagent.collectives.transport import Pending, RtoEstimator, TransferStats, UdpEndpoint, byte_view
+from hostagent.congestion import CcSettings
 from hostagent.lossless.pause import PauseReader
 
 MAGIC = b"CL"
@@ -68,6 +74,7 @@ class Kind(enum.IntEnum):
     ACK = 2
     ABORT = 3
     HEARTBEAT = 4
+    DATA_ACKREQ = 5    # DATA whose acknowledgement the sender asks for at once (RoCE's AckReq): with cc only
 
 
 class CollectiveError(RuntimeError):
@@ -121,7 +128,8 @@ class TransportConfig:
     `pause` ("MAP_ID:HOST_ID", hostagent.lossless.HostPause.sender_arg) holds every packet while the
     host's class `priority` is paused by PFC, as a RoCE NIC's queue waits (the Python path only).
     `repath`: a flow that loses packets moves to another path by itself, from another source port
-    (hostagent.collectives.repath; the Python path only)."""
+    (hostagent.collectives.repath; the Python path only). `cc`: a congestion control (TIMELY or
+    Swift) sets each peer's window and pacing (hostagent.collectives.peer_cc; the Python path only)."""
     window: int = 64
     rto_s: float = 0.03
     silent_after_s: float = 10.0
@@ -134,6 +142,7 @@ class TransportConfig:
     priority: int = 0
     pause: str | None = None
     repath: bool = False
+    cc: CcSettings | None = None
 
     def __post_init__(self) -> None:
         if self.host_path is not None and self.host_path not in HOST_PATHS:
@@ -148,6 +157,8 @@ class TransportConfig:
             raise ValueError("TransportConfig: a traffic class (dscp, pause) is not offered with rocev2")
         if self.rocev2 and self.repath:
             raise ValueError("TransportConfig: RoCEv2 flows are moved by the host agents' PLB (a new queue pair), not by repath")
+        if self.rocev2 and self.cc is not None:
+            raise ValueError("TransportConfig: RoCEv2 flows are paced by the host agents' DCQCN, not by cc")
 
 
 class ReliableTransport:
@@ -163,9 +174,11 @@ class ReliableTransport:
         rto_s = self.rto_s
         self.endpoint = (RoceEndpoint(self.peers[rank], self.peers, group, config.rate_control_port) if config.rocev2
                          else UdpEndpoint(self.peers[rank], config.drop_outgoing, drop_seed=config.drop_seed,
-                                          dscp=config.dscp))
+                                          dscp=config.dscp, arrival_times=config.cc is not None))
         self._pause = PauseReader.from_arg(config.pause) if config.pause else None
         self._paths = PeerPaths(len(self.peers)) if config.repath else None
+        self._cc = (PeerControls(config.cc, len(self.peers), DATA_FRAME_BYTES, config.window)
+                    if config.cc is not None else None)
         self.paused_s = 0.0              # time sends were held by PFC
         self.stats: TransferStats = self.endpoint.stats
         self._by_address = {p: r for r, p in enumerate(self.peers)}
@@ -178,6 +191,7 @@ class ReliableTransport:
         self._rto = [RtoEstimator(rto_s, MAX_RTO_S) for _ in peers]
         self._owed = [0] * len(peers)  # packets taken since our last acknowledgement, per source
         self._owed_since = [0.0] * len(peers)
+        self._data_at = [0.0] * len(peers)  # when the last DATA from each source came (cc: an ack's hold)
         self._partial: dict[tuple[int, int], _Inbox] = {}
         self._mail: dict[tuple[int, int], bytes] = {}
         self.aborts: dict[int, tuple[int, str]] = {}  # call number -> (rank, reason)
@@ -209,7 +223,7 @@ class ReliableTransport:
         for frag in range(count):
             body = payload[frag * PAYLOAD : (frag + 1) * PAYLOAD]
             with self._cond:
-                while len(self._pending[dst]) >= self.window:
+                while len(self._pending[dst]) >= self._window(dst):
                     self._check(tag, dst, watch)
                     left = deadline - time.monotonic()
                     if left <= 0:
@@ -217,8 +231,12 @@ class ReliableTransport:
                     self._cond.wait(min(left, self.rto_s))
                 seq = self._next_seq[dst]
                 self._next_seq[dst] += 1
-                data = HEADER.pack(MAGIC, Kind.DATA, self.group, self.rank, seq, tag, frag, count) + body
-                self._pending[dst][seq] = Pending(data=data, sent_at=time.monotonic())
+                kind = Kind.DATA_ACKREQ if self._asks_ack(dst, frag, count) else Kind.DATA
+                data = HEADER.pack(MAGIC, kind, self.group, self.rank, seq, tag, frag, count) + body
+                wait = self._cc.pace(dst) if self._cc is not None else 0.0
+                self._pending[dst][seq] = Pending(data=data, sent_at=time.monotonic() + wait)
+            if wait:
+                time.sleep(wait)
             self._send(data, dst)
 
     def recv(self, src: int, tag: int, deadline: float, watch: Sequence[int] = ()) -> bytes:
@@ -269,6 +287,8 @@ class ReliableTransport:
             out["paused_s"] = round(self.paused_s, 3)
         if self._paths is not None:
             out["repaths"] = self._paths.moves
+        if self._cc is not None:
+            out.update(self._cc.stats([r for r in range(len(self.peers)) if r != self.rank]))
         if isinstance(self.endpoint, RoceEndpoint):
             out.update(self.endpoint.counters())
         return out
@@ -284,6 +304,15 @@ class ReliableTransport:
             heard = self._heard[r]
             if r != self.rank and heard is not None and now - heard > self.silent_after_s:
                 raise PeerSilent(r, "packet", now - heard)
+
+    def _window(self, dst: int) -> int:
+        return self._cc.window(dst) if self._cc is not None else self.window
+
+    def _asks_ack(self, dst: int, frag: int, count: int) -> bool:
+        """With cc, the packet that fills the window or ends a message asks for its
+        acknowledgement at once: a control's window can be smaller than ACK_EVERY, and waiting
+        out the receiver's acknowledgement delay at each window would idle the link."""
+        return self._cc is not None and (frag == count - 1 or len(self._pending[dst]) + 1 >= self._window(dst))
 
     def _late(self, peer: int, what: str) -> CollectiveError:
         """The error for a deadline passed waiting on `peer`: silent, or alive and not answering."""
@@ -352,40 +381,51 @@ class ReliableTransport:
         with self._cond:
             self._heard[src] = time.monotonic()
             if kind == Kind.ACK:
-                self._take_ack(src, seq, data[HEADER.size :])
+                self._take_ack(src, seq, data[HEADER.size :], tag / 1e6, self._arrived())
                 self._cond.notify_all()
             elif kind == Kind.ABORT:
                 self.aborts.setdefault(tag, (src, data[HEADER.size :].decode(errors="replace")))
                 self._cond.notify_all()
             elif kind == Kind.HEARTBEAT:
                 pass  # being heard is all it is for
-            elif kind == Kind.DATA:
+            elif kind in (Kind.DATA, Kind.DATA_ACKREQ):
                 inbox = self._partial.get((src, tag))
                 if not fragment_fits(frag, count, len(data) - HEADER.size) or (inbox is not None and inbox.count != count):
                     self.stats.stale += 1
                     return
                 fresh = self._take_data(src, seq, tag, frag, count, data[HEADER.size :])
+                self._data_at[src] = self._arrived()
                 if not self._owed[src]:
                     self._owed_since[src] = time.monotonic()
                 self._owed[src] += 1
-                ack_now = not fresh or self._owed[src] >= ACK_EVERY  # a copy: the sender is resending
+                # a copy: the sender is resending
+                ack_now = not fresh or self._owed[src] >= ACK_EVERY or kind == Kind.DATA_ACKREQ
             else:
                 self.stats.stale += 1
                 return
-        if kind == Kind.DATA and not fresh and self._paths is not None:
+        data_kind = kind in (Kind.DATA, Kind.DATA_ACKREQ)
+        if data_kind and not fresh and self._paths is not None:
             self._paths.move(src, time.monotonic(), self._rto[src].timeout(0))   # our acknowledgements were lost
-        if kind == Kind.DATA and ack_now:
+        if data_kind and ack_now:
             self._ack(src)
 
     def _ack(self, src: int) -> None:
+        """Acknowledge what ``src`` sent; with cc, the acknowledgement's tag says how long we held
+        it back after the newest DATA (microseconds), which the sender takes off its RTT sample."""
         with self._cond:
             self._owed[src] = 0
             floor = self._floor[src]
             above = sorted(self._above[src])[:MAX_SACKS]
+            held_us = round(max(0.0, time.monotonic() - self._data_at[src]) * 1e6) if self._cc is not None else 0
         body = b"".join(SACK.pack(s) for s in above)
-        self._send(HEADER.pack(MAGIC, Kind.ACK, self.group, self.rank, floor, 0, 0, 0) + body, src)
+        self._send(HEADER.pack(MAGIC, Kind.ACK, self.group, self.rank, floor, held_us, 0, 0) + body, src)
 
-    def _take_ack(self, src: int, floor: int, body: bytes) -> None:
+    def _arrived(self) -> float:
+        """When the datagram being taken reached this host: the kernel's stamp with cc (a delay
+        control must not count our own late reading as the network's), else now."""
+        return self.endpoint.arrived_at if self._cc is not None else time.monotonic()
+
+    def _take_ack(self, src: int, floor: int, body: bytes, held_s: float, arrived: float) -> None:
         pending = self._pending[src]
         acked = [pending.pop(s) for s in [s for s in pending if s < floor]]
         for off in range(0, len(body) - SACK.size + 1, SACK.size):
@@ -394,7 +434,10 @@ class ReliableTransport:
                 acked.append(p)
         once = [p for p in acked if p.retries == 0]  # Karn: a resent packet's ack times nothing
         if once:
-            self._rto[src].sample(time.monotonic() - max(p.sent_at for p in once))
+            sent_at = max(p.sent_at for p in once)
+            self._rto[src].sample(time.monotonic() - sent_at)
+            if self._cc is not None:
+                self._cc.acked(src, arrived - sent_at - held_s, len(acked), floor, self._next_seq[src])
 
     def _take_data(self, src: int, seq: int, tag: int, frag: int, count: int, body: bytes) -> bool:
         """False for a copy of a packet already taken."""
@@ -424,9 +467,11 @@ class ReliableTransport:
                         p.retries += 1
                         p.sent_at = now
                         late.append((dst, p.data))
-        if self._paths is not None:
-            for dst in {dst for dst, _ in late}:
+        for dst in {dst for dst, _ in late}:
+            if self._paths is not None:
                 self._paths.move(dst, now, self._rto[dst].timeout(0))
+            if self._cc is not None:
+                self._cc.timed_out(dst, self._rto[dst].srtt)
         for dst, data in late:
             self.stats.retransmissions += 1
             self._send(data, dst)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import random
 import socket
+import struct
+import time
 from dataclasses import asdict, dataclass
 from typing import Callable
 
@@ -14,6 +16,8 @@ import numpy as np
 
 SOCKET_BUFFER_BYTES = 4 << 20
 MAX_DATAGRAM = 2048  # every packet of ours is smaller
+SO_TIMESTAMPNS = 35  # Linux (asm-generic/socket.h); Python's socket module does not name it
+TIMESPEC = struct.Struct("qq")
 
 
 @dataclass
@@ -100,14 +104,28 @@ class RtoEstimator:
         return min(self.rto * (1 << retries), self.cap_s)
 
 
+def _arrival(ancillary: list) -> float:
+    """The kernel's arrival stamp (CLOCK_REALTIME) among a datagram's ancillary data, as a
+    time.monotonic() time; now where there is none."""
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= TIMESPEC.size:
+            sec, nsec = TIMESPEC.unpack_from(data)
+            return time.monotonic() - max(0.0, time.time() - (sec + nsec / 1e9))
+    return time.monotonic()
+
+
 class UdpEndpoint:
     """A bound UDP socket. `drop_outgoing` (0 <= p < 1, off by default) silently discards that
     fraction of outgoing datagrams, chosen by a Random seeded with `drop_seed`; `dscp` marks every
     datagram (the switches' traffic class). A send on `path` n > 0 leaves from the n-th of more
     sockets on the same address, each on a port the kernel gives (made when first used): another
-    source port, so the switches' ECMP hashes it onto another path (hostagent.collectives.repath)."""
+    source port, so the switches' ECMP hashes it onto another path (hostagent.collectives.repath).
+    `arrival_times`: the kernel stamps each datagram's arrival (SO_TIMESTAMPNS) and `arrived_at`
+    tells it, so a round trip measured with it leaves out how long the datagram waited for us
+    to read it (what a NIC's timestamps leave out for a delay-based congestion control)."""
 
-    def __init__(self, bind: tuple[str, int], drop_outgoing: float = 0.0, drop_seed: int = 0, dscp: int = 0) -> None:
+    def __init__(self, bind: tuple[str, int], drop_outgoing: float = 0.0, drop_seed: int = 0, dscp: int = 0,
+                 arrival_times: bool = False) -> None:
         if not 0.0 <= drop_outgoing < 1.0:
             raise ValueError(f"drop_outgoing {drop_outgoing} is outside [0, 1)")
         self.drop_outgoing = drop_outgoing
@@ -117,6 +135,10 @@ class UdpEndpoint:
         self.sock = self._socket(bind)
         self.address: tuple[str, int] = self.sock.getsockname()
         self._path_socks: dict[int, socket.socket] = {}
+        self.arrival_times = arrival_times
+        if arrival_times:
+            self.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        self.arrived_at = 0.0        # time.monotonic() the last datagram received reached the kernel
 
     def _socket(self, bind: tuple[str, int]) -> socket.socket:
         sock = bound_socket(bind)
@@ -155,7 +177,11 @@ class UdpEndpoint:
         """One datagram, waiting at most `timeout` seconds (0: only what is queued), or None."""
         self.sock.settimeout(timeout if timeout > 0 else 0.0)
         try:
-            data, addr = self.sock.recvfrom(MAX_DATAGRAM)
+            if self.arrival_times:
+                data, ancillary, _, addr = self.sock.recvmsg(MAX_DATAGRAM, socket.CMSG_SPACE(TIMESPEC.size))
+                self.arrived_at = _arrival(ancillary)
+            else:
+                data, addr = self.sock.recvfrom(MAX_DATAGRAM)
         except (BlockingIOError, socket.timeout):
             return None
         self.stats.packets_received += 1

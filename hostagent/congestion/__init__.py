@@ -1,4 +1,5 @@
-"""Delay- and telemetry-based congestion controls of AI fabrics, for the lab's traffic senders.
+"""Delay- and telemetry-based congestion controls of AI fabrics, for the lab's traffic senders and
+the collectives' reliable transport.
 
 TIMELY (an RTT gradient drives a rate), Swift (delay against a target drives a fabric and an
 endpoint window) and HPCC (per-hop INT drives a window and its rate). Each is fed `AckSample`s
@@ -12,6 +13,7 @@ from typing import Any
 
 from hostagent.congestion.hpcc import Hpcc, HpccParams
 from hostagent.congestion.sample import AckSample, CongestionControl, HopTelemetry
+from hostagent.congestion.settings import SENDER_CONTROLS, CcSettings
 from hostagent.congestion.swift import Swift, SwiftParams
 from hostagent.congestion.timely import Timely, TimelyParams
 
@@ -41,5 +43,5 @@ def make_control(name: str, link_bps: float, base_rtt_s: float, frame_bytes: int
     return control(link_bps, base_rtt_s, frame_bytes, params)
 
 
-__all__ = ["AckSample", "CongestionControl", "HopTelemetry", "Hpcc", "HpccParams", "Swift",
-           "SwiftParams", "Timely", "TimelyParams", "make_control", "CONTROLS"]
+__all__ = ["AckSample", "CcSettings", "CongestionControl", "HopTelemetry", "Hpcc", "HpccParams", "Swift",
+           "SwiftParams", "Timely", "TimelyParams", "make_control", "CONTROLS", "SENDER_CONTROLS"]

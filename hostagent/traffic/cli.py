@@ -17,7 +17,7 @@ import sys
 import time
 from typing import Sequence
 
-from hostagent.traffic.controlled import CcSettings
+from hostagent.congestion import CcSettings
 from hostagent.traffic.flows import ROCEV2_PORT, TCP_PORT, WireFlow
 from hostagent.traffic.receiver import Receiver, ReceiverConfig
 from hostagent.traffic.sender import Impairments, run_sender
@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--cc", default=None, metavar="JSON",
                    help="run every UDP flow under a host congestion control: "
                         '{"name": "timely"|"swift", "link_bps": B, "base_rtt_s": S} '
-                        "(hostagent.traffic.controlled.CcSettings); the receivers acknowledge its datagrams")
+                        "(hostagent.congestion.CcSettings); the receivers acknowledge its datagrams")
 
     r = sub.add_parser("receive", help="count the flows arriving at this host")
     r.add_argument("--udp-port", type=int, action="append", default=None,

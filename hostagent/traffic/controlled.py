@@ -16,11 +16,9 @@ the receiver's record counts the datagram lost as for any flow.
 """
 from __future__ import annotations
 
-import json
 import socket
-from dataclasses import asdict, dataclass
 
-from hostagent.congestion import CONTROLS, AckSample, CongestionControl, make_control
+from hostagent.congestion import AckSample, CongestionControl, CcSettings, make_control
 from hostagent.traffic.wire import unpack_ack
 
 RTO_RTTS = 4.0              # the timeout in smoothed RTTs ...
@@ -28,36 +26,6 @@ MIN_RTO_RTTS = 8.0          # ... and at least this many base RTTs
 SRTT_GAIN = 0.125           # RFC 6298's alpha
 TRACE_EVERY_S = 0.01        # the flow's rate and window are recorded at most this often
 MAX_ACKS_A_READ = 256
-SENDER_CONTROLS = ("timely", "swift")     # those that need nothing but the acknowledgements' times
-
-
-@dataclass(frozen=True)
-class CcSettings:
-    """What every controlled flow of a run shares: the control's name and what its published
-    defaults are scaled to (the lab's line rate and unloaded RTT: `hostagent.congestion`)."""
-
-    name: str
-    link_bps: float
-    base_rtt_s: float
-
-    def __post_init__(self) -> None:
-        if self.name not in SENDER_CONTROLS:
-            why = (" (HPCC reads each hop's queue, tx bytes and link rate from the data packets' telemetry, "
-                   "which the fabric program does not stamp)" if self.name in CONTROLS else "")
-            raise ValueError(f"congestion control {self.name!r}: the senders run {', '.join(SENDER_CONTROLS)}{why}")
-        if not self.link_bps > 0 or not self.base_rtt_s > 0:
-            raise ValueError(f"congestion control {self.name}: link {self.link_bps} bits/s and base RTT "
-                             f"{self.base_rtt_s} s must be positive")
-
-    def to_arg(self) -> str:
-        return json.dumps(asdict(self))
-
-    @classmethod
-    def from_arg(cls, text: str) -> "CcSettings":
-        try:
-            return cls(**json.loads(text))
-        except (TypeError, json.JSONDecodeError) as err:
-            raise ValueError(f"--cc {text!r}: {err}") from None
 
 
 class Controlled:

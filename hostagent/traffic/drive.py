@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
-from hostagent.traffic.controlled import CcSettings
+from hostagent.congestion import CcSettings
 from hostagent.traffic.flows import FlowSpec, WireFlow
 from hostagent.traffic.flowstats import TcpReceived, UdpReceived
 from hostagent.traffic.helper_procs import json_result as _json_result

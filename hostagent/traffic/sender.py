@@ -21,7 +21,7 @@ is not sent while its class (``priority``) is paused: the flow waits, its schedu
 the time it waited (``paused_s``), as a NIC's queue of a paused class waits and then goes on at
 its pace. The datagrams carry the flow's DSCP (``dscp``).
 
-With ``cc`` (`hostagent.traffic.controlled.CcSettings`: TIMELY or Swift) every UDP flow runs
+With ``cc`` (`hostagent.congestion.CcSettings`: TIMELY or Swift) every UDP flow runs
 under that host congestion control: its datagrams ask for acknowledgements, the acknowledgements
 feed the control, and the flow keeps to the control's window (datagrams in flight) and pacing
 rate besides its own rate_pps. A flow held by its full window waits until an acknowledgement
@@ -42,7 +42,8 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 
-from hostagent.traffic.controlled import CcSettings, Controlled
+from hostagent.congestion import CcSettings
+from hostagent.traffic.controlled import Controlled
 from hostagent.traffic.flows import WireFlow
 from hostagent.traffic.ratecontrol import RateListener, frame_bytes
 from hostagent.traffic.tcpinfo import tcp_info

@@ -33,6 +33,7 @@ from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT, DEFAULT_FRA
 from hostagent.collectives.aggregation.worker import JobConfig
 from hostagent.collectives.group import ProcessGroup
 from hostagent.collectives.reliable import CollectiveError, TransportConfig
+from hostagent.congestion import CcSettings
 from hostagent.stack_dump import dump_stacks_on_term
 from hostagent.workload_runner.accounting import split
 
@@ -59,7 +60,8 @@ class Rank:
                                               "pause": lossless["pause"].get(str(rank))}
         transport = TransportConfig(window=window, rto_s=rto, silent_after_s=silent_after,
                                     rocev2=plan.get("rocev2", False), rate_control_port=plan.get("rate_control_port", 0),
-                                    repath=plan.get("repath", False), **klass)
+                                    repath=plan.get("repath", False),
+                                    cc=CcSettings(**plan["cc"]) if plan.get("cc") else None, **klass)
         for index, members in enumerate(plan["groups"]):
             if rank in members:
                 in_network = job is not None and job["group"] == index
@@ -101,6 +103,17 @@ class Rank:
     def repaths(self) -> int:
         """How often this rank's flows moved to another path, summed over its groups (0 without repath)."""
         return sum(pg.transport.host_path_stats().get("repaths", 0) for pg in self.groups.values())
+
+    def cc(self) -> dict | None:
+        """With a congestion control in the transport: its name and its figures summed over this
+        rank's groups (acknowledgements it took, timeouts it was told, time sends waited for
+        pacing); None without."""
+        stats = [st for pg in self.groups.values() if "cc" in (st := pg.transport.host_path_stats())]
+        if not stats:
+            return None
+        return {"name": stats[0]["cc"], "samples": sum(st["cc_samples"] for st in stats),
+                "losses": sum(st["cc_losses"] for st in stats),
+                "paced_s": round(sum(st["cc_paced_s"] for st in stats), 3)}
 
     def host_paths(self) -> list[str]:
         """Each group's host path (native or python)."""
@@ -243,6 +256,7 @@ def main(argv=None) -> int:
         report["resent"] = rank.resent()
         report["paused_s"] = rank.paused_s()
         report["repaths"] = rank.repaths()
+        report["cc"] = rank.cc()
         report["host_paths"] = rank.host_paths()
         stuck = rank.close_within(GROUP_CLOSE_S * len(rank.groups))
         if stuck:

@@ -229,3 +229,29 @@ def test_repath_is_refused_where_the_host_agents_move_the_flows(flags):
     with pytest.raises(ValueError, match="--repath moves the ranks' own flows"):
         train_cli.prepare(build_parser().parse_args(train + flags))
     train_cli.prepare(build_parser().parse_args(train))     # alone, it is taken
+
+
+@pytest.mark.parametrize("control", ["timely", "swift"])
+def test_a_transport_control_is_refused_where_the_host_agents_frame_the_flows(control):
+    from aifabric.cli import build_parser, train_cli
+    train = ["train", "--preset", "tiny", "--dp", "2", "--congestion", control]
+    with pytest.raises(ValueError, match=f"--congestion {control} runs in the ranks' own transport"):
+        train_cli.prepare(build_parser().parse_args(train + ["--lb", "plb"]))
+    train_cli.prepare(build_parser().parse_args(train))     # alone, it is taken
+
+
+def test_the_transport_controls_are_scaled_to_the_links_and_the_fabrics_longest_path():
+    """A fat tree's longest host-to-host path is six links; a leaf-spine's four."""
+    from types import SimpleNamespace
+
+    from aifabric.experiments.fabric_conditions import FabricConditions
+    from aifabric.lab.links import LinkPlan, LinkRate
+    from hostagent.collectives.reliable import ACK_FRAME_BYTES, DATA_FRAME_BYTES
+    from topologies.fabric import leaf_spine
+    rate = LinkRate.parse("2M")
+    for fabric, links in ((_fat_tree(), 6), (leaf_spine(2, 2, 2), 4)):
+        conditions = SimpleNamespace(lab=SimpleNamespace(fabric=fabric), plan=LinkPlan(rate))
+        cc = FabricConditions.transport_cc(conditions, "swift")
+        assert cc.name == "swift" and cc.link_bps == pytest.approx(2e6)
+        assert cc.base_rtt_s == pytest.approx(links * (DATA_FRAME_BYTES + ACK_FRAME_BYTES) * 8 / 2e6)
+        assert FabricConditions.transport_cc(conditions, "dcqcn") is None

@@ -185,7 +185,7 @@ def test_host_congestion_controls_are_fed_across_the_fabric(lb_lab):
     acknowledgement comes back through the switches, every datagram arrives, and
     the RTTs the senders measured are the fabric's (above the veth-only floor, under a second)."""
     from hostagent.traffic import drive
-    from hostagent.traffic.controlled import CcSettings
+    from hostagent.congestion import CcSettings
     from hostagent.traffic.flows import ROCEV2_PORT, FlowSpec
 
     lab = lb_lab[0]

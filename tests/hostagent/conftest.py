@@ -1,10 +1,13 @@
-"""`host_path`: a collectives test module that uses it (pytestmark) runs once per host path of the
+"""`netns`: a network namespace of the test's own (its loopback up), removed after.
+
+`host_path`: a collectives test module that uses it (pytestmark) runs once per host path of the
 reliable transport, with AIFABRIC_HOST_PATH set for the module's duration: every TransportConfig
 without a host_path of its own, in this process and in the rank programs it starts, follows it.
 The native path is skipped where it cannot be built (and said why)."""
 from __future__ import annotations
 
 import os
+import subprocess
 
 import pytest
 
@@ -34,3 +37,14 @@ def host_path(request: pytest.FixtureRequest):
         os.environ.pop(ENV, None)
     else:
         os.environ[ENV] = before
+
+
+@pytest.fixture
+def netns():
+    name = f"aifabric-t{os.getpid() % 100000}"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
+        yield name
+    finally:
+        subprocess.run(["ip", "netns", "del", name], check=False)

@@ -31,6 +31,7 @@ from hostagent.collectives.ps import JobSpec, ParameterServer
 from hostagent.collectives.host_path import open_transport
 from hostagent.collectives.reliable import CollectiveError, TransportConfig
 from hostagent.collectives.tensors import check_aggregated
+from hostagent.congestion import CcSettings
 
 pytestmark = pytest.mark.usefixtures("host_path")  # every test once per host path (conftest.py)
 
@@ -457,9 +458,14 @@ def test_a_paused_class_holds_the_python_transport_and_no_other(monkeypatch, pri
         b.close()
 
 
-def test_pause_is_refused_on_the_native_host_path_saying_why() -> None:
-    from hostagent.collectives.host_path import HostPathUnavailable
+@pytest.mark.parametrize("asks, why", [({"pause": "1:1", "priority": 3}, "honour PFC"),
+                                       ({"repath": True}, "move flows"),
+                                       ({"cc": CcSettings("swift", 1e7, 0.01)}, "run a congestion control")],
+                         ids=["pause", "repath", "cc"])
+def test_what_only_python_does_is_refused_on_the_native_host_path_and_takes_python_on_auto(asks, why) -> None:
+    from hostagent.collectives.host_path import HostPathUnavailable, choose
     net = fresh_net()
-    with pytest.raises(HostPathUnavailable, match="cannot honour PFC"):
-        open_transport(0, [(net + "10", PORT), (net + "11", PORT)],
-                       config=TransportConfig(host_path="native", pause="1:1", priority=3))
+    with pytest.raises(HostPathUnavailable, match=f"cannot {why}"):
+        open_transport(0, [(net + "10", PORT), (net + "11", PORT)], config=TransportConfig(host_path="native", **asks))
+    chosen = choose(TransportConfig(host_path="auto", **asks))
+    assert chosen.path == "python" and why in chosen.reason, chosen

@@ -45,17 +45,6 @@ def test_a_flow_moves_to_the_next_path_it_has_not_left_and_only_once_a_timeout()
     assert [paths.beat_path() for _ in range(4)] == [1, 2, 0, 1]
 
 
-@pytest.fixture
-def netns():
-    name = f"aifabric-rp{os.getpid() % 100000}"
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    try:
-        subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
-        yield name
-    finally:
-        subprocess.run(["ip", "netns", "del", name], check=False)
-
-
 def _cut(ns: str, sport: int, dport: int) -> None:
     """Drop UDP from port ``sport`` to port ``dport`` in ``ns``, counted."""
     rules = (f"table inet cut {{\n chain out {{\n type filter hook output priority 0;\n"

@@ -205,7 +205,7 @@ def test_a_controlled_flow_is_acknowledged_datagram_by_datagram(hosts) -> None:
     """Every datagram asks for an acknowledgement and gets one: the sender takes as many as it
     sent, each it gave up on after its timeout came later (none lost), and the RTTs it measured
     are those of a veth (under a second)."""
-    from hostagent.traffic.controlled import CcSettings
+    from hostagent.congestion import CcSettings
     flows = [udp("a", "b", 50061, 300, rate_pps=3000)]
     # unacknowledged, Swift would slow to a datagram a second: fail after DEADLINE rather than wait
     r = run_traffic(hosts, flows, quiet=0.5, deadline=DEADLINE, start_delay=0.3, cc=CcSettings(**CC),
@@ -225,7 +225,7 @@ def test_a_flow_nobody_acknowledges_is_held_by_its_window_and_times_out(hosts) -
     """No receiver on the flow's port: no acknowledgement comes, so the flow sends its window (a
     BDP: 4 datagrams here), waits, and frees each datagram only when its timeout passes (Swift
     halving the window at each); every datagram is counted missing."""
-    from hostagent.traffic.controlled import CcSettings
+    from hostagent.congestion import CcSettings
     from hostagent.traffic.sender import Sent
     flows = [FlowSpec("a", "b", "udp", 50071, 4792, 12, rate_pps=3000)]
     cc = CcSettings("swift", 100e6, 0.0001)
@@ -238,7 +238,7 @@ def test_a_flow_nobody_acknowledges_is_held_by_its_window_and_times_out(hosts) -
 
 
 def test_the_senders_refuse_a_control_they_cannot_feed() -> None:
-    from hostagent.traffic.controlled import CcSettings
+    from hostagent.congestion import CcSettings
     with pytest.raises(ValueError, match="telemetry"):
         CcSettings("hpcc", 10e6, 0.001)
     with pytest.raises(ValueError, match="timely, swift"):
