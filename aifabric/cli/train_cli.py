@@ -25,7 +25,7 @@ from emulation.p4switch import TARGETS, resolve_target
 
 DEFAULT_PNG = "out/train_timeline.png"
 COLLECTIVES = ("ring", "in_network")
-LB_MODES = ("ecmp", "spray", "flowlet", "te", "static", "disjoint", "plb")    # aifabric.experiments.fabric_conditions.LB_MODES
+LB_MODES = ("ecmp", "spray", "flowlet", "te", "static", "disjoint", "qp-scaling", "plb")    # aifabric.experiments.fabric_conditions.LB_MODES
 CONGESTION = ("none", "dcqcn", "timely", "swift")     # aifabric.experiments.fabric_conditions.CONGESTION
 DEFAULT_RATE = LinkRate.parse("2M")
 
@@ -40,7 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lb", choices=LB_MODES, default="ecmp",
                    help="load-balancing mode of every switch (static: ECMP, the job's flows pinned evenly before it "
                         "starts; disjoint: ECMP, the ranks' ports chosen with the switches' hash so their flows "
-                        "spread; plb: ECMP, and the hosts' agents repath congested flows)")
+                        "spread; qp-scaling: ECMP, every message cut over 4 source ports of the ranks' own (on the "
+                        "Python host path); plb: ECMP, and the hosts' agents repath congested flows)")
     p.add_argument("--congestion", choices=CONGESTION, default="none",
                    help="congestion feedback: dcqcn (the hosts' agents set each flow's rate from CNPs), timely or "
                         "swift (the ranks' transport paces each flow and sets its window from its round trips, the "
@@ -92,6 +93,9 @@ def prepare(args: argparse.Namespace):
     if args.lb == "plb" and args.congestion in ("timely", "swift"):
         raise ValueError(f"--congestion {args.congestion} runs in the ranks' own transport: not with the host agents' "
                          "RoCEv2 framing (--lb plb)")
+    if args.lb == "qp-scaling" and (args.congestion == "dcqcn" or args.repath):
+        raise ValueError("--lb qp-scaling spreads the ranks' own flows over source ports of their own: not with the "
+                         "host agents' RoCEv2 framing (--congestion dcqcn) nor --repath")
     if args.lb == "disjoint" and args.congestion == "dcqcn":
         raise ValueError("--lb disjoint: the ranks' own ports are not offered with the host agents' RoCEv2 framing "
                          "(--congestion dcqcn)")
@@ -155,7 +159,8 @@ def run(args: argparse.Namespace) -> int:
                                 failures=FailureSchedule(Failures(lab), args.fail) if args.fail else None,
                                 klass=RDMA_PRIORITY if args.lossless else None, pfc=not args.no_pfc,
                                 ports=disjoint_ports(lab.controller, workload, args.seed) if args.lb == "disjoint" else None,
-                                repath=args.repath, cc=conditions.transport_cc(args.congestion))
+                                repath=args.repath, cc=conditions.transport_cc(args.congestion),
+                                qps=conditions.queue_pairs(args.lb))
             pauses = lossless_figures(lab, before) if args.lossless else None
     if not run_.ok:
         if run_.failures:

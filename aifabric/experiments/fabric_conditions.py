@@ -14,6 +14,8 @@ runs what it wraps under ``mode`` and puts ECMP back after:
   starts, spread evenly over the paths (controller.load_balance.static, DeepSeek's static routing);
 * ``disjoint``: ECMP, the ranks binding ports chosen with the fabric's hash so that their flows
   spread (`train_runner.disjoint_ports`, given to `run_workload`: HPN's precise path control);
+* ``qp-scaling``: ECMP, every message of the ranks cut over ``QPS`` source ports of their own
+  (`run_workload(qps=)`: Meta's QP scaling, more flows for the hash to spread);
 * ``plb``: ECMP in the switches, and the hosts' eBPF agents (hostagent.agent) moving a flow to
   another source port after ``PLB_REHASH_ROUNDS`` congested rounds of ``PLB_ROUND_PACKETS`` full frames' times.
 
@@ -35,6 +37,7 @@ from typing import Iterator, Sequence
 
 import networkx as nx
 
+from aifabric.experiments.host_load_balance import DEFAULT_QPS
 from aifabric.lab.lab import Lab
 from aifabric.lab.links import LinkPlan, LinkRate, limit_links, store_and_forward_rtt
 from controller.load_balance import LbModes, TeOverrides
@@ -49,8 +52,9 @@ from hostagent.agent.load_balance_plb import PlbParams
 from hostagent.collectives.reliable import ACK_FRAME_BYTES, DATA_FRAME_BYTES
 from hostagent.congestion import CcSettings
 
-LB_MODES = ("ecmp", "spray", "flowlet", "te", "static", "disjoint", "plb")
+LB_MODES = ("ecmp", "spray", "flowlet", "te", "static", "disjoint", "qp-scaling", "plb")
 CONGESTION = ("none", "dcqcn", "timely", "swift")
+QPS = DEFAULT_QPS               # queue pairs a peer pair under qp-scaling
 TRANSPORT_CONTROLS = ("timely", "swift")     # run by the ranks' transport, not by the host agents
 PLB_ROUND_PACKETS = 10       # a PLB round: about one RTT with a few full frames queued, in their times
 PLB_REHASH_ROUNDS = PlbParams.rehash_rounds   # the kernel's N
@@ -117,6 +121,11 @@ class FabricConditions:
         links = max(lengths[a][b] for a in hosts for b in hosts if b in lengths[a])
         return CcSettings(congestion, self.plan.rate.bits_per_s(DATA_FRAME_BYTES),
                           store_and_forward_rtt(self.plan.rate, links, DATA_FRAME_BYTES, ACK_FRAME_BYTES))
+
+    @staticmethod
+    def queue_pairs(mode: str) -> int:
+        """Source ports a rank spreads each peer over under ``mode`` (1: one)."""
+        return QPS if mode == "qp-scaling" else 1
 
     @contextmanager
     def load_balancing(self, mode: str, flows: Sequence[FiveTuple] = ()) -> Iterator[None]:

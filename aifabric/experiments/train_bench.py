@@ -142,7 +142,8 @@ def run_topology(plan: TrainBenchPlan, topology: str, scale: Scale, runs: list[d
                                            costs=calibration.costs, klass=RDMA_PRIORITY if cls != "none" else None,
                                            pfc=cls == "lossless",
                                            ports=disjoint_ports(lab.controller, workload, seed) if mode == "disjoint" else None,
-                                           cc=conditions.transport_cc(plan.congestion))
+                                           cc=conditions.transport_cc(plan.congestion),
+                                           qps=conditions.queue_pairs(mode))
                     row.update(figures(run))
                 except Exception as exc:        # noqa: BLE001 - named in the table, the next run goes on
                     row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
@@ -293,6 +294,12 @@ def plan_of(a: argparse.Namespace) -> TrainBenchPlan:
         plan = replace(plan, modes=tuple(m for m in plan.modes if m != "plb"))
         if not plan.modes:
             raise ValueError(f"--modes plb --congestion {plan.congestion}: no mode left to run")
+    if "qp-scaling" in plan.modes and plan.congestion == "dcqcn":
+        print("skipping mode qp-scaling: the ranks' own source ports are not offered with the host agents' RoCEv2 "
+              "framing (--congestion dcqcn)")
+        plan = replace(plan, modes=tuple(m for m in plan.modes if m != "qp-scaling"))
+        if not plan.modes:
+            raise ValueError("--modes qp-scaling --congestion dcqcn: no mode left to run")
     if "disjoint" in plan.modes and plan.congestion == "dcqcn":
         print("skipping mode disjoint: the ranks' own ports are not offered with the host agents' RoCEv2 framing "
               "(--congestion dcqcn)")

@@ -292,7 +292,7 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
                  host_agent: AgentConfig | None = None, costs: Costs | None = None,
                  failures: FailureSchedule | None = None, klass: int | None = None, pfc: bool = True,
                  ports: list[list[int]] | None = None, repath: bool = False,
-                 cc: CcSettings | None = None) -> WorkloadRun:
+                 cc: CcSettings | None = None, qps: int = 1) -> WorkloadRun:
     """Every rank's ops, ``iterations`` times; with ``manager`` the data-parallel all-reduces in
     the switches. ``link``: how the links are limited (None: not), for the link load's shares and
     the ranks' first retransmission timeouts. ``seed`` moves the
@@ -309,7 +309,9 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
     loses packets moves to another path by itself (hostagent.collectives.repath; on the Python
     host path). ``cc``: a congestion control (TIMELY or Swift) sets every flow's window and pacing
     in the ranks' transport (hostagent.collectives.peer_cc; on the Python host path;
-    `FabricConditions.transport_cc` makes it for the fabric)."""
+    `FabricConditions.transport_cc` makes it for the fabric). ``qps`` > 1: every message to a peer
+    is cut into that many parts, each from a source port of its own, so ECMP spreads a peer pair
+    over that many flows (QP scaling, load-balancing mode ``qp-scaling``; on the Python host path)."""
     if workload.placement is None:
         raise ValueError("the workload needs a placement on the fabric's hosts (aifabric.workloads.place)")
     world = workload.job.parallelism.world
@@ -338,6 +340,11 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
             raise ValueError("a congestion control in the ranks' transport is not offered with the host agents' "
                              "RoCEv2 framing, whose flows DCQCN paces")
         plan["cc"] = asdict(cc)
+    if qps > 1:
+        if host_agent is not None or repath or ports is not None:
+            raise ValueError("QP scaling spreads the ranks' own flows over source ports of their own: not with the host "
+                             "agents' RoCEv2 framing, repath or ports chosen for the ranks (disjoint)")
+        plan["qps"] = qps
     run = WorkloadRun(hosts)
     groups = in_network_groups(workload) if manager is not None else []
     jobs = (in_network_jobs(lab, [[hosts[r] for r in g] for g in groups], manager=manager,

@@ -54,7 +54,8 @@ def choose(config) -> Choice:
     if mode == "python":
         return Choice("python", f"asked for ({where}=python)")
     for wanted, what in ((config.pause is not None, "honour PFC (pause)"), (config.repath, "move flows (repath)"),
-                         (config.cc is not None, "run a congestion control (cc)")):
+                         (config.cc is not None, "run a congestion control (cc)"),
+                         (config.qps > 1, "spread a peer over queue pairs (qps)")):
         if wanted:                        # the native engine does none of these
             if mode == "native":
                 raise HostPathUnavailable(f"host path native ({where}) cannot {what}: the Python path does")

@@ -129,7 +129,10 @@ class TransportConfig:
     host's class `priority` is paused by PFC, as a RoCE NIC's queue waits (the Python path only).
     `repath`: a flow that loses packets moves to another path by itself, from another source port
     (hostagent.collectives.repath; the Python path only). `cc`: a congestion control (TIMELY or
-    Swift) sets each peer's window and pacing (hostagent.collectives.peer_cc; the Python path only)."""
+    Swift) sets each peer's window and pacing (hostagent.collectives.peer_cc; the Python path only).
+    `qps`: every message to a peer is cut into that many parts, each sent from a source port of
+    its own (a queue pair: QP scaling, as Meta's collectives spread a peer pair over ECMP; the
+    Python path only)."""
     window: int = 64
     rto_s: float = 0.03
     silent_after_s: float = 10.0
@@ -143,6 +146,7 @@ class TransportConfig:
     pause: str | None = None
     repath: bool = False
     cc: CcSettings | None = None
+    qps: int = 1
 
     def __post_init__(self) -> None:
         if self.host_path is not None and self.host_path not in HOST_PATHS:
@@ -157,6 +161,11 @@ class TransportConfig:
             raise ValueError("TransportConfig: a traffic class (dscp, pause) is not offered with rocev2")
         if self.rocev2 and self.repath:
             raise ValueError("TransportConfig: RoCEv2 flows are moved by the host agents' PLB (a new queue pair), not by repath")
+        if self.qps < 1:
+            raise ValueError(f"TransportConfig: qps {self.qps} must be at least 1")
+        if self.qps > 1 and (self.rocev2 or self.repath):
+            raise ValueError("TransportConfig: qps spreads a peer's messages over source ports of the ranks' own: "
+                             "not with rocev2 (one queue pair a peer, moved by PLB) nor repath (one path a peer at a time)")
         if self.rocev2 and self.cc is not None:
             raise ValueError("TransportConfig: RoCEv2 flows are paced by the host agents' DCQCN, not by cc")
 
@@ -175,6 +184,8 @@ class ReliableTransport:
         self.endpoint = (RoceEndpoint(self.peers[rank], self.peers, group, config.rate_control_port) if config.rocev2
                          else UdpEndpoint(self.peers[rank], config.drop_outgoing, drop_seed=config.drop_seed,
                                           dscp=config.dscp, arrival_times=config.cc is not None))
+        if config.qps > 1:
+            self.endpoint.open_paths(config.qps)
         self._pause = PauseReader.from_arg(config.pause) if config.pause else None
         self._paths = PeerPaths(len(self.peers)) if config.repath else None
         self._cc = (PeerControls(config.cc, len(self.peers), DATA_FRAME_BYTES, config.window)
@@ -234,10 +245,11 @@ class ReliableTransport:
                 kind = Kind.DATA_ACKREQ if self._asks_ack(dst, frag, count) else Kind.DATA
                 data = HEADER.pack(MAGIC, kind, self.group, self.rank, seq, tag, frag, count) + body
                 wait = self._cc.pace(dst) if self._cc is not None else 0.0
-                self._pending[dst][seq] = Pending(data=data, sent_at=time.monotonic() + wait)
+                qp = frag * self.config.qps // count    # the message's parts in turn, each on its queue pair
+                self._pending[dst][seq] = Pending(data=data, sent_at=time.monotonic() + wait, path=qp)
             if wait:
                 time.sleep(wait)
-            self._send(data, dst)
+            self._send(data, dst, qp if qp else None)
 
     def recv(self, src: int, tag: int, deadline: float, watch: Sequence[int] = ()) -> bytes:
         """The message `tag` from rank `src`, waiting until `deadline` (time.monotonic())."""
@@ -459,20 +471,20 @@ class ReliableTransport:
 
     def _resend_late(self) -> None:
         now = time.monotonic()
-        late: list[tuple[int, bytes]] = []
+        late: list[tuple[int, Pending]] = []
         with self._cond:
             for dst, pending in enumerate(self._pending):
                 for p in pending.values():
                     if now - p.sent_at > self._rto[dst].timeout(p.retries):
                         p.retries += 1
                         p.sent_at = now
-                        late.append((dst, p.data))
+                        late.append((dst, p))
         for dst in {dst for dst, _ in late}:
             if self._paths is not None:
                 self._paths.move(dst, now, self._rto[dst].timeout(0))
             if self._cc is not None:
                 self._cc.timed_out(dst, self._rto[dst].srtt)
-        for dst, data in late:
+        for dst, p in late:
             self.stats.retransmissions += 1
-            self._send(data, dst)
+            self._send(p.data, dst, p.path if p.path else None)
 

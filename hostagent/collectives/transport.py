@@ -72,6 +72,7 @@ class Pending:
     data: bytes
     sent_at: float
     retries: int = 0
+    path: int = 0       # the source port (UdpEndpoint path) it left from: its queue pair with qps
 
 
 class RtoEstimator:
@@ -145,6 +146,12 @@ class UdpEndpoint:
         if self.dscp:
             sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, self.dscp << 2)   # its traffic class
         return sock
+
+    def open_paths(self, count: int) -> None:
+        """Make the sockets of paths 1..count-1 now (in the calling thread's network namespace;
+        one made at its first send would be made in the sending thread's)."""
+        for path in range(1, count):
+            self._path_socket(path)
 
     def _path_socket(self, path: int) -> socket.socket:
         if path == 0:

@@ -61,7 +61,8 @@ class Rank:
         transport = TransportConfig(window=window, rto_s=rto, silent_after_s=silent_after,
                                     rocev2=plan.get("rocev2", False), rate_control_port=plan.get("rate_control_port", 0),
                                     repath=plan.get("repath", False),
-                                    cc=CcSettings(**plan["cc"]) if plan.get("cc") else None, **klass)
+                                    cc=CcSettings(**plan["cc"]) if plan.get("cc") else None,
+                                    qps=plan.get("qps", 1), **klass)
         for index, members in enumerate(plan["groups"]):
             if rank in members:
                 in_network = job is not None and job["group"] == index

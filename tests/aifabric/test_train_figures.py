@@ -255,3 +255,12 @@ def test_the_transport_controls_are_scaled_to_the_links_and_the_fabrics_longest_
         assert cc.name == "swift" and cc.link_bps == pytest.approx(2e6)
         assert cc.base_rtt_s == pytest.approx(links * (DATA_FRAME_BYTES + ACK_FRAME_BYTES) * 8 / 2e6)
         assert FabricConditions.transport_cc(conditions, "dcqcn") is None
+
+
+@pytest.mark.parametrize("flags", [["--congestion", "dcqcn"], ["--repath"]])
+def test_queue_pairs_are_refused_where_the_flows_are_framed_or_moved_otherwise(flags):
+    from aifabric.cli import build_parser, train_cli
+    train = ["train", "--preset", "tiny", "--dp", "2", "--lb", "qp-scaling"]
+    with pytest.raises(ValueError, match="--lb qp-scaling spreads the ranks' own flows"):
+        train_cli.prepare(build_parser().parse_args(train + flags))
+    train_cli.prepare(build_parser().parse_args(train))     # alone, it is taken

@@ -460,8 +460,9 @@ def test_a_paused_class_holds_the_python_transport_and_no_other(monkeypatch, pri
 
 @pytest.mark.parametrize("asks, why", [({"pause": "1:1", "priority": 3}, "honour PFC"),
                                        ({"repath": True}, "move flows"),
-                                       ({"cc": CcSettings("swift", 1e7, 0.01)}, "run a congestion control")],
-                         ids=["pause", "repath", "cc"])
+                                       ({"cc": CcSettings("swift", 1e7, 0.01)}, "run a congestion control"),
+                                       ({"qps": 4}, "spread a peer over queue pairs")],
+                         ids=["pause", "repath", "cc", "qps"])
 def test_what_only_python_does_is_refused_on_the_native_host_path_and_takes_python_on_auto(asks, why) -> None:
     from hostagent.collectives.host_path import HostPathUnavailable, choose
     net = fresh_net()
