@@ -288,24 +288,17 @@ def plan_of(a: argparse.Namespace) -> TrainBenchPlan:
                           seeds=tuple(a.seeds), congestion=a.congestion, target=getattr(a, "target", "softswitch"),
                           classes=tuple(a.classes), background=a.background)
     plan.scale()
-    if "plb" in plan.modes and plan.congestion in TRANSPORT_CONTROLS:
-        print(f"skipping mode plb: the host agents' RoCEv2 framing is not offered with the ranks' own congestion "
-              f"control (--congestion {plan.congestion})")
-        plan = replace(plan, modes=tuple(m for m in plan.modes if m != "plb"))
-        if not plan.modes:
-            raise ValueError(f"--modes plb --congestion {plan.congestion}: no mode left to run")
-    if "qp-scaling" in plan.modes and plan.congestion == "dcqcn":
-        print("skipping mode qp-scaling: the ranks' own source ports are not offered with the host agents' RoCEv2 "
-              "framing (--congestion dcqcn)")
-        plan = replace(plan, modes=tuple(m for m in plan.modes if m != "qp-scaling"))
-        if not plan.modes:
-            raise ValueError("--modes qp-scaling --congestion dcqcn: no mode left to run")
-    if "disjoint" in plan.modes and plan.congestion == "dcqcn":
-        print("skipping mode disjoint: the ranks' own ports are not offered with the host agents' RoCEv2 framing "
-              "(--congestion dcqcn)")
-        plan = replace(plan, modes=tuple(m for m in plan.modes if m != "disjoint"))
-        if not plan.modes:
-            raise ValueError("--modes disjoint --congestion dcqcn: no mode left to run")
+    own_flows = "the ranks' own source ports are not offered with the host agents' RoCEv2 framing (--congestion dcqcn)"
+    for mode, clashes, why in (
+            ("plb", plan.congestion in TRANSPORT_CONTROLS, "the host agents' RoCEv2 framing is not offered with the "
+             f"ranks' own congestion control (--congestion {plan.congestion})"),
+            ("qp-scaling", plan.congestion == "dcqcn", own_flows),
+            ("disjoint", plan.congestion == "dcqcn", own_flows)):
+        if mode in plan.modes and clashes:
+            print(f"skipping mode {mode}: {why}")
+            plan = replace(plan, modes=tuple(m for m in plan.modes if m != mode))
+            if not plan.modes:
+                raise ValueError(f"--modes {mode} --congestion {plan.congestion}: no mode left to run")
     if set(plan.classes) != {"none"}:
         if resolve_target(plan.target)[0] != "softswitch":
             raise ValueError(f"--classes {' '.join(plan.classes)}: {BMV2_PFC}")

@@ -264,3 +264,16 @@ def test_queue_pairs_are_refused_where_the_flows_are_framed_or_moved_otherwise(f
     with pytest.raises(ValueError, match="--lb qp-scaling spreads the ranks' own flows"):
         train_cli.prepare(build_parser().parse_args(train + flags))
     train_cli.prepare(build_parser().parse_args(train))     # alone, it is taken
+
+
+@pytest.mark.parametrize("congestion, dropped", [("dcqcn", {"disjoint", "qp-scaling"}), ("swift", {"plb"}),
+                                                 ("none", set())])
+def test_bench_train_skips_the_modes_its_congestion_feedback_cannot_run_beside(congestion, dropped, capsys):
+    from aifabric.cli import build_parser
+    from aifabric.experiments import train_bench
+    from aifabric.experiments.fabric_conditions import LB_MODES
+    plan = train_bench.plan_of(build_parser().parse_args(["bench", "train", "--congestion", congestion]))
+    assert set(plan.modes) == set(LB_MODES) - dropped
+    said = {line.split(":")[0].removeprefix("skipping mode ") for line in capsys.readouterr().out.splitlines()
+            if line.startswith("skipping mode ")}
+    assert said == dropped
