@@ -64,7 +64,10 @@ def test_xoff_at_its_threshold_refreshed_then_xon_when_drained(sw):
     assert (c["pause_sent"], c["xon_sent"]) == (len(refreshes), 1)
     assert sw.seqs(2, 10) == list(range(10))           # nothing lost: 9 x 1000 bytes fit XOFF + headroom
     c = sw.klass(1, CLASS)
-    assert (c["buffer_bytes"], c["buffer_frames"], c["buffer_peak"], c["lossless_drops"]) == (0, 0, 9000, 0)
+    # the peak: 9 frames where the first had left before the tenth was counted; all 10 where the
+    # loop counted the whole burst before sending any (beside a busy build, CI run 10)
+    assert (c["buffer_bytes"], c["buffer_frames"], c["lossless_drops"]) == (0, 0, 0)
+    assert c["buffer_peak"] in (9000, 10000), c
     # XON when the buffer held 1500 bytes or less: one frame of the nine left; the pause lasted
     # while 8 frames left the slow port
     assert 7 * 0.02048 <= c["pausing_us"] / 1e6 <= 8 * 0.02048 + 0.1, c["pausing_us"]
