@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,14 @@ def test_existing_labs_are_found_by_namespace_or_run_directory(tmp_path, monkeyp
     assert [lab.name for lab in named_labs.existing()] == ["one", "two"]
 
 
+def _wait_exec(pid: int, program: str, within_s: float = 10.0) -> None:
+    """Until process ``pid`` runs ``program`` (a child just forked still has its parent's environment)."""
+    deadline = time.monotonic() + within_s
+    while Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0] != program.encode():
+        assert time.monotonic() < deadline, f"process {pid} did not exec {program} within {within_s:g} s"
+        time.sleep(0.01)
+
+
 def test_a_lab_with_its_logs_alone_has_nothing_to_clean_and_one_with_a_process_has(tmp_path, monkeypatch):
     """`aifabric clean` goes into the named labs that have something left, and names the others
     in one line: a lab's run directory (its logs) outlives it."""
@@ -58,6 +67,7 @@ def test_a_lab_with_its_logs_alone_has_nothing_to_clean_and_one_with_a_process_h
     (tmp_path / "netns" / lab.netns).unlink()
     marked = subprocess.Popen(["sleep", "30"], env=lab.env({"PATH": os.environ["PATH"]}))
     try:
+        _wait_exec(marked.pid, "sleep")     # its environment is the lab's from its exec on
         assert lab.has_anything()       # a process of the lab's, its namespace gone
     finally:
         marked.kill()

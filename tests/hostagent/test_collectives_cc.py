@@ -104,10 +104,14 @@ def test_a_control_keeps_the_bottleneck_queue_a_fraction_of_the_window(netns, co
 
 
 def test_a_control_is_not_told_the_time_an_acknowledgement_was_held_back(netns, monkeypatch):
+    """The acknowledgement timer's wait is the receiver's, written into the acknowledgement and
+    taken off the sample. It runs where a DATA_ACKREQ did not come (lost): here the sender asks
+    for none, so every acknowledgement waits out the timer."""
     rtts: list[float] = []
     acked = PeerControls.acked
     monkeypatch.setattr(PeerControls, "acked", lambda self, peer, rtt_s, *a: (rtts.append(rtt_s),
                                                                              acked(self, peer, rtt_s, *a)))
+    monkeypatch.setattr(ReliableTransport, "_asks_ack", lambda self, dst, frag, count: False)
     pair = _pair(netns, CcSettings("swift", 1e9, 0.001))      # no bottleneck: loopback's RTT
     try:
         for i in range(20):      # one packet a message: each acknowledged by the delay timer alone
@@ -123,3 +127,28 @@ def test_a_control_is_not_told_the_time_an_acknowledgement_was_held_back(netns, 
     assert statistics.median(rtts) < ack_delay_s / 2, (
         f"RTT samples {statistics.median(rtts) * 1e3:.2f} ms (median) carry the receiver's "
         f"{ack_delay_s * 1e3:.0f} ms acknowledgement delay")
+
+
+def test_the_packet_that_ends_a_message_or_fills_a_window_asks_for_its_acknowledgement(netns, monkeypatch):
+    """Without it a control's window below the transport's acknowledgement batch (ACK_EVERY)
+    would wait out the receiver's timer every window: a one-packet message's round trip is then
+    the loopback's, not the timer's."""
+    asked: list[bool] = []
+    asks = ReliableTransport._asks_ack
+    monkeypatch.setattr(ReliableTransport, "_asks_ack", lambda self, *a: asked.append(asks(self, *a)) or asked[-1])
+    pair = _pair(netns, CcSettings("swift", 1e9, 0.001))
+    try:
+        times = []
+        for i in range(10):
+            start = time.monotonic()
+            deadline = start + DEADLINE_S
+            pair[0].send(1, TAG + i, b"x", deadline)
+            pair[0].flush(deadline)
+            times.append(time.monotonic() - start)
+        took = statistics.median(times)
+        ack_delay_s = pair[1].ack_delay_s
+    finally:
+        for t in pair:
+            t.close()
+    assert asked and all(asked), asked
+    assert took < ack_delay_s / 2, f"a message took {took * 1e3:.1f} ms: its acknowledgement waited for the timer"
