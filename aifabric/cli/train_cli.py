@@ -22,6 +22,7 @@ from aifabric.cli.validate import fail_arg
 from aifabric.experiments.background import background_flows
 from aifabric.lab.links import LinkPlan, LinkRate, rate_arg
 from emulation.p4switch import TARGETS, resolve_target
+from hostagent.congestion import SENDER_CONTROLS
 
 DEFAULT_PNG = "out/train_timeline.png"
 COLLECTIVES = ("ring", "in_network")
@@ -90,7 +91,7 @@ def prepare(args: argparse.Namespace):
         background_flows([h.name for h in fabric.hosts], list(placement.hosts), args.rate, args.background)
     if args.no_pfc and not args.lossless:
         raise ValueError("--no-pfc goes with --lossless (the ranks' class, without PFC)")
-    if args.lb == "plb" and args.congestion in ("timely", "swift"):
+    if args.lb == "plb" and args.congestion in SENDER_CONTROLS:
         raise ValueError(f"--congestion {args.congestion} runs in the ranks' own transport: not with the host agents' "
                          "RoCEv2 framing (--lb plb)")
     if args.lb == "qp-scaling" and (args.congestion == "dcqcn" or args.repath):

@@ -48,7 +48,7 @@ from hostagent.agent.config import AgentConfig
 from hostagent.agent.launch import start_agents
 from hostagent.congestion import make_control
 from hostagent.traffic import drive
-from hostagent.congestion import CcSettings
+from hostagent.congestion import SENDER_CONTROLS, CcSettings
 from hostagent.traffic.flows import ROCEV2_PORT, FlowSpec
 from hostagent.traffic.ratecontrol import RATE_CONTROL_PORT
 from hostagent.traffic.wire import ACK_BYTES
@@ -146,7 +146,7 @@ def predicted_queue(control: str, rate: LinkRate, control_rtt_s: float, measured
     measured unloaded RTT plus the queue's. Swift: the queue at which that delay meets the
     target, whose flow-scaling part grows as each flow's window ((BDP + q) / flows) shrinks: a
     fixed point. TIMELY: the RTT between T_low and T_high."""
-    if control not in ("timely", "swift"):
+    if control not in SENDER_CONTROLS:
         return None
     c = make_control(control, rate.bits_per_s(FRAME), control_rtt_s, FRAME)
     per_s = rate.packets_per_s(FRAME)
@@ -165,7 +165,7 @@ def run_control(lab: Lab, control: str, flows: list[FlowSpec], rate: LinkRate, c
     classes = lab.lossless.classes
     klass = classes.config.klass(CLASS)
     agents = None
-    cc = CcSettings(control, rate.bits_per_s(FRAME), control_rtt_s) if control in ("timely", "swift") else None
+    cc = CcSettings(control, rate.bits_per_s(FRAME), control_rtt_s) if control in SENDER_CONTROLS else None
     try:
         if control == "dcqcn":
             classes.replace_class(replace(klass, ecn=EcnThresholds(ECN_PACKETS, ECN_PACKETS, 1.0)))

@@ -50,12 +50,11 @@ from controller.telemetry.entries import EcnThresholds
 from hostagent.agent.config import AgentConfig
 from hostagent.agent.load_balance_plb import PlbParams
 from hostagent.collectives.reliable import ACK_FRAME_BYTES, DATA_FRAME_BYTES
-from hostagent.congestion import CcSettings
+from hostagent.congestion import SENDER_CONTROLS, CcSettings
 
 LB_MODES = ("ecmp", "spray", "flowlet", "te", "static", "disjoint", "qp-scaling", "plb")
 CONGESTION = ("none", "dcqcn", "timely", "swift")
 QPS = DEFAULT_QPS               # queue pairs a peer pair under qp-scaling
-TRANSPORT_CONTROLS = ("timely", "swift")     # run by the ranks' transport, not by the host agents
 PLB_ROUND_PACKETS = 10       # a PLB round: about one RTT with a few full frames queued, in their times
 PLB_REHASH_ROUNDS = PlbParams.rehash_rounds   # the kernel's N
 ECN_THRESHOLD = 10           # packets of queue above which ECN-capable packets are marked
@@ -113,7 +112,7 @@ class FabricConditions:
         """The congestion control the ranks' transport runs under ``congestion`` (None: none of
         its own), its defaults scaled to the links' rate and to the store-and-forward RTT of the
         fabric's longest path between two hosts."""
-        if congestion not in TRANSPORT_CONTROLS:
+        if congestion not in SENDER_CONTROLS:      # run by the ranks' transport, not by the host agents
             return None
         graph = self.lab.fabric.to_graph()
         hosts = [h.name for h in self.lab.fabric.hosts]

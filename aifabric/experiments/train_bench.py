@@ -26,7 +26,7 @@ from pathlib import Path
 
 from aifabric.experiments.background import background_flows, running
 from aifabric.experiments.calibration import calibrate, group_sizes
-from aifabric.experiments.fabric_conditions import CONGESTION, LB_MODES, TRANSPORT_CONTROLS, FabricConditions
+from aifabric.experiments.fabric_conditions import CONGESTION, LB_MODES, FabricConditions
 from aifabric.experiments.bench_entry import run_planned
 from aifabric.experiments.train_runner import WorkloadRun, disjoint_ports, run_workload, workload_flows
 from aifabric.lab import report
@@ -38,6 +38,7 @@ from aifabric.workloads import Job, Parallelism, Scale, estimate, fit, generate,
 from controller.aggregation import JobManager
 from controller.lossless.target import BMV2_PFC
 from emulation.p4switch import resolve_target
+from hostagent.congestion import SENDER_CONTROLS
 from topologies.fabric import Fabric
 from topologies.shapes import build
 
@@ -290,7 +291,7 @@ def plan_of(a: argparse.Namespace) -> TrainBenchPlan:
     plan.scale()
     own_flows = "the ranks' own source ports are not offered with the host agents' RoCEv2 framing (--congestion dcqcn)"
     for mode, clashes, why in (
-            ("plb", plan.congestion in TRANSPORT_CONTROLS, "the host agents' RoCEv2 framing is not offered with the "
+            ("plb", plan.congestion in SENDER_CONTROLS, "the host agents' RoCEv2 framing is not offered with the "
              f"ranks' own congestion control (--congestion {plan.congestion})"),
             ("qp-scaling", plan.congestion == "dcqcn", own_flows),
             ("disjoint", plan.congestion == "dcqcn", own_flows)):

@@ -202,7 +202,7 @@ class ReliableTransport:
         self._rto = [RtoEstimator(rto_s, MAX_RTO_S) for _ in peers]
         self._owed = [0] * len(peers)  # packets taken since our last acknowledgement, per source
         self._owed_since = [0.0] * len(peers)
-        self._data_at = [0.0] * len(peers)  # when the last DATA from each source came (cc: an ack's hold)
+        self._data_at = [0.0] * len(peers)  # cc: when the last DATA from each source reached the kernel
         self._partial: dict[tuple[int, int], _Inbox] = {}
         self._mail: dict[tuple[int, int], bytes] = {}
         self.aborts: dict[int, tuple[int, str]] = {}  # call number -> (rank, reason)
@@ -245,11 +245,12 @@ class ReliableTransport:
                 kind = Kind.DATA_ACKREQ if self._asks_ack(dst, frag, count) else Kind.DATA
                 data = HEADER.pack(MAGIC, kind, self.group, self.rank, seq, tag, frag, count) + body
                 wait = self._cc.pace(dst) if self._cc is not None else 0.0
-                qp = frag * self.config.qps // count    # the message's parts in turn, each on its queue pair
+                # the message's parts in turn, each on its queue pair
+                qp = frag * self.config.qps // count if self.config.qps > 1 else None
                 self._pending[dst][seq] = Pending(data=data, sent_at=time.monotonic() + wait, path=qp)
             if wait:
                 time.sleep(wait)
-            self._send(data, dst, qp if qp else None)
+            self._send(data, dst, qp)
 
     def recv(self, src: int, tag: int, deadline: float, watch: Sequence[int] = ()) -> bytes:
         """The message `tag` from rank `src`, waiting until `deadline` (time.monotonic())."""
@@ -390,32 +391,33 @@ class ReliableTransport:
         if magic != MAGIC or group != self.group or src >= len(self.peers) or src == self.rank:
             self.stats.stale += 1
             return
+        data_kind = kind in (Kind.DATA, Kind.DATA_ACKREQ)
         with self._cond:
             self._heard[src] = time.monotonic()
             if kind == Kind.ACK:
-                self._take_ack(src, seq, data[HEADER.size :], tag / 1e6, self._arrived())
+                self._take_ack(src, seq, data[HEADER.size :], tag / 1e6)
                 self._cond.notify_all()
             elif kind == Kind.ABORT:
                 self.aborts.setdefault(tag, (src, data[HEADER.size :].decode(errors="replace")))
                 self._cond.notify_all()
             elif kind == Kind.HEARTBEAT:
                 pass  # being heard is all it is for
-            elif kind in (Kind.DATA, Kind.DATA_ACKREQ):
+            elif data_kind:
                 inbox = self._partial.get((src, tag))
                 if not fragment_fits(frag, count, len(data) - HEADER.size) or (inbox is not None and inbox.count != count):
                     self.stats.stale += 1
                     return
                 fresh = self._take_data(src, seq, tag, frag, count, data[HEADER.size :])
-                self._data_at[src] = self._arrived()
+                if self._cc is not None:
+                    self._data_at[src] = self.endpoint.arrived_at
                 if not self._owed[src]:
                     self._owed_since[src] = time.monotonic()
                 self._owed[src] += 1
-                # a copy: the sender is resending
+                # not fresh: a copy, the sender is resending
                 ack_now = not fresh or self._owed[src] >= ACK_EVERY or kind == Kind.DATA_ACKREQ
             else:
                 self.stats.stale += 1
                 return
-        data_kind = kind in (Kind.DATA, Kind.DATA_ACKREQ)
         if data_kind and not fresh and self._paths is not None:
             self._paths.move(src, time.monotonic(), self._rto[src].timeout(0))   # our acknowledgements were lost
         if data_kind and ack_now:
@@ -432,12 +434,7 @@ class ReliableTransport:
         body = b"".join(SACK.pack(s) for s in above)
         self._send(HEADER.pack(MAGIC, Kind.ACK, self.group, self.rank, floor, held_us, 0, 0) + body, src)
 
-    def _arrived(self) -> float:
-        """When the datagram being taken reached this host: the kernel's stamp with cc (a delay
-        control must not count our own late reading as the network's), else now."""
-        return self.endpoint.arrived_at if self._cc is not None else time.monotonic()
-
-    def _take_ack(self, src: int, floor: int, body: bytes, held_s: float, arrived: float) -> None:
+    def _take_ack(self, src: int, floor: int, body: bytes, held_s: float) -> None:
         pending = self._pending[src]
         acked = [pending.pop(s) for s in [s for s in pending if s < floor]]
         for off in range(0, len(body) - SACK.size + 1, SACK.size):
@@ -449,6 +446,8 @@ class ReliableTransport:
             sent_at = max(p.sent_at for p in once)
             self._rto[src].sample(time.monotonic() - sent_at)
             if self._cc is not None:
+                # from the kernel's arrival stamp: our own late reading is not the network's
+                arrived = self.endpoint.arrived_at
                 self._cc.acked(src, arrived - sent_at - held_s, len(acked), floor, self._next_seq[src])
 
     def _take_data(self, src: int, seq: int, tag: int, frag: int, count: int, body: bytes) -> bool:
@@ -486,5 +485,5 @@ class ReliableTransport:
                 self._cc.timed_out(dst, self._rto[dst].srtt)
         for dst, p in late:
             self.stats.retransmissions += 1
-            self._send(p.data, dst, p.path if p.path else None)
+            self._send(p.data, dst, p.path)
 

@@ -72,7 +72,7 @@ class Pending:
     data: bytes
     sent_at: float
     retries: int = 0
-    path: int = 0       # the source port (UdpEndpoint path) it left from: its queue pair with qps
+    path: int | None = None   # the UdpEndpoint path (source port) it leaves from: its queue pair with qps; None: the peer's current one
 
 
 class RtoEstimator:

@@ -10,7 +10,6 @@ from dataclasses import asdict, dataclass
 SENDER_CONTROLS = ("timely", "swift")     # those that need nothing but the acknowledgements' times
 
 
-
 @dataclass(frozen=True)
 class CcSettings:
     """What every controlled flow of a run shares: the control's name and what its published
