@@ -22,13 +22,21 @@ from aifabric.cli.validate import fail_arg
 from aifabric.experiments.background import background_flows
 from aifabric.lab.links import LinkPlan, LinkRate, rate_arg
 from emulation.p4switch import TARGETS, resolve_target
-from hostagent.congestion import SENDER_CONTROLS
+from aifabric.experiments.host_load_balance import DEFAULT_QPS
+from hostagent.congestion import SENDER_CONTROLS, make_control, parse_param
 
 DEFAULT_PNG = "out/train_timeline.png"
 COLLECTIVES = ("ring", "in_network")
 LB_MODES = ("ecmp", "spray", "flowlet", "te", "static", "disjoint", "qp-scaling", "plb")    # aifabric.experiments.fabric_conditions.LB_MODES
 CONGESTION = ("none", "dcqcn", "timely", "swift")     # aifabric.experiments.fabric_conditions.CONGESTION
 DEFAULT_RATE = LinkRate.parse("2M")
+
+
+def cc_param_arg(text: str) -> tuple[str, float | int | None]:
+    try:
+        return parse_param(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -41,13 +49,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lb", choices=LB_MODES, default="ecmp",
                    help="load-balancing mode of every switch (static: ECMP, the job's flows pinned evenly before it "
                         "starts; disjoint: ECMP, the ranks' ports chosen with the switches' hash so their flows "
-                        "spread; qp-scaling: ECMP, every message cut over 4 source ports of the ranks' own (on the "
+                        "spread; qp-scaling: ECMP, every message cut over --qps source ports of the ranks' own (on the "
                         "Python host path); plb: ECMP, and the hosts' agents repath congested flows)")
     p.add_argument("--congestion", choices=CONGESTION, default="none",
                    help="congestion feedback: dcqcn (the hosts' agents set each flow's rate from CNPs), timely or "
                         "swift (the ranks' transport paces each flow and sets its window from its round trips, the "
                         "published defaults scaled to the links' rate and the fabric's longest path; on the Python "
                         "host path, the one that runs them), or none")
+    p.add_argument("--cc-param", type=cc_param_arg, action="append", default=[], metavar="FIELD=VALUE",
+                   help="with --congestion timely or swift, repeatable: a field of its parameters set over the scaled "
+                        "defaults (hostagent/congestion: TimelyParams, SwiftParams), e.g. base_target_s=0.01, ai=2")
+    p.add_argument("--qps", type=int, metavar="N",
+                   help=f"with --lb qp-scaling: source ports (queue pairs) a peer pair's messages are cut over "
+                        f"(default {DEFAULT_QPS}, NCCL's NCCL_IB_QPS_PER_CONNECTION)")
     p.add_argument("--rate", type=rate_arg, default=DEFAULT_RATE,
                    help="every link's rate per direction, the emulated link rate the workload is scaled to: "
                         "Mbit/s, or with a unit (2.5M, 500k, 100pps); default %(default)s")
@@ -55,7 +69,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fail", type=fail_arg, action="append", default=[], metavar="WHAT@WHEN[+DURATION]",
                    help="a failure during the job, repeatable: link:A-B or switch:NAME, WHEN seconds after the first "
                         "iteration begins or iN as iteration N begins, back DURATION s later (else for good), e.g. "
-                        "link:c0-p0a0@3+2, switch:c1@i2; the fabric then "
+                        "link:c0-p0a0@3+2, switch:c1@i2; or random:MTBF@HORIZON[+DURATION], links between switches "
+                        "failing every MTBF s on average in the first HORIZON s, drawn with --seed; the fabric then "
                         "runs failure handling (heartbeats, data-plane failover, reroute)")
     p.add_argument("--repath", action="store_true",
                    help="the ranks move a flow that loses packets to another path by themselves (another source "
@@ -85,8 +100,8 @@ def prepare(args: argparse.Namespace):
     placement = place(fabric, job.parallelism)
     scale = workload_cli.scale_of(args, job)
     workload = generate(job, scale, placement)
-    for failure in args.fail:
-        failure.check(fabric)
+    from aifabric.experiments.failure_schedule import planned_failures
+    args.fail = planned_failures(args.fail, fabric, args.seed)     # random schedules drawn, each checked
     if args.background is not None:
         background_flows([h.name for h in fabric.hosts], list(placement.hosts), args.rate, args.background)
     if args.no_pfc and not args.lossless:
@@ -94,6 +109,13 @@ def prepare(args: argparse.Namespace):
     if args.lb == "plb" and args.congestion in SENDER_CONTROLS:
         raise ValueError(f"--congestion {args.congestion} runs in the ranks' own transport: not with the host agents' "
                          "RoCEv2 framing (--lb plb)")
+    if args.cc_param:
+        if args.congestion not in SENDER_CONTROLS:
+            raise ValueError(f"--cc-param sets a field of the ranks' own control: with --congestion "
+                             f"{' or '.join(SENDER_CONTROLS)}, not {args.congestion}")
+        make_control(args.congestion, args.emulated_mbps * 1e6, 1e-3, 1500, **dict(args.cc_param))   # names a bad field
+    if args.qps is not None and (args.lb != "qp-scaling" or args.qps < 1):
+        raise ValueError(f"--qps {args.qps}: a number >= 1 of queue pairs, with --lb qp-scaling")
     if args.lb == "qp-scaling" and (args.congestion == "dcqcn" or args.repath):
         raise ValueError("--lb qp-scaling spreads the ranks' own flows over source ports of their own: not with the "
                          "host agents' RoCEv2 framing (--congestion dcqcn) nor --repath")
@@ -136,6 +158,8 @@ def run(args: argparse.Namespace) -> int:
     except (WorkloadError, ValueError) as e:
         print(f"aifabric: error: {e}", file=sys.stderr)
         return 2
+    if args.fail:
+        report.progress("failures planned: " + "; ".join(f.describe() for f in args.fail))
     failover = (HeartbeatConfig(link_interval_ms=link_interval_for(resolve_target(args.target)[0]))
                 if args.fail else None)
     with tempfile.TemporaryDirectory(prefix="aifabric-train-") as tmp, \
@@ -160,8 +184,8 @@ def run(args: argparse.Namespace) -> int:
                                 failures=FailureSchedule(Failures(lab), args.fail) if args.fail else None,
                                 klass=RDMA_PRIORITY if args.lossless else None, pfc=not args.no_pfc,
                                 ports=disjoint_ports(lab.controller, workload, args.seed) if args.lb == "disjoint" else None,
-                                repath=args.repath, cc=conditions.transport_cc(args.congestion),
-                                qps=conditions.queue_pairs(args.lb))
+                                repath=args.repath, cc=conditions.transport_cc(args.congestion, dict(args.cc_param)),
+                                qps=conditions.queue_pairs(args.lb, args.qps))
             pauses = lossless_figures(lab, before) if args.lossless else None
     if not run_.ok:
         if run_.failures:
@@ -183,7 +207,8 @@ def run(args: argparse.Namespace) -> int:
                                       "pfc": args.lossless and not args.no_pfc,
                                       "background": args.background,
                                       "pauses": pauses,
-                                      "lb": args.lb, "congestion": args.congestion, "rate": args.rate, "seed": args.seed, **run_.summary(),
+                                      "lb": args.lb, "congestion": args.congestion, "cc_params": dict(args.cc_param),
+                                      "qps": conditions.queue_pairs(args.lb, args.qps), "rate": args.rate, "seed": args.seed, **run_.summary(),
                                       "ranks": run_.reports})
         print(f"figures written to {Path(args.json).resolve()}")
     return 0
@@ -217,7 +242,9 @@ def render(run_, job, fabric, scale, args) -> str:
                    f"received; {a.get('rate_updates', 0)} rate updates")
     if run_.cc is not None:
         cc = run_.cc
-        out.append(f"congestion control {cc['name']} in the ranks' transport: {cc['samples']:.0f} round trips taken, "
+        params = "".join(f", {k}={v}" for k, v in args.cc_param)
+        out.append(f"congestion control {cc['name']} in the ranks' transport (defaults scaled to the fabric{params}): "
+                   f"{cc['samples']:.0f} round trips taken, "
                    f"{cc['losses']:.0f} timeouts told, sends waited {cc['paced_s']:.2f} s for their pacing in all")
     if args.repath:
         out.append(f"repath: the ranks' flows moved to another path {run_.repaths} times; "

@@ -152,10 +152,11 @@ def crash_arg(text: str) -> tuple[int, int]:
 
 
 def fail_arg(text: str):
-    """WHAT@WHEN[+DURATION] (train --fail), an aifabric.experiments.failure_schedule.PlannedFailure."""
-    from aifabric.experiments.failure_schedule import PlannedFailure
+    """WHAT@WHEN[+DURATION] or random:MTBF@HORIZON[+DURATION] (train --fail):
+    aifabric.experiments.failure_schedule.parse_failure's."""
+    from aifabric.experiments.failure_schedule import parse_failure
     try:
-        return PlannedFailure.parse(text)
+        return parse_failure(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
 

@@ -108,10 +108,10 @@ class FabricConditions:
         return AgentConfig(agent_mode, round_s=self.plb_round_s, line_rate_bps=self.plan.bits_per_s, seed=seed,
                            plb=PlbParams(rehash_rounds=PLB_REHASH_ROUNDS))
 
-    def transport_cc(self, congestion: str) -> CcSettings | None:
+    def transport_cc(self, congestion: str, params: dict | None = None) -> CcSettings | None:
         """The congestion control the ranks' transport runs under ``congestion`` (None: none of
         its own), its defaults scaled to the links' rate and to the store-and-forward RTT of the
-        fabric's longest path between two hosts."""
+        fabric's longest path between two hosts, then ``params`` (its Params' fields) set."""
         if congestion not in SENDER_CONTROLS:      # run by the ranks' transport, not by the host agents
             return None
         graph = self.lab.fabric.to_graph()
@@ -119,12 +119,14 @@ class FabricConditions:
         lengths = dict(nx.all_pairs_shortest_path_length(graph))
         links = max(lengths[a][b] for a in hosts for b in hosts if b in lengths[a])
         return CcSettings(congestion, self.plan.rate.bits_per_s(DATA_FRAME_BYTES),
-                          store_and_forward_rtt(self.plan.rate, links, DATA_FRAME_BYTES, ACK_FRAME_BYTES))
+                          store_and_forward_rtt(self.plan.rate, links, DATA_FRAME_BYTES, ACK_FRAME_BYTES),
+                          dict(params or {}))
 
     @staticmethod
-    def queue_pairs(mode: str) -> int:
-        """Source ports a rank spreads each peer over under ``mode`` (1: one)."""
-        return QPS if mode == "qp-scaling" else 1
+    def queue_pairs(mode: str, qps: int | None = None) -> int:
+        """Source ports a rank spreads each peer over under ``mode`` (1: one): ``qps`` under
+        qp-scaling, by default QPS."""
+        return (qps or QPS) if mode == "qp-scaling" else 1
 
     @contextmanager
     def load_balancing(self, mode: str, flows: Sequence[FiveTuple] = ()) -> Iterator[None]:

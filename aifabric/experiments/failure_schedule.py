@@ -8,10 +8,14 @@ as iteration N begins (rank 0 past its barrier), and comes back DURATION seconds
     link:A-B      the link between A and B down (two switches, or a host and its edge switch)
     switch:NAME   switch NAME's target process killed (restored: started again and reconciled)
 
+    random:MTBF@HORIZON     links between switches failing at exponential gaps of mean MTBF s
+                            within the first HORIZON s, drawn with the run's seed (`random_schedule`)
+
     link:c0-p0a0@3          a core link down 3 s in, for good
     link:p0e0h0-p0e0@i4+2   rank 0's host link down as iteration 4 begins, for 2 s
     link:p1a0-p1e0@2+1.5    an aggregation link down 2 s in, up again 1.5 s later
     switch:c1@4+3           a core switch killed 4 s in, back 3 s later
+    random:5@20+1           a link failure every 5 s on average in the first 20 s, each for 1 s
 
 The failures go through `aifabric.lab.failures.Failures` (interfaces down at both ends, the
 process killed), so the fabric finds them as it would a real one: the lab runs failure handling
@@ -31,6 +35,7 @@ from aifabric.lab.failures import FailureError, Failures
 
 KINDS = ("link", "switch")
 PROGRESS_POLL_S = 0.01     # how often a failure at an iteration looks at the ranks' progress
+_RANDOM = re.compile(r"^random:(?P<mtbf>[0-9.]+)s?@(?P<horizon>[0-9.]+)s?(?:\+(?P<outage>[0-9.]+)s?)?$")
 _SPEC = re.compile(r"^(?P<kind>[a-z]+):(?P<what>[^@]+)@(?:i(?P<iteration>[0-9]+)|(?P<at>[0-9.]+)s?)"
                    r"(?:\+(?P<duration>[0-9.]+)s?)?$")
 
@@ -50,7 +55,8 @@ class PlannedFailure:
         m = _SPEC.match(text.strip())
         if m is None:
             raise ValueError(f"--fail {text!r}: WHAT@WHEN[+DURATION], WHAT one of link:A-B, switch:NAME, WHEN "
-                             f"seconds or iN, iteration N (e.g. link:c0-p0a0@3, switch:c1@i4+3)")
+                             f"seconds or iN, iteration N (e.g. link:c0-p0a0@3, switch:c1@i4+3); or "
+                             f"random:MTBF@HORIZON[+DURATION] (e.g. random:5@20+1)")
         kind, what = m["kind"], m["what"]
         if kind not in KINDS:
             raise ValueError(f"--fail {text!r}: {kind!r} is not one of {', '.join(KINDS)}")
@@ -83,6 +89,51 @@ class PlannedFailure:
         span = f"for {self.duration_s:g} s" if self.duration_s is not None else "for good"
         when = f"{self.at_s:g} s" if self.at_s is not None else f"the start of iteration {self.at_iteration}"
         return f"{what} down at {when}, {span}"
+
+
+@dataclass(frozen=True)
+class RandomFailures:
+    """``random:MTBF@HORIZON[+OUTAGE]``: a seeded schedule of link failures (`random_schedule`),
+    drawn once the fabric and the seed are known (`planned`)."""
+    mtbf_s: float
+    horizon_s: float
+    outage_s: float | None
+    text: str
+
+    @classmethod
+    def parse(cls, text: str) -> "RandomFailures | None":
+        """None where ``text`` is no random schedule; ValueError where it is one, badly written."""
+        if not text.strip().startswith("random:"):
+            return None
+        m = _RANDOM.match(text.strip())
+        try:
+            mtbf, horizon = float(m["mtbf"]), float(m["horizon"])
+            outage = float(m["outage"]) if m["outage"] else None
+        except (TypeError, ValueError):
+            raise ValueError(f"--fail {text!r}: random:MTBF@HORIZON[+DURATION], seconds each "
+                             f"(e.g. random:5@20+1)") from None
+        if mtbf <= 0 or horizon <= 0 or (outage is not None and outage <= 0):
+            raise ValueError(f"--fail {text!r}: MTBF, HORIZON and DURATION must be above 0 s")
+        return cls(mtbf, horizon, outage, text)
+
+    def planned(self, fabric, seed: int) -> list[PlannedFailure]:
+        return random_schedule(fabric, seed, self.mtbf_s, self.horizon_s, self.outage_s)
+
+
+def parse_failure(text: str) -> "PlannedFailure | RandomFailures":
+    """A ``--fail`` SPEC: one failure, or a random schedule of them; ValueError naming what is wrong."""
+    return RandomFailures.parse(text) or PlannedFailure.parse(text)
+
+
+def planned_failures(specs, fabric, seed: int) -> list[PlannedFailure]:
+    """``specs`` (`parse_failure`'s) as the failures they plan on ``fabric``, random schedules
+    drawn with ``seed``, each checked against the fabric (ValueError naming a missing part)."""
+    out: list[PlannedFailure] = []
+    for spec in specs:
+        out += spec.planned(fabric, seed) if isinstance(spec, RandomFailures) else [spec]
+    for failure in out:
+        failure.check(fabric)
+    return out
 
 
 def random_schedule(fabric, seed: int, mtbf_s: float, horizon_s: float,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from hostagent.congestion import AckSample, CcSettings, CongestionControl, make_control
+from hostagent.congestion import AckSample, CcSettings, CongestionControl, settings_control
 
 MAX_WAIT_S = 0.5          # a pacing gap never holds a send longer (a rate collapsed by timeouts recovers by acks)
 
@@ -28,9 +28,8 @@ class PeerControls:
         self.frame_bits = frame_bytes * 8
         self.window_cap = window
         self.controls: list[CongestionControl] = [
-            make_control(settings.name, settings.link_bps, settings.base_rtt_s, frame_bytes) for _ in range(peers)]
+            settings_control(settings, frame_bytes) for _ in range(peers)]
         self._next_send = [0.0] * peers     # time.monotonic() before which the peer's next packet waits
-        self._last_loss = [float("-inf")] * peers
         self.samples = 0
         self.losses = 0
         self.paced_s = 0.0                  # time sends waited for their pacing gap, all peers
@@ -60,11 +59,8 @@ class PeerControls:
 
     def timed_out(self, peer: int, srtt_s: float | None) -> None:
         """A packet to ``peer`` waited out its timeout: a loss to its control, once an RTT at most."""
-        now = time.monotonic()
-        if now - self._last_loss[peer] >= (srtt_s or self.settings.base_rtt_s):
-            self._last_loss[peer] = now
+        if self.controls[peer].timed_out(time.monotonic(), srtt_s or self.settings.base_rtt_s):
             self.losses += 1
-            self.controls[peer].on_loss(now)
 
     def stats(self, peers: list[int]) -> dict:
         """What the report shows of ``peers``' controls: their windows and rates now (medians),

@@ -13,7 +13,7 @@ from typing import Any
 
 from hostagent.congestion.hpcc import Hpcc, HpccParams
 from hostagent.congestion.sample import AckSample, CongestionControl, HopTelemetry
-from hostagent.congestion.settings import SENDER_CONTROLS, CcSettings
+from hostagent.congestion.settings import SENDER_CONTROLS, CcSettings, parse_param
 from hostagent.congestion.swift import Swift, SwiftParams
 from hostagent.congestion.timely import Timely, TimelyParams
 
@@ -43,5 +43,11 @@ def make_control(name: str, link_bps: float, base_rtt_s: float, frame_bytes: int
     return control(link_bps, base_rtt_s, frame_bytes, params)
 
 
+def settings_control(settings: CcSettings, frame_bytes: int) -> CongestionControl:
+    """The control ``settings`` describe, for one flow of ``frame_bytes`` frames; ValueError
+    naming a parameter the control does not have or a value its Params refuse."""
+    return make_control(settings.name, settings.link_bps, settings.base_rtt_s, frame_bytes, **settings.params)
+
+
 __all__ = ["AckSample", "CcSettings", "CongestionControl", "HopTelemetry", "Hpcc", "HpccParams", "Swift",
-           "SwiftParams", "Timely", "TimelyParams", "make_control", "CONTROLS", "SENDER_CONTROLS"]
+           "SwiftParams", "Timely", "TimelyParams", "make_control", "parse_param", "settings_control", "CONTROLS", "SENDER_CONTROLS"]

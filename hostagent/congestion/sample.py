@@ -97,6 +97,7 @@ class CongestionControl:
         floor = getattr(self.params, "min_rate_bps", None)
         if floor is not None:
             check(self.params, "min_rate_bps", floor <= link_bps, f"must be <= link_bps {link_bps!r}")
+        self._last_timeout_s = -math.inf
         self._start()
 
     def _start(self) -> None:
@@ -109,6 +110,15 @@ class CongestionControl:
     def on_loss(self, now_s: float) -> None:
         """A packet given up as lost (a retransmit timeout)."""
         raise NotImplementedError
+
+    def timed_out(self, now_s: float, rtt_s: float) -> bool:
+        """A sender's retransmission timeout: told as a loss at most once every ``rtt_s`` (the
+        packets of one window time out together; they are one congestion event). True: told."""
+        if now_s - self._last_timeout_s < rtt_s:
+            return False
+        self._last_timeout_s = now_s
+        self.on_loss(now_s)
+        return True
 
     @property
     def window_packets(self) -> float | None:

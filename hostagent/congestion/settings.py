@@ -1,23 +1,26 @@
-"""What every flow under a host congestion control shares: the control's name and the network
-its published defaults are scaled to (`hostagent.congestion.make_control`). The traffic senders
+"""What every flow under a host congestion control shares: the control's name, the network
+its published defaults are scaled to (`hostagent.congestion.make_control`) and the parameters a
+user set over them. The traffic senders
 (`hostagent.traffic.controlled`) and the collectives' reliable transport
 (`hostagent.collectives.peer_cc`) take it alike."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 SENDER_CONTROLS = ("timely", "swift")     # those that need nothing but the acknowledgements' times
 
 
 @dataclass(frozen=True)
 class CcSettings:
-    """What every controlled flow of a run shares: the control's name and what its published
-    defaults are scaled to (the lab's line rate and unloaded RTT: `hostagent.congestion`)."""
+    """What every controlled flow of a run shares: the control's name, what its published
+    defaults are scaled to (the lab's line rate and unloaded RTT: `hostagent.congestion`) and
+    ``params``, fields of its Params set over the scaled defaults (`parse_param`)."""
 
     name: str
     link_bps: float
     base_rtt_s: float
+    params: dict[str, float | int | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.name not in SENDER_CONTROLS:
@@ -37,3 +40,21 @@ class CcSettings:
             return cls(**json.loads(text))
         except (TypeError, json.JSONDecodeError) as err:
             raise ValueError(f"--cc {text!r}: {err}") from None
+
+
+def parse_param(text: str) -> tuple[str, float | int | None]:
+    """``FIELD=VALUE`` of a control's Params (``base_target_s=5e-3``, ``hai_n=3``,
+    ``init_cwnd=none``): the field's name and its number (int where written as one) or None;
+    ValueError naming the text. Whether the control has the field is `make_control`'s check."""
+    name, sep, value = text.partition("=")
+    name, value = name.strip(), value.strip()
+    if not sep or not name.isidentifier() or not value:
+        raise ValueError(f"{text!r}: FIELD=VALUE, e.g. base_target_s=0.005")
+    if value.lower() == "none":
+        return name, None
+    for number in (int, float):
+        try:
+            return name, number(value)
+        except ValueError:
+            pass
+    raise ValueError(f"{text!r}: {value!r} is not a number nor none")

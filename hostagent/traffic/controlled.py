@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import socket
 
-from hostagent.congestion import AckSample, CongestionControl, CcSettings, make_control
+from hostagent.congestion import AckSample, CongestionControl, CcSettings, settings_control
 from hostagent.traffic.wire import unpack_ack
 
 RTO_RTTS = 4.0              # the timeout in smoothed RTTs ...
@@ -32,15 +32,13 @@ class Controlled:
     """One flow's control, its datagrams in flight and the acknowledgements read for it."""
 
     def __init__(self, settings: CcSettings, frame_bytes: int, record) -> None:
-        self.control: CongestionControl = make_control(settings.name, settings.link_bps, settings.base_rtt_s,
-                                                       frame_bytes)
+        self.control: CongestionControl = settings_control(settings, frame_bytes)
         self.frame_bits = frame_bytes * 8
         self.base_rtt_s = settings.base_rtt_s
         self.record = record                    # the flow's SentFlow: acks, acks_missing, rtt figures, trace
         self.in_flight: dict[int, int] = {}     # seq -> send ns, oldest first
         self.srtt_s: float | None = None
         self.sent_seqs = 0
-        self.last_loss_s = float("-inf")
         self.last_trace_s = float("-inf")
 
     # -- what the sender asks ------------------------------------------------------------------
@@ -108,9 +106,7 @@ class Controlled:
         if lost:
             self.record.acks_missing += lost
             now_s = now_ns / 1e9
-            if now_s - self.last_loss_s >= (self.srtt_s or self.base_rtt_s):
-                self.last_loss_s = now_s
-                self.control.on_loss(now_s)
+            if self.control.timed_out(now_s, self.srtt_s or self.base_rtt_s):
                 self._trace(now_s)
         return lost
 

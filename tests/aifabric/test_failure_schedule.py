@@ -99,3 +99,22 @@ def test_a_random_schedule_is_the_seeds_and_fails_links_between_switches() -> No
     assert len(rare) == 1 and rare[0].duration_s is None and rare[0].at_s < 10
     with pytest.raises(ValueError, match="above 0 s"):
         random_schedule(fabric, seed=1, mtbf_s=0, horizon_s=10)
+
+
+def test_train_draws_a_random_schedule_with_its_seed_and_names_a_bad_one() -> None:
+    from aifabric.cli import build_parser, train_cli
+    train = ["train", "--preset", "tiny", "--dp", "2", "--fail", "random:5@30+2", "--fail", "link:c0-p0a0@i1"]
+    args = build_parser().parse_args(train + ["--seed", "3"])
+    train_cli.prepare(args)
+    drawn = random_schedule(fat_tree(4), seed=3, mtbf_s=5, horizon_s=30, outage_s=2)
+    assert args.fail == drawn + [PlannedFailure.parse("link:c0-p0a0@i1")]
+    other = build_parser().parse_args(train + ["--seed", "4"])
+    train_cli.prepare(other)
+    assert other.fail[:-1] != drawn
+    for bad, words in (("random:5", "random:MTBF@HORIZON"), ("random:0@30", "above 0 s"),
+                       ("random:5@30+0", "above 0 s")):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["train", "--fail", bad])
+        with pytest.raises(ValueError, match=words):
+            from aifabric.experiments.failure_schedule import parse_failure
+            parse_failure(bad)

@@ -277,3 +277,44 @@ def test_bench_train_skips_the_modes_its_congestion_feedback_cannot_run_beside(c
     said = {line.split(":")[0].removeprefix("skipping mode ") for line in capsys.readouterr().out.splitlines()
             if line.startswith("skipping mode ")}
     assert said == dropped
+
+
+@pytest.mark.parametrize("flags, error", [
+    (["--congestion", "none", "--cc-param", "ai=2"], "--cc-param sets a field of the ranks' own control"),
+    (["--congestion", "swift", "--cc-param", "t_low_s=0.01"], "SwiftParams has no field t_low_s"),
+    (["--congestion", "timely", "--cc-param", "beta=3"], "beta"),
+    (["--lb", "ecmp", "--qps", "2"], "--qps 2: a number >= 1 of queue pairs, with --lb qp-scaling"),
+    (["--lb", "qp-scaling", "--qps", "0"], "--qps 0"),
+])
+def test_a_control_parameter_or_queue_pair_count_that_cannot_apply_is_refused(flags, error):
+    from aifabric.cli import build_parser, train_cli
+    with pytest.raises(ValueError, match=error):
+        train_cli.prepare(build_parser().parse_args(["train", "--preset", "tiny", "--dp", "2"] + flags))
+
+
+def test_control_parameters_and_queue_pairs_are_taken_and_reach_the_ranks_control():
+    from types import SimpleNamespace
+
+    from aifabric.cli import build_parser, train_cli
+    from aifabric.experiments.fabric_conditions import FabricConditions
+    from aifabric.lab.links import LinkPlan, LinkRate
+    from hostagent.collectives.peer_cc import PeerControls
+    from hostagent.congestion import CcSettings
+    args = build_parser().parse_args(["train", "--preset", "tiny", "--dp", "2", "--congestion", "swift",
+                                      "--cc-param", "base_target_s=0.02", "--cc-param", "hops=3",
+                                      "--lb", "qp-scaling", "--qps", "6"])
+    train_cli.prepare(args)
+    assert FabricConditions.queue_pairs(args.lb, args.qps) == 6
+    conditions = SimpleNamespace(lab=SimpleNamespace(fabric=_fat_tree()), plan=LinkPlan(LinkRate.parse("2M")))
+    cc = FabricConditions.transport_cc(conditions, args.congestion, dict(args.cc_param))
+    carried = CcSettings.from_arg(cc.to_arg())           # as the plan carries it to the ranks
+    control = PeerControls(carried, peers=1, frame_bytes=1000, window=64).controls[0]
+    assert (control.params.base_target_s, control.params.hops) == (0.02, 3)
+
+
+@pytest.mark.parametrize("text", ["ai", "=2", "ai=", "ai=fast", "1x=2"])
+def test_a_control_parameter_not_written_field_equals_number_is_refused_naming_it(text):
+    from hostagent.congestion import parse_param
+    with pytest.raises(ValueError, match="FIELD=VALUE|not a number"):
+        parse_param(text)
+    assert parse_param(" hai_n = 3 ") == ("hai_n", 3) and parse_param("init_cwnd=None") == ("init_cwnd", None)

@@ -224,6 +224,16 @@ def test_swift_retransmit_timeout_cuts_then_resets():
     assert cc2.cwnd > 1
 
 
+def test_a_windows_timeouts_are_one_loss_to_the_control_once_an_rtt():
+    """Swift's third loss in a row resets it to min_cwnd: told every timeout of one window, the
+    first window lost would reset it; told once an RTT, it takes three RTTs."""
+    cc = swift(retx_reset_threshold=3)
+    told = [cc.timed_out(t * US, rtt_s=100 * US) for t in (0, 10, 20, 90)]
+    assert told == [True, False, False, False] and cc.cwnd > 1
+    assert cc.timed_out(100 * US, rtt_s=100 * US) and cc.timed_out(250 * US, rtt_s=100 * US)
+    assert cc.fabric_cwnd == cc.endpoint_cwnd == 0.001
+
+
 def test_swift_window_clamped():
     cc = swift(max_cwnd=10.05)
     cc.on_ack(AckSample(now_s=0.0, rtt_s=20 * US))
