@@ -14,10 +14,12 @@ import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 
 TERM_GRACE_S = 5.0      # after SIGTERM at a deadline: time to write its stacks and end (then SIGKILL)
 STACKS_HEADER = "most recent call first"     # faulthandler's, in a thread's stack (hostagent.stack_dump)
+BEGUN_POLL_S = 0.05                          # how often a kill after the first iteration looks for it
 INNERMOST_FRAMES = 5                         # of the main thread, in a hung program's last words
 
 
@@ -68,14 +70,18 @@ def _innermost(stacks: str) -> str:
 
 def collect_ranks(hosts: list[str], procs: list, deadline_s: float,
                   kill_rank_after: tuple[int, float] | None = None,
-                  stop_on_failure: bool = False) -> tuple[list[dict], list[str]]:
+                  stop_on_failure: bool = False, begun: Path | None = None) -> tuple[list[dict], list[str]]:
     """Every rank process's JSON report (those that finished), and an error per rank that did not,
     by rank and host: what it reported, its last words on stderr, that it was killed
-    (``kill_rank_after``: that rank's process is killed that many seconds from now), or that it
-    was stopped because another one failed first (``stop_on_failure``)."""
+    (``kill_rank_after``: that rank's process is killed that many seconds from now, or from the
+    job's first iteration where ``begun``, the file rank 0 notes each iteration's start in, is
+    given: so its peers have heard it before it dies, however slowly the ranks started), or that
+    it was stopped because another one failed first (``stop_on_failure``)."""
     killed = None
     if kill_rank_after is not None:
         killed, after = kill_rank_after
+        if begun is not None:
+            _wait_begun(begun, procs, deadline_s)
         time.sleep(after)
         procs[killed].send_signal(signal.SIGKILL)
     said, stopped_by = _wait_all(procs, deadline_s, stop_on_failure)
@@ -92,6 +98,18 @@ def collect_ranks(hosts: list[str], procs: list, deadline_s: float,
         else:
             reports.append(report)
     return reports, errors
+
+
+def _wait_begun(begun: Path, procs: list, deadline_s: float) -> None:
+    """Until ``begun`` names an iteration, a rank ends, or ``deadline_s`` passes."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end and all(p.poll() is None for p in procs):
+        try:
+            if begun.read_text().split():
+                return
+        except FileNotFoundError:
+            pass
+        time.sleep(BEGUN_POLL_S)
 
 
 def _wait_all(procs: list, deadline_s: float, stop_on_failure: bool) -> tuple[list[tuple[str, str]], int | None]:

@@ -297,8 +297,8 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
     the switches. ``link``: how the links are limited (None: not), for the link load's shares and
     the ranks' first retransmission timeouts. ``seed`` moves the
     groups' UDP ports (``SEED_PORTS`` apart), so ECMP hashes the same traffic onto other paths. ``kill_rank_after``
-    (rank, seconds) kills that rank's process that long after the start, to show how a run ends
-    when a host dies. ``host_agent``: the host agents' configuration, for a run under PLB and/or
+    (rank, seconds) kills that rank's process that long after the first iteration began, to show
+    how a run ends when a host dies. ``host_agent``: the host agents' configuration, for a run under PLB and/or
     DCQCN (see the module doc). ``costs``: a calibration's constants (aifabric.experiments.calibration),
     for the latency-aware estimate beside the link-bound one. ``failures``: a schedule started with
     the ranks, its events placed in the iterations they hit (``run.failures``, ``run.time_lost``).
@@ -371,7 +371,7 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
                 failures.progress = failures.progress or progress
                 failures.start(t0)
             try:
-                run.reports, run.errors = collect_ranks(hosts, procs, deadline_s, kill_rank_after)
+                run.reports, run.errors = collect_ranks(hosts, procs, deadline_s, kill_rank_after, begun=progress)
             finally:
                 if failures is not None:
                     failures.stop()

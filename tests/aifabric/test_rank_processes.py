@@ -60,3 +60,18 @@ def test_a_rank_still_running_at_the_deadline_is_named_with_where_it_hung():
     assert reports == [] and len(errors) == 1, errors
     assert errors[0].startswith("rank 0 (h0): still running at its deadline (exit status -15); its main thread in "), errors
     assert "in wait" in errors[0] and "in waiting_for_a_peer" in errors[0], errors
+
+
+
+def test_a_rank_is_killed_its_seconds_after_the_first_iteration_began_not_after_the_launch(tmp_path):
+    """Ranks that start slowly (here rank 0 notes iteration 0 after 1.5 s) must have been heard
+    by their peers before one of them is killed, else none can tell it silent. Rank 1 notes the
+    time every 10 ms until it dies."""
+    begun, alive = tmp_path / "progress", tmp_path / "alive"
+    procs = _ranks(f"import time; time.sleep(1.5); open({str(begun)!r}, 'w').write(f'0 {{time.time()}}'); "
+                   "time.sleep(3); print('{\"ok\": true}')",
+                   f"import time\nwhile True:\n    open({str(alive)!r}, 'a').write(f'{{time.time()}}\\n'); time.sleep(0.01)")
+    reports, errors = collect_ranks(HOSTS[:2], procs, deadline_s=30.0, kill_rank_after=(1, 0.5), begun=begun)
+    assert reports == [{"ok": True}] and errors == ["rank 1 (h1): killed"]
+    began_at, died_at = float(begun.read_text().split()[1]), float(alive.read_text().split()[-1])
+    assert died_at - began_at >= 0.5 - 0.05, (began_at, died_at)     # 0.05: the poll's and the note's steps

@@ -205,7 +205,9 @@ def test_a_switch_starved_of_cpu_raises_the_link_timeout_instead_of_failing_its_
         _wait("the link timeout raised for the paused switch's neighbours", neighbours_named, timeout=4 * CHECK_EVERY_S + 10)
     except AssertionError as err:
         raise AssertionError(f"{err}; raises since the pause: {handler.link_timeout_changes[changes_before:]}; "
-                             f"skipped ports still waiting for a verdict: {handler.skips.waiting}") from None
+                             f"skipped ports still waiting for a verdict: {handler.skips.waiting}; failure events "
+                             f"since: {handler.events[events_before:]}; {up.agg}'s packets out of its port to {up.core} and "
+                             f"its backup: {up.counters()}") from None
     raises = handler.link_timeout_changes[changes_before:]
     assert all(r.new_us == min(2 * r.old_us, MAX_TIMEOUT_US) and r.ports for r in raises), raises
     assert handler.events[events_before:] == [], "a port of a paused (not failed) switch was found dead"
