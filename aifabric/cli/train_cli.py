@@ -23,7 +23,7 @@ from aifabric.experiments.background import background_flows
 from aifabric.lab.links import LinkPlan, LinkRate, rate_arg
 from emulation.p4switch import TARGETS, resolve_target
 from aifabric.experiments.host_load_balance import DEFAULT_QPS
-from hostagent.congestion import SENDER_CONTROLS, make_control, parse_param
+from hostagent.congestion import SENDER_CONTROLS, parse_param, settings_control
 
 DEFAULT_PNG = "out/train_timeline.png"
 COLLECTIVES = ("ring", "in_network")
@@ -113,7 +113,10 @@ def prepare(args: argparse.Namespace):
         if args.congestion not in SENDER_CONTROLS:
             raise ValueError(f"--cc-param sets a field of the ranks' own control: with --congestion "
                              f"{' or '.join(SENDER_CONTROLS)}, not {args.congestion}")
-        make_control(args.congestion, args.emulated_mbps * 1e6, 1e-3, 1500, **dict(args.cc_param))   # names a bad field
+        from aifabric.experiments.fabric_conditions import transport_cc
+        from hostagent.collectives.reliable import DATA_FRAME_BYTES
+        # as the ranks will build it (the fabric's own RTT: scaled defaults the fields must fit)
+        settings_control(transport_cc(fabric, args.rate, args.congestion, dict(args.cc_param)), DATA_FRAME_BYTES)
     if args.qps is not None and (args.lb != "qp-scaling" or args.qps < 1):
         raise ValueError(f"--qps {args.qps}: a number >= 1 of queue pairs, with --lb qp-scaling")
     if args.lb == "qp-scaling" and (args.congestion == "dcqcn" or args.repath):
@@ -166,6 +169,7 @@ def run(args: argparse.Namespace) -> int:
             Lab(fabric, target=args.target, progress=report.progress, failover=failover,
                 lossless=rdma_classes() if args.lossless else None) as lab:
         conditions = FabricConditions(lab, args.rate)
+        qps = conditions.queue_pairs(args.lb, args.qps)
         before = class_totals(lab) if args.lossless else None
         ranks = list(placement.hosts)
         calibration = (calibrate(lab, conditions.plan, ranks, sizes=group_sizes(workload))
@@ -185,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
                                 klass=RDMA_PRIORITY if args.lossless else None, pfc=not args.no_pfc,
                                 ports=disjoint_ports(lab.controller, workload, args.seed) if args.lb == "disjoint" else None,
                                 repath=args.repath, cc=conditions.transport_cc(args.congestion, dict(args.cc_param)),
-                                qps=conditions.queue_pairs(args.lb, args.qps))
+                                qps=qps)
             pauses = lossless_figures(lab, before) if args.lossless else None
     if not run_.ok:
         if run_.failures:
@@ -208,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
                                       "background": args.background,
                                       "pauses": pauses,
                                       "lb": args.lb, "congestion": args.congestion, "cc_params": dict(args.cc_param),
-                                      "qps": conditions.queue_pairs(args.lb, args.qps), "rate": args.rate, "seed": args.seed, **run_.summary(),
+                                      "qps": qps, "rate": args.rate, "seed": args.seed, **run_.summary(),
                                       "ranks": run_.reports})
         print(f"figures written to {Path(args.json).resolve()}")
     return 0

@@ -63,6 +63,19 @@ TE_PERIOD_S = 0.5
 TE_ONE_IN = 8
 
 
+def transport_cc(fabric, rate: LinkRate, congestion: str, params: dict | None = None) -> CcSettings | None:
+    """The congestion control the ranks' transport runs under ``congestion`` (None: none of its
+    own), its defaults scaled to ``rate`` and to the store-and-forward RTT of ``fabric``'s longest
+    path between two hosts, then ``params`` (its Params' fields) set."""
+    if congestion not in SENDER_CONTROLS:      # run by the ranks' transport, not by the host agents
+        return None
+    hosts = [h.name for h in fabric.hosts]
+    lengths = dict(nx.all_pairs_shortest_path_length(fabric.to_graph()))
+    links = max(lengths[a][b] for a in hosts for b in hosts if b in lengths[a])
+    return CcSettings(congestion, rate.bits_per_s(DATA_FRAME_BYTES),
+                      store_and_forward_rtt(rate, links, DATA_FRAME_BYTES, ACK_FRAME_BYTES), dict(params or {}))
+
+
 class FabricConditions:
     def __init__(self, lab: Lab, rate: LinkRate) -> None:
         self.lab = lab
@@ -109,18 +122,8 @@ class FabricConditions:
                            plb=PlbParams(rehash_rounds=PLB_REHASH_ROUNDS))
 
     def transport_cc(self, congestion: str, params: dict | None = None) -> CcSettings | None:
-        """The congestion control the ranks' transport runs under ``congestion`` (None: none of
-        its own), its defaults scaled to the links' rate and to the store-and-forward RTT of the
-        fabric's longest path between two hosts, then ``params`` (its Params' fields) set."""
-        if congestion not in SENDER_CONTROLS:      # run by the ranks' transport, not by the host agents
-            return None
-        graph = self.lab.fabric.to_graph()
-        hosts = [h.name for h in self.lab.fabric.hosts]
-        lengths = dict(nx.all_pairs_shortest_path_length(graph))
-        links = max(lengths[a][b] for a in hosts for b in hosts if b in lengths[a])
-        return CcSettings(congestion, self.plan.rate.bits_per_s(DATA_FRAME_BYTES),
-                          store_and_forward_rtt(self.plan.rate, links, DATA_FRAME_BYTES, ACK_FRAME_BYTES),
-                          dict(params or {}))
+        """`transport_cc` on this lab's fabric and links."""
+        return transport_cc(self.lab.fabric, self.plan.rate, congestion, params)
 
     @staticmethod
     def queue_pairs(mode: str, qps: int | None = None) -> int:

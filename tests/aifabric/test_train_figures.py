@@ -283,6 +283,8 @@ def test_bench_train_skips_the_modes_its_congestion_feedback_cannot_run_beside(c
     (["--congestion", "none", "--cc-param", "ai=2"], "--cc-param sets a field of the ranks' own control"),
     (["--congestion", "swift", "--cc-param", "t_low_s=0.01"], "SwiftParams has no field t_low_s"),
     (["--congestion", "timely", "--cc-param", "beta=3"], "beta"),
+    # TIMELY's T_low scaled to the fat tree's six-link RTT (36 ms at 2 Mbit/s) is 90 ms: below it, refused
+    (["--congestion", "timely", "--cc-param", "t_high_s=0.05"], "t_high_s = 0.05: must be > t_low_s"),
     (["--lb", "ecmp", "--qps", "2"], "--qps 2: a number >= 1 of queue pairs, with --lb qp-scaling"),
     (["--lb", "qp-scaling", "--qps", "0"], "--qps 0"),
 ])
@@ -290,6 +292,14 @@ def test_a_control_parameter_or_queue_pair_count_that_cannot_apply_is_refused(fl
     from aifabric.cli import build_parser, train_cli
     with pytest.raises(ValueError, match=error):
         train_cli.prepare(build_parser().parse_args(["train", "--preset", "tiny", "--dp", "2"] + flags))
+
+
+def test_a_control_parameter_is_checked_against_the_defaults_scaled_to_the_fabric():
+    """T_low 30 ms fits under T_high scaled to the fat tree's RTT (900 ms), though not under one
+    scaled to a 1 ms RTT (25 ms)."""
+    from aifabric.cli import build_parser, train_cli
+    train_cli.prepare(build_parser().parse_args(["train", "--preset", "tiny", "--dp", "2", "--congestion", "timely",
+                                                 "--cc-param", "t_low_s=0.03"]))
 
 
 def test_control_parameters_and_queue_pairs_are_taken_and_reach_the_ranks_control():
