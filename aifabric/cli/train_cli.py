@@ -23,6 +23,7 @@ from aifabric.experiments.background import background_flows
 from aifabric.lab.links import LinkPlan, LinkRate, rate_arg
 from emulation.p4switch import TARGETS, resolve_target
 from aifabric.experiments.host_load_balance import DEFAULT_QPS
+from aifabric.experiments.rank_processes import why_ended
 from hostagent.congestion import SENDER_CONTROLS, parse_param, settings_control
 
 DEFAULT_PNG = "out/train_timeline.png"
@@ -67,11 +68,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "Mbit/s, or with a unit (2.5M, 500k, 100pps); default %(default)s")
     p.add_argument("--seed", type=int, default=0, help="moves the groups' UDP ports, so ECMP hashes them anew")
     p.add_argument("--fail", type=fail_arg, action="append", default=[], metavar="WHAT@WHEN[+DURATION]",
-                   help="a failure during the job, repeatable: link:A-B or switch:NAME, WHEN seconds after the first "
-                        "iteration begins or iN as iteration N begins, back DURATION s later (else for good), e.g. "
-                        "link:c0-p0a0@3+2, switch:c1@i2; or random:MTBF@HORIZON[+DURATION], links between switches "
-                        "failing every MTBF s on average in the first HORIZON s, drawn with --seed; the fabric then "
+                   help="a failure during the job, repeatable: link:A-B, switch:NAME or rank:N (its process killed), "
+                        "WHEN seconds after the first iteration begins or iN as iteration N begins, back DURATION s "
+                        "later (else for good; a rank only by --restarts), e.g. link:c0-p0a0@3+2, switch:c1@i2, "
+                        "rank:5@i3; or random:MTBF@HORIZON[+DURATION], links between switches failing every MTBF s "
+                        "on average in the first HORIZON s, drawn with --seed; with a link or switch failure the fabric "
                         "runs failure handling (heartbeats, data-plane failover, reroute)")
+    p.add_argument("--restarts", type=int, default=0, metavar="K",
+                   help="a failed attempt (a rank killed, a collective given up) has every rank stopped and the job "
+                        "started again from its last checkpoint, up to K times, as an elastic launcher does "
+                        "(default %(default)s: a failure ends the job)")
+    p.add_argument("--checkpoint-every", type=int, default=0, metavar="N",
+                   help="every rank saves its checkpoint as every Nth iteration begins; a restart goes on from "
+                        "there (default %(default)s: none, a restart begins at iteration 0)")
     p.add_argument("--repath", action="store_true",
                    help="the ranks move a flow that loses packets to another path by themselves (another source "
                         "port, so ECMP hashes it elsewhere), before and apart from the fabric's reroute; the ranks "
@@ -101,7 +110,11 @@ def prepare(args: argparse.Namespace):
     scale = workload_cli.scale_of(args, job)
     workload = generate(job, scale, placement)
     from aifabric.experiments.failure_schedule import planned_failures
-    args.fail = planned_failures(args.fail, fabric, args.seed)     # random schedules drawn, each checked
+    args.fail = planned_failures(args.fail, fabric, args.seed, job.parallelism.world)  # random ones drawn, each checked
+    if args.restarts < 0 or args.checkpoint_every < 0:
+        raise ValueError(f"--restarts {args.restarts} and --checkpoint-every {args.checkpoint_every}: 0 or more")
+    if args.checkpoint_every and not args.restarts:
+        raise ValueError("--checkpoint-every: checkpoints are for a restart; give --restarts too")
     if args.background is not None:
         background_flows([h.name for h in fabric.hosts], list(placement.hosts), args.rate, args.background)
     if args.no_pfc and not args.lossless:
@@ -148,7 +161,8 @@ def run(args: argparse.Namespace) -> int:
     from aifabric.experiments.background import running
     from aifabric.experiments.fabric_conditions import FabricConditions
     from aifabric.experiments.failure_schedule import FailureSchedule
-    from aifabric.experiments.train_runner import disjoint_ports, draw_timeline, run_workload, workload_flows
+    from aifabric.experiments.train_runner import (disjoint_ports, draw_timeline, qp_ports_for, run_workload,
+                                                   workload_flows)
     from aifabric.lab.failures import Failures
     from aifabric.lab.lab import Lab
     from controller.aggregation import JobManager
@@ -164,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
     if args.fail:
         report.progress("failures planned: " + "; ".join(f.describe() for f in args.fail))
     failover = (HeartbeatConfig(link_interval_ms=link_interval_for(resolve_target(args.target)[0]))
-                if args.fail else None)
+                if any(f.kind != "rank" for f in args.fail) else None)     # a killed rank is the job's to handle
     with tempfile.TemporaryDirectory(prefix="aifabric-train-") as tmp, \
             Lab(fabric, target=args.target, progress=report.progress, failover=failover,
                 lossless=rdma_classes() if args.lossless else None) as lab:
@@ -189,10 +203,11 @@ def run(args: argparse.Namespace) -> int:
                                 klass=RDMA_PRIORITY if args.lossless else None, pfc=not args.no_pfc,
                                 ports=disjoint_ports(lab.controller, workload, args.seed) if args.lb == "disjoint" else None,
                                 repath=args.repath, cc=conditions.transport_cc(args.congestion, dict(args.cc_param)),
-                                qps=qps)
+                                qps=qps, qp_ports=qp_ports_for(lab.controller, workload, qps, args.seed) if qps > 1 else None,
+                                checkpoint_every=args.checkpoint_every, restarts=args.restarts)
             pauses = lossless_figures(lab, before) if args.lossless else None
     if not run_.ok:
-        if run_.failures:
+        if run_.failures or run_.restarts:
             print(failure_table(run_))
         print("aifabric: training failed: " + "; ".join(run_.errors), file=sys.stderr)
         return 1
@@ -207,7 +222,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         report.write_json(args.json, {**workload.job.to_dict(), "scale": scale.to_dict(), "collectives": args.collectives,
                                       "calibration": calibration.to_dict() if calibration else None,
-                                      "fail": [f.text for f in args.fail], "repath": args.repath, "lossless": args.lossless,
+                                      "fail": [f.text for f in args.fail], "restarts_allowed": args.restarts,
+                                      "checkpoint_every": args.checkpoint_every, "repath": args.repath, "lossless": args.lossless,
                                       "pfc": args.lossless and not args.no_pfc,
                                       "background": args.background,
                                       "pauses": pauses,
@@ -253,7 +269,7 @@ def render(run_, job, fabric, scale, args) -> str:
     if args.repath:
         out.append(f"repath: the ranks' flows moved to another path {run_.repaths} times; "
                    f"{run_.resent} packets resent")
-    if run_.failures:
+    if run_.failures or run_.restarts:
         out.append(failure_table(run_))
     if args.collectives == "in_network":
         out.append(f"in the switches: {'yes' if run_.in_network else 'NO (slot pool full: on the aggregator)'}; "
@@ -277,6 +293,14 @@ def failure_table(run_) -> str:
                           "error"], rows,
                          title="Failures during the job (time lost: the overlapped iterations' time beyond the median "
                                "of those no outage overlapped)")
+    if run_.restarts:
+        table += "\n" + report.table(
+            ["restart", "why the attempt before ended", "resumed from iteration", "iterations done again",
+             "time lost (s)"],
+            [(n + 1, why_ended(r["errors"]), r["resumed_from"], ", ".join(map(str, r["redone"])) or "-",
+              r["lost_s"] if r["lost_s"] is not None else "-") for n, r in enumerate(run_.restarts)],
+            title="Restarts from the checkpoint (time lost: from the failed attempt's start of the iteration resumed "
+                  "from to the next attempt's)")
     ratio = run_.effective_ratio
     return table + ("\neffective training time ratio: " + (f"{ratio:.3f} (the iterations at the clean median over "
                                                            f"their wall time)" if ratio is not None

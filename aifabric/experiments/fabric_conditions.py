@@ -15,7 +15,8 @@ runs what it wraps under ``mode`` and puts ECMP back after:
 * ``disjoint``: ECMP, the ranks binding ports chosen with the fabric's hash so that their flows
   spread (`train_runner.disjoint_ports`, given to `run_workload`: HPN's precise path control);
 * ``qp-scaling``: ECMP, every message of the ranks cut over ``QPS`` source ports of their own
-  (`run_workload(qps=)`: Meta's QP scaling, more flows for the hash to spread);
+  (`run_workload(qps=, qp_ports=)`: Meta's QP scaling, more flows for the hash to spread, their
+  ports chosen with it, `train_runner.qp_ports_for`);
 * ``plb``: ECMP in the switches, and the hosts' eBPF agents (hostagent.agent) moving a flow to
   another source port after ``PLB_REHASH_ROUNDS`` congested rounds of ``PLB_ROUND_PACKETS`` full frames' times.
 

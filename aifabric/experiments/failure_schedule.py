@@ -7,6 +7,8 @@ as iteration N begins (rank 0 past its barrier), and comes back DURATION seconds
 
     link:A-B      the link between A and B down (two switches, or a host and its edge switch)
     switch:NAME   switch NAME's target process killed (restored: started again and reconciled)
+    rank:N        rank N's process killed, for good (no DURATION): the job goes on only where it
+                  restarts from its checkpoint (``aifabric train --restarts``)
 
     random:MTBF@HORIZON     links between switches failing at exponential gaps of mean MTBF s
                             within the first HORIZON s, drawn with the run's seed (`random_schedule`)
@@ -15,9 +17,10 @@ as iteration N begins (rank 0 past its barrier), and comes back DURATION seconds
     link:p0e0h0-p0e0@i4+2   rank 0's host link down as iteration 4 begins, for 2 s
     link:p1a0-p1e0@2+1.5    an aggregation link down 2 s in, up again 1.5 s later
     switch:c1@4+3           a core switch killed 4 s in, back 3 s later
+    rank:5@i3               rank 5 killed as iteration 3 begins
     random:5@20+1           a link failure every 5 s on average in the first 20 s, each for 1 s
 
-The failures go through `aifabric.lab.failures.Failures` (interfaces down at both ends, the
+Links and switches fail through `aifabric.lab.failures.Failures` (interfaces down at both ends, the
 process killed), so the fabric finds them as it would a real one: the lab runs failure handling
 (heartbeats, data-plane failover, reroute) whenever a schedule is given.
 """
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import random
 import re
+import signal
 import statistics
 import threading
 import time
@@ -32,8 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aifabric.lab.failures import FailureError, Failures
+from hostagent.workload_runner import progress as ranks_progress
 
-KINDS = ("link", "switch")
+KINDS = ("link", "switch", "rank")
 PROGRESS_POLL_S = 0.01     # how often a failure at an iteration looks at the ranks' progress
 _RANDOM = re.compile(r"^random:(?P<mtbf>[0-9.]+)s?@(?P<horizon>[0-9.]+)s?(?:\+(?P<outage>[0-9.]+)s?)?$")
 _SPEC = re.compile(r"^(?P<kind>[a-z]+):(?P<what>[^@]+)@(?:i(?P<iteration>[0-9]+)|(?P<at>[0-9.]+)s?)"
@@ -43,7 +48,7 @@ _SPEC = re.compile(r"^(?P<kind>[a-z]+):(?P<what>[^@]+)@(?:i(?P<iteration>[0-9]+)
 @dataclass(frozen=True)
 class PlannedFailure:
     kind: str                      # one of KINDS
-    target: tuple[str, ...]        # (a, b) for a link, (name,) for a switch
+    target: tuple[str, ...]        # (a, b) for a link, (name,) for a switch, (number,) for a rank
     at_s: float | None             # after the first iteration begins (None: at_iteration)
     duration_s: float | None       # None: for good
     text: str                      # the SPEC as given
@@ -54,7 +59,7 @@ class PlannedFailure:
         """ValueError naming what is wrong with ``text`` (see the module doc for the form)."""
         m = _SPEC.match(text.strip())
         if m is None:
-            raise ValueError(f"--fail {text!r}: WHAT@WHEN[+DURATION], WHAT one of link:A-B, switch:NAME, WHEN "
+            raise ValueError(f"--fail {text!r}: WHAT@WHEN[+DURATION], WHAT one of link:A-B, switch:NAME, rank:N, WHEN "
                              f"seconds or iN, iteration N (e.g. link:c0-p0a0@3, switch:c1@i4+3); or "
                              f"random:MTBF@HORIZON[+DURATION] (e.g. random:5@20+1)")
         kind, what = m["kind"], m["what"]
@@ -70,11 +75,21 @@ class PlannedFailure:
             raise ValueError(f"--fail {text!r}: SECONDS and DURATION are numbers") from None
         if duration is not None and duration <= 0:
             raise ValueError(f"--fail {text!r}: a duration must be above 0 s")
+        if kind == "rank" and not what.isdigit():
+            raise ValueError(f"--fail {text!r}: a rank is named by its number, rank:N")
+        if kind == "rank" and duration is not None:
+            raise ValueError(f"--fail {text!r}: a killed rank does not come back by itself (no +DURATION); the job "
+                             f"restarts it from its checkpoint (--restarts)")
         iteration = int(m["iteration"]) if m["iteration"] is not None else None
         return cls(kind, target, at, duration, text, iteration)
 
-    def check(self, fabric) -> None:
-        """ValueError unless the fabric has what this failure names."""
+    def check(self, fabric, world: int | None = None) -> None:
+        """ValueError unless the fabric (and a job of ``world`` ranks, where given) has what this
+        failure names."""
+        if self.kind == "rank":
+            if world is not None and int(self.target[0]) >= world:
+                raise ValueError(f"--fail {self.text!r}: the job has ranks 0..{world - 1}")
+            return
         names = {s.name for s in fabric.switches} | {h.name for h in fabric.hosts}
         unknown = [n for n in self.target if n not in names]
         if unknown:
@@ -85,7 +100,7 @@ class PlannedFailure:
             raise ValueError(f"--fail {self.text!r}: no link between {self.target[0]} and {self.target[1]}")
 
     def describe(self) -> str:
-        what = f"link {'-'.join(self.target)}" if self.kind == "link" else f"switch {self.target[0]}"
+        what = f"link {'-'.join(self.target)}" if self.kind == "link" else f"{self.kind} {self.target[0]}"
         span = f"for {self.duration_s:g} s" if self.duration_s is not None else "for good"
         when = f"{self.at_s:g} s" if self.at_s is not None else f"the start of iteration {self.at_iteration}"
         return f"{what} down at {when}, {span}"
@@ -125,23 +140,26 @@ def parse_failure(text: str) -> "PlannedFailure | RandomFailures":
     return RandomFailures.parse(text) or PlannedFailure.parse(text)
 
 
-def planned_failures(specs, fabric, seed: int) -> list[PlannedFailure]:
+def planned_failures(specs, fabric, seed: int, world: int | None = None) -> list[PlannedFailure]:
     """``specs`` (`parse_failure`'s) as the failures they plan on ``fabric``, random schedules
-    drawn with ``seed``, each checked against the fabric (ValueError naming a missing part)."""
+    drawn with ``seed``, each checked against the fabric and a job of ``world`` ranks (ValueError
+    naming a missing part)."""
     out: list[PlannedFailure] = []
     for spec in specs:
         out += spec.planned(fabric, seed) if isinstance(spec, RandomFailures) else [spec]
     for failure in out:
-        failure.check(fabric)
+        failure.check(fabric, world)
     return out
 
 
 def random_schedule(fabric, seed: int, mtbf_s: float, horizon_s: float,
-                    outage_s: float | None = None) -> list[PlannedFailure]:
+                    outage_s: float | None = None, ranks: int = 0, world: int = 0) -> list[PlannedFailure]:
     """Link failures between switches (every one has another way round in the fabrics here) at
     exponential gaps of mean ``mtbf_s`` within ``horizon_s`` s, each for ``outage_s`` s (None:
     for good), links drawn uniformly; the same seed gives the same schedule. Never empty: where
-    the first gap passes the horizon, one failure falls at a uniform time within it."""
+    the first gap passes the horizon, one failure falls at a uniform time within it. Then
+    ``ranks`` of a job's ``world`` killed at uniform times within the horizon (drawn after the
+    links, so the links are the same with or without them)."""
     if mtbf_s <= 0 or horizon_s <= 0:
         raise ValueError(f"a random schedule needs a mean time between failures and a horizon above 0 s "
                          f"(got {mtbf_s:g} and {horizon_s:g})")
@@ -157,6 +175,11 @@ def random_schedule(fabric, seed: int, mtbf_s: float, horizon_s: float,
         a, b = rng.choice(links)
         spec = f"link:{a}-{b}@{at:.2f}" + (f"+{outage_s:g}" if outage_s else "")
         out.append(PlannedFailure.parse(spec))
+    if ranks and world < 1:
+        raise ValueError(f"{ranks} rank failures need the job's world size")
+    for _ in range(ranks):
+        rank, at = rng.randrange(world), rng.uniform(0, horizon_s)
+        out.append(PlannedFailure.parse(f"rank:{rank}@{at:.2f}"))
     return out
 
 
@@ -186,12 +209,14 @@ class Event:
 class FailureSchedule:
     """Fires ``planned`` on ``failures``' lab from `start` on, a thread per failure; `stop` ends
     them (what is still due is not fired; the lab's teardown takes what is still down).
-    ``progress``: the file rank 0 appends each iteration's number to as it begins
-    (``python -m hostagent.workload_runner --progress``), for failures at an iteration."""
+    ``progress``: the file rank 0 notes each iteration in as it begins
+    (hostagent.workload_runner.progress), for failures at an iteration. ``ranks``: the job's
+    rank processes now (its launcher sets them at each start), for a rank's failure."""
     failures: Failures
     planned: list[PlannedFailure]
     progress: Path | None = None
     events: list[Event] = field(default_factory=list)
+    ranks: list = field(default_factory=list)
     t0: float = 0.0
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
@@ -243,16 +268,15 @@ class FailureSchedule:
         return not self._stop.is_set()
 
     def _iterations_begun(self) -> int:
-        try:
-            return len(self.progress.read_text().split())
-        except FileNotFoundError:
-            return 0
+        return ranks_progress.iterations_begun(self.progress)
 
     def _fire(self, f: PlannedFailure, down: bool) -> Event:
         event = Event(f, down, time.monotonic())
         try:
             if f.kind == "link":
                 (self.failures.fail_link if down else self.failures.restore_link)(*f.target)
+            elif f.kind == "rank":
+                self._kill_rank(int(f.target[0]))
             else:
                 (self.failures.fail_switch if down else self.failures.restore_switch)(f.target[0])
         except (FailureError, OSError, RuntimeError) as err:
@@ -260,6 +284,13 @@ class FailureSchedule:
         with self._lock:
             self.events.append(event)
         return event
+
+    def _kill_rank(self, rank: int) -> None:
+        with self._lock:
+            procs = list(self.ranks)
+        if rank >= len(procs) or procs[rank].poll() is not None:
+            raise RuntimeError(f"rank {rank} is not running")
+        procs[rank].send_signal(signal.SIGKILL)
 
     def stop(self) -> None:
         self._stop.set()
@@ -285,11 +316,20 @@ def iteration_spans(reports: list[dict]) -> list[tuple[float, float]]:
     return spans
 
 
-def locate(events: list[Event], reports: list[dict]) -> list[tuple[float, float]]:
-    """Sets each event's iteration (the one running when it happened); returns the spans."""
+def locate(events: list[Event], reports: list[dict], first: int = 0,
+           begun: list[tuple[int, float]] = ()) -> list[tuple[float, float]]:
+    """Sets each event's iteration (the one running when it happened; ``first``: the number of
+    the reports' first iteration) and returns the reports' spans. An event before them (an
+    attempt the job restarted from) is placed by ``begun``, rank 0's progress entries."""
     spans = iteration_spans(reports)
     for e in events:
-        e.iteration = next((i for i, (a, b) in enumerate(spans) if a <= e.at <= b), None)
+        i = next((i for i, (a, b) in enumerate(spans) if a <= e.at <= b), None)
+        if i is not None:
+            e.iteration = first + i
+        elif spans and e.at < spans[0][0]:
+            e.iteration = max(((t, n) for n, t in begun if t <= e.at), default=(0, None))[1]
+        else:
+            e.iteration = None
     return spans
 
 
@@ -322,12 +362,21 @@ def time_lost(events: list[Event], spans: list[tuple[float, float]]) -> dict[str
             for text, its in hit.items()}
 
 
-def effective_ratio(costs: dict[str, dict], spans: list[tuple[float, float]]) -> float | None:
-    """The effective training time ratio of the run, from `time_lost`'s ``costs``: what its
-    iterations would have taken at the median of those no outage overlapped, over what they took
-    (None: no clean iteration)."""
+def clean_median(costs: dict[str, dict], spans: list[tuple[float, float]]) -> float | None:
+    """The median time of the iterations no outage in `time_lost`'s ``costs`` overlapped (None: none)."""
     overlapped = {i for c in costs.values() for i in c["iterations"]}
     clean = [b - a for i, (a, b) in enumerate(spans) if i not in overlapped]
-    if not clean or not spans:
+    return statistics.median(clean) if clean else None
+
+
+def effective_ratio(costs: dict[str, dict], spans: list[tuple[float, float]], iterations: int | None = None,
+                    began: float | None = None) -> float | None:
+    """The effective training time ratio of the run, from `time_lost`'s ``costs``: what its
+    iterations would have taken at the median of those no outage overlapped, over what they took
+    (None: no clean iteration). A job restarted from a checkpoint gives its ``iterations`` in
+    all and when the first ``began``: the spans are its last attempt's."""
+    clean = clean_median(costs, spans)
+    if clean is None:
         return None
-    return round(len(spans) * statistics.median(clean) / (spans[-1][1] - spans[0][0]), 3)
+    n = len(spans) if iterations is None else iterations
+    return round(n * clean / (spans[-1][1] - (spans[0][0] if began is None else began)), 3)

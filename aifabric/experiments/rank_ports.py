@@ -8,11 +8,16 @@ fabric's hash (`controller.load_balance.hash_paths.HashPaths`) so that the flows
 flows' busiest link carries the least (flows weighted by their group's bytes; then the least
 shared in all), round after round while one moves. A member's port is both the source of its flows to its next member and
 the destination of its previous member's, so the choice is a search over members, not flows.
+
+With ``qp-scaling`` each member sends every message to a peer in parts, each from a queue pair's
+source port of its own (`queue_pair_ports`): ports chosen with the same hash so that a member's
+queue pairs to each of its peers take paths that differ from each other where the fabric has them.
 """
 from __future__ import annotations
 
 import random
 from collections import Counter
+from dataclasses import replace
 from typing import Sequence
 
 from controller.load_balance.hash_paths import FiveTuple, HashPaths
@@ -92,3 +97,40 @@ def disjoint_group_ports(paths: HashPaths, hosts: Sequence[str], groups: Sequenc
         if not moved:
             break
     return [[port[(i, r)] for r in g] for i, g in enumerate(groups)]
+
+
+def queue_pair_ports(paths: HashPaths, hosts: Sequence[str], groups: Sequence[Sequence[int]],
+                     pairs: Sequence[Pair], ports: Sequence[Sequence[int]], qps: int, free: range,
+                     seed: int) -> list[list[list[int]]]:
+    """Per group, per member, the source ports of its queue pairs 1..``qps``-1 (queue pair 0 is
+    the port it binds, ``ports[group][member]``): one at a time, among CANDIDATES seeded draws
+    from ``free``, the port that gives the most of the member's flows in the group (``pairs`` it
+    sends) a path none of its queue pairs takes yet; a host's ports all distinct."""
+    rng = random.Random(seed)
+    port = {(i, r): ports[i][k] for i, g in enumerate(groups) for k, r in enumerate(g)}
+    taken: dict[str, set[int]] = {}
+    for (i, r), p in port.items():
+        taken.setdefault(hosts[r], set()).add(p)
+    sends: dict[tuple[int, int], list[FiveTuple]] = {}
+    for i, a, b in pairs:
+        if hosts[a] != hosts[b]:
+            sends.setdefault((i, a), []).append(FiveTuple(hosts[a], hosts[b], port[(i, a)], port[(i, b)]))
+    out: list[list[list[int]]] = []
+    for i, g in enumerate(groups):
+        out.append([])
+        for r in g:
+            flows = sends.get((i, r), [])
+            used = [{paths.links(f)} for f in flows]          # per flow: the paths its queue pairs take
+            chosen: list[int] = []
+            for _ in range(qps - 1):
+                options = [c for c in rng.sample(free, min(CANDIDATES, len(free))) if c not in taken[hosts[r]]]
+                if not options:
+                    raise ValueError(f"{hosts[r]}: no free port left in {free.start}..{free.stop - 1} for a queue pair")
+                found = {c: [paths.links(replace(f, sport=c)) for f in flows] for c in options}
+                best = max(options, key=lambda c: sum(links not in u for links, u in zip(found[c], used)))
+                for links, u in zip(found[best], used):
+                    u.add(links)
+                chosen.append(best)
+                taken[hosts[r]].add(best)
+            out[-1].append(chosen)
+    return out

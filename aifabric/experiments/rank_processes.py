@@ -21,6 +21,7 @@ TERM_GRACE_S = 5.0      # after SIGTERM at a deadline: time to write its stacks 
 STACKS_HEADER = "most recent call first"     # faulthandler's, in a thread's stack (hostagent.stack_dump)
 BEGUN_POLL_S = 0.05                          # how often a kill after the first iteration looks for it
 INNERMOST_FRAMES = 5                         # of the main thread, in a hung program's last words
+STOPPED = "stopped by the launcher"          # a rank's error where another one's failure ended it
 
 
 def communicate(proc, timeout: float) -> tuple[str, str]:
@@ -56,7 +57,9 @@ def last_words(err: str, proc) -> str:
     if STACKS_HEADER in err:
         return f"still running at its deadline (exit status {proc.returncode}); its main thread in {_innermost(err)}"
     said = err.strip().splitlines()
-    return said[-1] if said else f"no output (exit status {proc.returncode})"
+    if said:
+        return said[-1]
+    return "killed (SIGKILL)" if proc.returncode == -signal.SIGKILL else f"no output (exit status {proc.returncode})"
 
 
 def _innermost(stacks: str) -> str:
@@ -90,7 +93,7 @@ def collect_ranks(hosts: list[str], procs: list, deadline_s: float,
         report = last_json(out)
         if report is None:
             why = ("killed" if r == killed else
-                   f"stopped by the launcher when rank {stopped_by} ({hosts[stopped_by]}) failed"
+                   f"{STOPPED} when rank {stopped_by} ({hosts[stopped_by]}) failed"
                    if stopped_by is not None and r != stopped_by else last_words(err, proc))
             errors.append(f"rank {r} ({hosts[r]}): {why}")
         elif not report["ok"]:
@@ -98,6 +101,14 @@ def collect_ranks(hosts: list[str], procs: list, deadline_s: float,
         else:
             reports.append(report)
     return reports, errors
+
+
+def why_ended(errors: list[str]) -> str:
+    """What ended an attempt, from `collect_ranks`' errors: the ranks' own failures, the ranks
+    the launcher stopped because of them counted."""
+    stopped = sum(STOPPED in e for e in errors)
+    own = "; ".join(e for e in errors if STOPPED not in e) or "no rank said"
+    return own + (f" ({stopped} other ranks {STOPPED})" if stopped else "")
 
 
 def _wait_begun(begun: Path, procs: list, deadline_s: float) -> None:

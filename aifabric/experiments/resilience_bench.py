@@ -1,18 +1,26 @@
 """`aifabric bench resilience` (benchmarks/resilience.py): one training workload through the same
 seeded failure schedule under each way the fabric recovers, what each failure cost.
 
-Recoveries (a fresh fabric each, since failure handling is chosen at bring-up):
+Recoveries (a fresh fabric each, since failure handling is chosen at bring-up), ``none`` or
+parts joined by ``+``:
 
-* ``none``: no failure handling; a failed link is a black hole until it comes back;
-* ``failover``: data-plane failover on link heartbeats alone (each switch moves what it sends
-  off a port silent for its timeout to another member of the group; no route recomputed);
-* ``reroute``: the controller alone: its heartbeats find the dead port, it writes port_status
-  and recomputes the routes (no link heartbeats);
-* ``failover+reroute``: both, what `aifabric train --fail` runs.
+* ``none``: no failure handling; a failed link is a black hole until it comes back, a killed
+  rank ends the job;
+* ``failover``: data-plane failover on link heartbeats (each switch moves what it sends off a
+  port silent for its timeout to another member of the group; no route recomputed);
+* ``reroute``: the controller: its heartbeats find the dead port, it writes port_status and
+  recomputes the routes (without ``failover``: no link heartbeats);
+* ``repath``: the ranks move a flow that loses packets to another path themselves
+  (`run_workload(repath=True)`);
+* ``restart``: a failed attempt (a rank killed, a collective given up) is restarted from the
+  ranks' checkpoint, saved every ``checkpoint_every`` iterations (`run_workload(restarts=)`).
+
+``failover+reroute`` is what `aifabric train --fail` runs.
 
 The schedule (aifabric.experiments.failure_schedule.random_schedule): links between switches
 fail at exponential gaps of mean ``mtbf`` s within ``horizon`` s, each for ``outage`` s (0: for
-good), the same for every recovery of a seed. Per run: whether the job finished, the time its
+good), and ``rank_failures`` ranks are killed at uniform times within it, the same for every
+recovery of a seed. Per run: whether the job finished, the time its
 failures cost (the iterations their outages overlapped, beyond the median of the others), the
 effective training time ratio, packets resent, reroutes; medians over seeds; table, JSON and a
 picture of each recovery's iteration times with the outages marked. The links are limited to
@@ -39,19 +47,28 @@ from controller.failover.config import link_interval_for
 from emulation.p4switch import resolve_target
 from topologies.fabric import fat_tree
 
-RECOVERIES = ("none", "failover", "reroute", "failover+reroute")
+PARTS = ("failover", "reroute", "repath", "restart")
+RECOVERIES = ("none", "failover", "reroute", "failover+reroute", "repath", "restart",
+              "failover+reroute+repath+restart")
+RESTARTS = 8              # a restarting job's attempts after its first: more than a schedule's failures
 DEFAULT_JSON, DEFAULT_PNG = "out/bench_resilience.json", "out/bench_resilience.png"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--recoveries", nargs="+", choices=RECOVERIES, default=list(RECOVERIES),
-                   help="how the fabric recovers, each on a fabric of its own (default: all)")
+    p.add_argument("--recoveries", nargs="+", type=recovery_arg, default=list(RECOVERIES), metavar="RECOVERY",
+                   help=f"how the job and the fabric recover, each on a fabric of its own: none, or parts of "
+                        f"{', '.join(PARTS)} joined by + (default: {' '.join(RECOVERIES)})")
     p.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3], help="failure schedules (default 1 2 3)")
     p.add_argument("--mtbf", type=float, default=6.0, help="mean seconds between failures (default %(default)s)")
     p.add_argument("--horizon", type=float, default=12.0,
                    help="failures fall within this many seconds of the ranks' start (default %(default)s)")
     p.add_argument("--outage", type=float, default=2.0, help="seconds a failed link stays down; 0: for good "
                                                               "(default %(default)s)")
+    p.add_argument("--rank-failures", type=int, default=0, metavar="N",
+                   help="ranks killed at uniform times within the horizon, beside the links: a job lives through "
+                        "them only by restart (default %(default)s)")
+    p.add_argument("--checkpoint-every", type=int, default=2, metavar="N",
+                   help="with restart: iterations between two checkpoints of the ranks (default %(default)s)")
     p.add_argument("--iterations", type=int, default=12, help="iterations of the job (default %(default)s)")
     p.add_argument("--fit-seconds", type=float, default=1.5,
                    help="the analytic iteration on the emulated links, seconds (default %(default)s)")
@@ -62,13 +79,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--png", default=DEFAULT_PNG, help="picture (default %(default)s)")
 
 
+def recovery_arg(text: str) -> str:
+    """``none`` or parts of PARTS joined by ``+``, each once (argparse's type)."""
+    parts = text.split("+")
+    if text != "none" and (not set(parts) <= set(PARTS) or len(set(parts)) != len(parts)):
+        raise argparse.ArgumentTypeError(f"{text!r}: none, or parts of {', '.join(PARTS)} joined by + (each once)")
+    return text
+
+
 def lab_settings(recovery: str, target: str) -> dict:
     """The Lab's failure handling for ``recovery``."""
+    parts = set(recovery.split("+"))
     link_ms = link_interval_for(resolve_target(target)[0])
-    return {"none": {},
-            "failover": {"failover": HeartbeatConfig(link_interval_ms=link_ms), "failover_reroute": False},
-            "reroute": {"failover": HeartbeatConfig(link_interval_ms=None)},
-            "failover+reroute": {"failover": HeartbeatConfig(link_interval_ms=link_ms)}}[recovery]
+    if {"failover", "reroute"} <= parts:
+        return {"failover": HeartbeatConfig(link_interval_ms=link_ms)}
+    if "failover" in parts:
+        return {"failover": HeartbeatConfig(link_interval_ms=link_ms), "failover_reroute": False}
+    if "reroute" in parts:
+        return {"failover": HeartbeatConfig(link_interval_ms=None)}
+    return {}
+
+
+def job_settings(recovery: str, checkpoint_every: int) -> dict:
+    """What ``recovery`` asks of the job (`run_workload`'s repath and restarts)."""
+    parts = set(recovery.split("+"))
+    restart = {"restarts": RESTARTS, "checkpoint_every": checkpoint_every} if "restart" in parts else {}
+    return {"repath": "repath" in parts, **restart}
 
 
 def workload_for(fabric, rate: LinkRate, fit_seconds: float):
@@ -80,7 +116,8 @@ def workload_for(fabric, rate: LinkRate, fit_seconds: float):
 
 def figures(run: WorkloadRun, recovery: str, seed: int, lab: Lab) -> dict:
     row = {"recovery": recovery, "seed": seed, "ok": run.ok, "errors": run.errors[:3], "failures": run.failures,
-           "cpu_busy": round(run.cpu_busy, 3), "resent": run.resent if run.reports else None}
+           "cpu_busy": round(run.cpu_busy, 3), "resent": run.resent if run.reports else None,
+           "restarts": len(run.restarts), "repaths": run.repaths}
     handler = lab.failure_handler
     row["reroutes"] = len(handler.reroutes) if handler is not None else 0
     if run.ok:
@@ -104,7 +141,8 @@ def run_one(args, recovery: str, seed: int, schedule: list[PlannedFailure]) -> d
             conditions = FabricConditions(lab, args.rate)
             run = run_workload(lab, workload, args.iterations, Path(tmp) / "plan.json", link=conditions.plan,
                                deadline_s=60 + 10 * args.iterations * args.fit_seconds,
-                               failures=FailureSchedule(Failures(lab), schedule))
+                               failures=FailureSchedule(Failures(lab), schedule),
+                               **job_settings(recovery, args.checkpoint_every))
             return figures(run, recovery, seed, lab)
     except Exception as exc:      # noqa: BLE001 - named in the table, the next run goes on
         return {"recovery": recovery, "seed": seed, "ok": False, "bench_error": True,
@@ -118,7 +156,8 @@ def summarise(runs: list[dict], recoveries: list[str]) -> list[dict]:
         ok = [r for r in sel if r["ok"]]
         row = {"recovery": recovery, "runs": len(sel), "finished": len(ok),
                "errors": [e for r in sel if not r["ok"] for e in r["errors"][:1]]}
-        for key in ("clean_iteration_s", "time_lost_s", "effective_ratio", "resent", "reroutes", "cpu_busy"):
+        for key in ("clean_iteration_s", "time_lost_s", "effective_ratio", "resent", "reroutes", "restarts",
+                    "cpu_busy"):
             known = [r[key] for r in ok if r.get(key) is not None]
             row[key] = statistics.median(known) if known else None
         rows.append(row)
@@ -135,14 +174,15 @@ def render(rows: list[dict], args, seeds: list[int]) -> str:
     body = [(r["recovery"], f"{r['finished']}/{r['runs']}", _cell(r, "clean_iteration_s", ".2f"),
              _cell(r, "time_lost_s", ".2f"),
              _cell(r, "effective_ratio", ".3f"), _cell(r, "resent", ".0f"), _cell(r, "reroutes", ".0f"),
-             _cell(r, "cpu_busy", ".0%")) for r in rows]
+             _cell(r, "restarts", ".0f"), _cell(r, "cpu_busy", ".0%")) for r in rows]
     outage = f"{args.outage:g} s each" if args.outage else "for good"
     title = (f"tiny DP8 on fat_tree(k=4), {args.iterations} iterations of ~{args.fit_seconds:g} s, links "
              f"{args.rate}; links between switches failing every {args.mtbf:g} s on average within "
-             f"{args.horizon:g} s, {outage}; medians over seeds {seeds}")
+             f"{args.horizon:g} s, {outage}; {args.rank_failures} rank(s) killed within it; "
+             f"medians over seeds {seeds}")
     return report.table(["recovery", "jobs finished", "iteration, no outage (s)", "time lost (s)",
                          "effective training time", "packets resent",
-                         "reroutes", "CPU busy"], body, title=title)
+                         "reroutes", "restarts", "CPU busy"], body, title=title)
 
 
 def plot(path: str | Path, runs: list[dict], recoveries: list[str], seed: int) -> None:
@@ -172,7 +212,9 @@ def plot(path: str | Path, runs: list[dict], recoveries: list[str], seed: int) -
 
 def run_args(args) -> int:
     fabric = fat_tree(4)
-    schedules = {seed: random_schedule(fabric, seed, args.mtbf, args.horizon, args.outage or None)
+    world = Parallelism(dp=8).world
+    schedules = {seed: random_schedule(fabric, seed, args.mtbf, args.horizon, args.outage or None,
+                                       ranks=args.rank_failures, world=world)
                  for seed in args.seeds}
     runs = [run_one(args, recovery, seed, schedules[seed]) for seed in args.seeds for recovery in args.recoveries]
     rows = summarise(runs, args.recoveries)
@@ -181,6 +223,7 @@ def run_args(args) -> int:
     report.write_json(args.json, {"recoveries": args.recoveries, "seeds": args.seeds, "mtbf_s": args.mtbf,
                                   "horizon_s": args.horizon, "outage_s": args.outage, "rate": args.rate,
                                   "iterations": args.iterations, "fit_seconds": args.fit_seconds,
+                                  "rank_failures": args.rank_failures, "checkpoint_every": args.checkpoint_every,
                                   "schedules": {str(s): [f.text for f in fs] for s, fs in schedules.items()},
                                   "summary": rows, "runs": runs})
     print(f"figures written to {Path(args.json).resolve()}, picture to {Path(args.png).resolve()}")

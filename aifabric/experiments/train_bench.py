@@ -28,7 +28,7 @@ from aifabric.experiments.background import background_flows, running
 from aifabric.experiments.calibration import calibrate, group_sizes
 from aifabric.experiments.fabric_conditions import CONGESTION, LB_MODES, FabricConditions
 from aifabric.experiments.bench_entry import run_planned
-from aifabric.experiments.train_runner import WorkloadRun, disjoint_ports, run_workload, workload_flows
+from aifabric.experiments.train_runner import WorkloadRun, disjoint_ports, qp_ports_for, run_workload, workload_flows
 from aifabric.lab import report
 from aifabric.lab.lab import Lab
 from aifabric.lab.links import LinkPlan, LinkRate, rate_arg
@@ -133,6 +133,7 @@ def run_topology(plan: TrainBenchPlan, topology: str, scale: Scale, runs: list[d
             for seed, mode, coll, cls in combos:
                 report.progress(f"{topology} seed {seed} {mode} {coll}" + (f" class {cls}" if cls != "none" else ""))
                 row = {"topology": topology, "mode": mode, "collectives": coll, "classes": cls, "seed": seed}
+                qps = conditions.queue_pairs(mode)
                 try:
                     with conditions.load_balancing(mode, workload_flows(workload, seed)), \
                             (running(lab, background) if background else nullcontext()):
@@ -144,7 +145,8 @@ def run_topology(plan: TrainBenchPlan, topology: str, scale: Scale, runs: list[d
                                            pfc=cls == "lossless",
                                            ports=disjoint_ports(lab.controller, workload, seed) if mode == "disjoint" else None,
                                            cc=conditions.transport_cc(plan.congestion),
-                                           qps=conditions.queue_pairs(mode))
+                                           qps=qps, qp_ports=qp_ports_for(lab.controller, workload, qps, seed)
+                                           if qps > 1 else None)
                     row.update(figures(run))
                 except Exception as exc:        # noqa: BLE001 - named in the table, the next run goes on
                     row.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])

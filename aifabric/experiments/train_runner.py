@@ -16,18 +16,20 @@ reported (`WorkloadRun.agents`).
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import time
 from contextlib import contextmanager, nullcontext
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from aifabric.experiments.aggregation_job import LAB_FRAME_VALUES, WORKLOAD_SLOTS, in_network_jobs
 from aifabric.experiments.collectives_bench import min_rto_s
-from aifabric.experiments.failure_schedule import FailureSchedule, effective_ratio, locate, time_lost
+from aifabric.experiments.failure_schedule import FailureSchedule, clean_median, effective_ratio, locate, time_lost
 from aifabric.experiments.host_agents import agents_on, rocev2_settings
+from aifabric.experiments.job_restarts import Attempt, restart_costs
 from aifabric.experiments.link_load import LinkLoad, link_counters
-from aifabric.experiments.rank_ports import disjoint_group_ports, ring_pairs
+from aifabric.experiments.rank_ports import disjoint_group_ports, queue_pair_ports, ring_pairs
 from aifabric.experiments.rank_processes import collect_ranks
 from aifabric.lab.cpu_meter import busy_between, cpu_times
 from aifabric.lab import report
@@ -41,6 +43,8 @@ from controller.load_balance.hash_paths import FiveTuple, HashPaths
 from hostagent.agent.config import AgentConfig
 from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT, frame_bytes
 from hostagent.congestion import CcSettings
+from hostagent.workload_runner import progress as ranks_progress
+from hostagent.workload_runner.checkpoint import resume_iteration
 
 RUNNER = "hostagent.workload_runner"
 BASE_PORT = 48000
@@ -81,6 +85,18 @@ def disjoint_ports(controller, workload: Workload, seed: int = 0) -> list[list[i
     with HashPaths.of(controller) as paths:
         return disjoint_group_ports(paths, hosts, groups, pairs, range(base_port(seed), AGG_UDP_PORT), seed,
                                     group_bytes(workload, groups))
+
+
+def qp_ports_for(controller, workload: Workload, qps: int, seed: int = 0) -> list[list[list[int]]]:
+    """Each member's queue pairs' source ports in each group (after the first, its group's port),
+    chosen with the fabric's hash so that its queue pairs to a peer take distinct paths where
+    there are that many (`rank_ports.queue_pair_ports`)."""
+    hosts, groups, pairs = _talking(workload)
+    port = _ports(groups, seed, None)
+    own = [[port[(i, r)] for r in g] for i, g in enumerate(groups)]
+    free = range(base_port(seed) + len(groups), AGG_UDP_PORT)
+    with HashPaths.of(controller) as paths:
+        return queue_pair_ports(paths, hosts, groups, pairs, own, qps, free, seed)
 
 
 def group_bytes(workload: Workload, groups: list[list[int]]) -> list[float]:
@@ -176,6 +192,8 @@ class WorkloadRun:
     failures: list[dict] = field(default_factory=list)   # with a failure schedule: each event, the iteration it hit
     time_lost: dict[str, dict] = field(default_factory=dict)   # failure -> iterations it overlapped, time lost
     effective_ratio: float | None = None   # with failures: useful training time over the iterations' wall time
+    restarts: list[dict] = field(default_factory=list)   # each failed attempt the job restarted from its checkpoint
+    first_iteration: int = 0           # the reports' first iteration: where the last attempt resumed
 
     def slowest(self, i: int) -> dict:
         return max((r["iterations"][i] for r in self.reports), key=lambda it: it["step_s"])
@@ -189,7 +207,7 @@ class WorkloadRun:
         rows = []
         for i in range(len(self.reports[0]["iterations"])):
             it = self.slowest(i)
-            rows.append((i, it["step_s"], bound["step_s"], _ratio(it["step_s"], bound["step_s"]),
+            rows.append((self.first_iteration + i, it["step_s"], bound["step_s"], _ratio(it["step_s"], bound["step_s"]),
                          aware.get("step_s", "-"), _ratio(it["step_s"], aware.get("step_s")),
                          it["exposed_comm_s"], exposed))
         return rows
@@ -210,7 +228,8 @@ class WorkloadRun:
                 "server": self.server_stats, "link_load": self.link_load, "estimate": self.estimate,
                 "latency_estimate": self.latency_estimate,
                 "agents": self.agents, "resent": self.resent, "repaths": self.repaths, "cc": self.cc, "paused_s": self.paused_s, "failures": self.failures,
-                "time_lost": self.time_lost, "effective_ratio": self.effective_ratio,
+                "time_lost": self.time_lost, "effective_ratio": self.effective_ratio, "restarts": self.restarts,
+                "first_iteration": self.first_iteration,
                 "iterations": [{k: v for k, v in self.slowest(i).items() if k != "ops"}
                                for i in range(len(self.reports[0]["iterations"]))] if self.ok else []}
 
@@ -250,7 +269,7 @@ class WorkloadRun:
             for it in its:
                 for k, v in it["comm_by_kind_s"].items():
                     kinds[k] = max(kinds.get(k, 0.0), v)
-            rows.append((i, slowest["step_s"], slowest["compute_s"], slowest["exposed_comm_s"], slowest["idle_s"],
+            rows.append((self.first_iteration + i, slowest["step_s"], slowest["compute_s"], slowest["exposed_comm_s"], slowest["idle_s"],
                          ", ".join(f"{k} {v:.2f}" for k, v in sorted(kinds.items()))))
         return rows
 
@@ -292,7 +311,9 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
                  host_agent: AgentConfig | None = None, costs: Costs | None = None,
                  failures: FailureSchedule | None = None, klass: int | None = None, pfc: bool = True,
                  ports: list[list[int]] | None = None, repath: bool = False,
-                 cc: CcSettings | None = None, qps: int = 1) -> WorkloadRun:
+                 cc: CcSettings | None = None, qps: int = 1, qp_ports: list | None = None,
+                 checkpoint_every: int = 0,
+                 restarts: int = 0) -> WorkloadRun:
     """Every rank's ops, ``iterations`` times; with ``manager`` the data-parallel all-reduces in
     the switches. ``link``: how the links are limited (None: not), for the link load's shares and
     the ranks' first retransmission timeouts. ``seed`` moves the
@@ -311,7 +332,13 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
     in the ranks' transport (hostagent.collectives.peer_cc; on the Python host path;
     `FabricConditions.transport_cc` makes it for the fabric). ``qps`` > 1: every message to a peer
     is cut into that many parts, each from a source port of its own, so ECMP spreads a peer pair
-    over that many flows (QP scaling, load-balancing mode ``qp-scaling``; on the Python host path)."""
+    over that many flows (QP scaling, load-balancing mode ``qp-scaling``; on the Python host path),
+    from ``qp_ports`` (`qp_ports_for`: chosen with the fabric's hash) where given, else from
+    ports the kernel gives.
+    ``checkpoint_every``: every rank saves the iteration it begins every so many (its checkpoint,
+    hostagent.workload_runner.checkpoint); ``restarts``: up to that many times a failed attempt
+    has every rank stopped at once and the job started again from the last checkpoint
+    (`run.restarts`: what each cost, aifabric.experiments.job_restarts)."""
     if workload.placement is None:
         raise ValueError("the workload needs a placement on the fabric's hosts (aifabric.workloads.place)")
     world = workload.job.parallelism.world
@@ -345,52 +372,66 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
             raise ValueError("QP scaling spreads the ranks' own flows over source ports of their own: not with the host "
                              "agents' RoCEv2 framing, repath or ports chosen for the ranks (disjoint)")
         plan["qps"] = qps
+        if qp_ports is not None:
+            plan["qp_ports"] = qp_ports
+    if restarts < 0 or checkpoint_every < 0:
+        raise ValueError(f"restarts ({restarts}) and checkpoint_every ({checkpoint_every}) cannot be below 0")
     run = WorkloadRun(hosts)
     groups = in_network_groups(workload) if manager is not None else []
-    jobs = (in_network_jobs(lab, [[hosts[r] for r in g] for g in groups], manager=manager,
-                            server=free_host(lab, hosts), slots=WORKLOAD_SLOTS) if groups else nullcontext())
     job_classes = (_lossless_for(lab, "train", klass) if klass is not None and pfc else nullcontext())
-    with jobs as agg, job_classes:
-        if agg is not None:
-            index = {tuple(g): i for i, g in enumerate(plan["groups"])}
-            plan["aggregation"] = {str(r): {"group": index[tuple(g)], "slots": agg.slots,
-                                            **{k: agg.config(hosts[r])[k] for k in ("job_id", "worker_id", "aggregator", "frame_values")}}
-                                   for g in groups for r in g}
-            run.in_network = agg.in_network
-        Path(plan_path).write_text(json.dumps(plan))
-        with agents_on(lab, hosts, host_agent, Path(plan_path).parent / "agents") as agents:
-            links0, cpu0, t0 = link_counters(lab), cpu_times(), time.monotonic()
-            progress = Path(plan_path).resolve().parent / "progress"      # rank 0's iterations begun
-            progress.unlink(missing_ok=True)
-            procs = [lab.host(h).popen([sys.executable, "-m", RUNNER, "--rank", str(r), "--plan",
-                                        str(Path(plan_path).resolve()), "--timeout", str(timeout),
-                                        "--silent-after", str(silent_after),
-                                        *(["--progress", str(progress)] if r == 0 else [])])
-                     for r, h in enumerate(hosts)]
+    where = Path(plan_path).resolve().parent
+    progress, checkpoints = where / "progress", where / "checkpoints"      # rank 0's iterations begun; ranks' saves
+    progress.unlink(missing_ok=True)
+    shutil.rmtree(checkpoints, ignore_errors=True)       # a job of its own, not an earlier one's
+    if checkpoint_every:
+        plan["checkpoint"] = {"every": checkpoint_every, "dir": str(checkpoints)}
+    attempts: list[Attempt] = []
+    with job_classes, agents_on(lab, hosts, host_agent, where / "agents") as agents:
+        links0, cpu0, t0 = link_counters(lab), cpu_times(), time.monotonic()
+        if failures is not None:
+            failures.progress = failures.progress or progress
+            failures.start(t0)
+        try:
+            for attempt in range(restarts + 1):
+                start = resume_iteration(checkpoints, world) if attempt else 0
+                attempts.append(Attempt(time.monotonic(), start))
+                # a fresh in-network job (a new epoch on the switches) every attempt: the slots'
+                # state of a failed one is not the new workers'
+                jobs = (in_network_jobs(lab, [[hosts[r] for r in g] for g in groups], manager=manager,
+                                        server=free_host(lab, hosts), slots=WORKLOAD_SLOTS) if groups else nullcontext())
+                with jobs as agg:
+                    if agg is not None:
+                        index = {tuple(g): i for i, g in enumerate(plan["groups"])}
+                        plan["aggregation"] = {str(r): {"group": index[tuple(g)], "slots": agg.slots,
+                                                        **{k: agg.config(hosts[r])[k] for k in ("job_id", "worker_id", "aggregator", "frame_values")}}
+                                               for g in groups for r in g}
+                        run.in_network = agg.in_network
+                    Path(plan_path).write_text(json.dumps({**plan, "start": start}))
+                    procs = [lab.host(h).popen([sys.executable, "-m", RUNNER, "--rank", str(r), "--plan",
+                                                str(Path(plan_path).resolve()), "--timeout", str(timeout),
+                                                "--silent-after", str(silent_after),
+                                                *(["--progress", str(progress)] if r == 0 else [])])
+                             for r, h in enumerate(hosts)]
+                    if failures is not None:
+                        failures.ranks = procs
+                    run.reports, run.errors = collect_ranks(hosts, procs, deadline_s,
+                                                            None if attempt else kill_rank_after, begun=progress,
+                                                            stop_on_failure=attempt < restarts)
+                if agg is not None:
+                    run.agg_ops, run.server_stats = agg.agg_ops, agg.server_stats
+                if run.ok or attempt == restarts:
+                    break
+                attempts[-1] = replace(attempts[-1], errors=tuple(run.errors))
+        finally:
             if failures is not None:
-                failures.progress = failures.progress or progress
-                failures.start(t0)
-            try:
-                run.reports, run.errors = collect_ranks(hosts, procs, deadline_s, kill_rank_after, begun=progress)
-            finally:
-                if failures is not None:
-                    failures.stop()
-            if failures is not None:
-                spans = locate(failures.events, run.reports)
-                first = spans[0][0] if spans else failures.t0     # times from the first iteration's start
-                run.failures = [e.to_dict(first) for e in failures.events]
-                run.failures += [{"failure": f.text, "what": "not fired: the job ended first", "at_s": None,
-                                  "iteration": None, "error": None} for f in failures.missed()]
-                run.time_lost = time_lost(failures.events, spans)
-                run.effective_ratio = effective_ratio(run.time_lost, spans)
-            run.wall_s = time.monotonic() - t0
-            run.cpu_busy = busy_between(cpu0, cpu_times())
-            run.link_load = LinkLoad.between(lab, links0, link_counters(lab), run.wall_s,
-                                            link.bits_per_s if link else 0.0).summary()
-        if agents is not None:
-            run.agents = agents.totals()      # after they stopped: their last write is final
-    if agg is not None:
-        run.agg_ops, run.server_stats = agg.agg_ops, agg.server_stats
+                failures.stop()
+        run.wall_s = time.monotonic() - t0
+        run.cpu_busy = busy_between(cpu0, cpu_times())
+        run.link_load = LinkLoad.between(lab, links0, link_counters(lab), run.wall_s,
+                                        link.bits_per_s if link else 0.0).summary()
+    if agents is not None:
+        run.agents = agents.totals()      # after they stopped: their last write is final
+    _account_failures(run, failures, attempts, ranks_progress.read(progress), iterations)
     hops = fabric_hops(lab.fabric, workload.placement)
     run.estimate = {**_figures(estimate(workload, emulated=True, in_network=bool(groups), hops=hops)),
                     "in_network": bool(groups)}
@@ -398,6 +439,35 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
         run.latency_estimate = {**_figures(estimate(workload, emulated=True, in_network=bool(groups), costs=costs,
                                                     hops=hops)), "in_network": bool(groups)}
     return run
+
+
+def _account_failures(run: WorkloadRun, failures: FailureSchedule | None, attempts: list[Attempt],
+                      begun: list[tuple[int, float]], iterations: int) -> None:
+    """Each restart's cost (``begun``: rank 0's progress entries); with a failure schedule its
+    events placed in the iterations they hit and what each cost, a killed rank's failure the
+    restart it caused; the effective training time ratio over every attempt."""
+    run.first_iteration = attempts[-1].resumed_from
+    run.restarts = restart_costs(attempts, begun)
+    if failures is None and not run.restarts:
+        return
+    events = failures.events if failures is not None else []
+    spans = locate(events, run.reports, run.first_iteration, begun)
+    began = begun[0][1] if begun else (spans[0][0] if spans else attempts[0].started)   # the job's first iteration
+    costs = time_lost(events, spans)
+    run.effective_ratio = (effective_ratio(costs, spans, iterations, began) if run.restarts
+                           else effective_ratio(costs, spans))
+    clean = clean_median(costs, spans)
+    run.time_lost = {text: {**c, "iterations": [run.first_iteration + i for i in c["iterations"]]}
+                     for text, c in costs.items()}
+    for restart, failed, nxt in zip(run.restarts, attempts, attempts[1:]):
+        for e in events:
+            if e.down and e.error is None and e.failure.kind == "rank" and failed.started <= e.at < nxt.started:
+                run.time_lost[e.failure.text] = {"iterations": restart["redone"], "lost_s": restart["lost_s"],
+                                                 "clean_median_s": None if clean is None else round(clean, 3)}
+    if failures is not None:
+        run.failures = [e.to_dict(began) for e in events]
+        run.failures += [{"failure": f.text, "what": "not fired: the job ended first", "at_s": None,
+                          "iteration": None, "error": None} for f in failures.missed()]
 
 
 def draw_timeline(path: str | Path, run: WorkloadRun, iteration: int = -1) -> None:

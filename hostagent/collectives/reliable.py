@@ -132,7 +132,9 @@ class TransportConfig:
     Swift) sets each peer's window and pacing (hostagent.collectives.peer_cc; the Python path only).
     `qps`: every message to a peer is cut into that many parts, each sent from a source port of
     its own (a queue pair: QP scaling, as Meta's collectives spread a peer pair over ECMP; the
-    Python path only)."""
+    Python path only); `qp_ports`: the source ports of queue pairs 1..qps-1 (the lab chooses them
+    with the fabric's hash, aifabric.experiments.rank_ports.queue_pair_ports), empty: ports the
+    kernel gives."""
     window: int = 64
     rto_s: float = 0.03
     silent_after_s: float = 10.0
@@ -147,6 +149,7 @@ class TransportConfig:
     repath: bool = False
     cc: CcSettings | None = None
     qps: int = 1
+    qp_ports: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.host_path is not None and self.host_path not in HOST_PATHS:
@@ -163,6 +166,9 @@ class TransportConfig:
             raise ValueError("TransportConfig: RoCEv2 flows are moved by the host agents' PLB (a new queue pair), not by repath")
         if self.qps < 1:
             raise ValueError(f"TransportConfig: qps {self.qps} must be at least 1")
+        if self.qp_ports and len(self.qp_ports) != self.qps - 1:
+            raise ValueError(f"TransportConfig: {len(self.qp_ports)} qp_ports for {self.qps} queue pairs "
+                             f"(one a queue pair after the first)")
         if self.qps > 1 and (self.rocev2 or self.repath):
             raise ValueError("TransportConfig: qps spreads a peer's messages over source ports of the ranks' own: "
                              "not with rocev2 (one queue pair a peer, moved by PLB) nor repath (one path a peer at a time)")
@@ -185,7 +191,7 @@ class ReliableTransport:
                          else UdpEndpoint(self.peers[rank], config.drop_outgoing, drop_seed=config.drop_seed,
                                           dscp=config.dscp, arrival_times=config.cc is not None))
         if config.qps > 1:
-            self.endpoint.open_paths(config.qps)
+            self.endpoint.open_paths(config.qps, config.qp_ports)
         self._pause = PauseReader.from_arg(config.pause) if config.pause else None
         self._paths = PeerPaths(len(self.peers)) if config.repath else None
         self._cc = (PeerControls(config.cc, len(self.peers), DATA_FRAME_BYTES, config.window)

@@ -10,7 +10,7 @@ import socket
 import struct
 import time
 from dataclasses import asdict, dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -147,11 +147,15 @@ class UdpEndpoint:
             sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, self.dscp << 2)   # its traffic class
         return sock
 
-    def open_paths(self, count: int) -> None:
+    def open_paths(self, count: int, ports: Sequence[int] = ()) -> None:
         """Make the sockets of paths 1..count-1 now (in the calling thread's network namespace;
-        one made at its first send would be made in the sending thread's)."""
+        one made at its first send would be made in the sending thread's), on ``ports`` where
+        given (one a path), else on ports the kernel gives."""
         for path in range(1, count):
-            self._path_socket(path)
+            if ports:
+                self._path_socks[path] = self._socket((self.address[0], ports[path - 1]))
+            else:
+                self._path_socket(path)
 
     def _path_socket(self, path: int) -> socket.socket:
         if path == 0:

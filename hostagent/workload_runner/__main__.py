@@ -12,7 +12,10 @@ binds the aggregation port), every other collective by ring}, and optionally the
 as shorter ones resend what is only queued, and "rocev2" (the groups' packets RoCEv2-like, for the
 host agents' PLB and DCQCN) with "rate_control_port" (where DCQCN's rates arrive), and "lossless"
 ({"dscp", "priority", "pause": {rank: MAP_ID:HOST_ID}}: every group's packets in that traffic
-class, held while the host's class is paused)}. Every stream runs on its own
+class, held while the host's class is paused)}, "qps" and "qp_ports" ([[each member's source ports
+of its queue pairs after the first] per group]), and "start" (the iteration to begin with: a job
+restarted from its checkpoint) and "checkpoint" ({"every": N, "dir": D}: each rank saves the
+iteration it begins to D every N iterations, hostagent.workload_runner.checkpoint). Every stream runs on its own
 thread, an op starting once its deps are done and the stream's previous op ended; a barrier of
 all ranks starts each iteration. Prints one JSON report: per iteration, each op's start and end
 (seconds from the iteration's start) and the accounting of hostagent.workload_runner.accounting.
@@ -26,6 +29,7 @@ import sys
 import threading
 import time
 import zlib
+from dataclasses import replace
 
 import numpy as np
 
@@ -35,6 +39,7 @@ from hostagent.collectives.group import ProcessGroup
 from hostagent.collectives.reliable import CollectiveError, TransportConfig
 from hostagent.congestion import CcSettings
 from hostagent.stack_dump import dump_stacks_on_term
+from hostagent.workload_runner import checkpoint, progress
 from hostagent.workload_runner.accounting import split
 
 ELEMENT = 4   # float32: emulated bytes become this many-byte elements
@@ -67,11 +72,15 @@ class Rank:
             if rank in members:
                 in_network = job is not None and job["group"] == index
                 ports = plan["ports"][index] if "ports" in plan else [base + index] * len(members)
+                own = (replace(transport, qp_ports=tuple(plan["qp_ports"][index][members.index(rank)]))
+                       if "qp_ports" in plan else transport)
                 self.groups[tuple(members)] = ProcessGroup(
                     members.index(rank), [(ips[m], p) for m, p in zip(members, ports)], group_id=index + 1,
-                    timeout_s=timeout, transport=transport,
+                    timeout_s=timeout, transport=own,
                     aggregation=_job_config(job, len(members), ips[rank], agg_timeout) if in_network else None)
         self.world = self.groups[tuple(range(len(ips)))]
+        self.start = plan.get("start", 0)
+        self.checkpoint = plan.get("checkpoint")
 
     def close(self) -> None:
         for pg in self.groups.values():
@@ -167,14 +176,15 @@ class Rank:
         else:
             raise ValueError(f"op {op['id']}: unknown kind {kind!r}")
 
-    def iteration(self, number: int = 0, progress: str | None = None) -> dict:
-        """One iteration, after a barrier; ``progress``: a file its ``number`` is appended to then
-        (every rank has finished the one before)."""
+    def iteration(self, number: int = 0, progress_file: str | None = None) -> dict:
+        """One iteration, after a barrier (every rank has finished the one before); its ``number``
+        is then noted in ``progress_file`` and, where checkpointed, saved as this rank's checkpoint."""
         self.world.barrier()
         t0 = time.monotonic()
-        if progress:
-            with open(progress, "a") as f:
-                f.write(f"{number}\n")
+        if progress_file:
+            progress.note(progress_file, number, t0)
+        if self.checkpoint and number > self.start and number % self.checkpoint["every"] == 0:
+            checkpoint.save(self.checkpoint["dir"], self.rank, number)
         done = {op["id"]: threading.Event() for op in self.ops}
         times: dict[int, tuple[float, float]] = {}
         errors: list[str] = []
@@ -237,8 +247,8 @@ def main(argv=None) -> int:
     p.add_argument("--plan", required=True)
     p.add_argument("--timeout", type=float, default=60.0)
     p.add_argument("--silent-after", type=float, default=5.0)
-    p.add_argument("--progress", metavar="FILE", help="append each iteration's number to FILE as it begins, "
-                                                     "past its barrier (a failure schedule waits on it)")
+    p.add_argument("--progress", metavar="FILE", help="append each iteration's number and time to FILE as it "
+                                                     "begins, past its barrier (hostagent.workload_runner.progress)")
     args = p.parse_args(argv)
     dump_stacks_on_term()
     with open(args.plan) as f:
@@ -247,12 +257,12 @@ def main(argv=None) -> int:
     report: dict = {"rank": args.rank, "in_network_group": job["group"] if job else None, "iterations": []}
     rank = Rank(args.rank, plan, args.timeout, args.silent_after)
     try:
-        for i in range(plan["iterations"]):
+        for i in range(rank.start, plan["iterations"]):
             report["iterations"].append(rank.iteration(i, args.progress))
     except CollectiveError as exc:        # the iteration's barrier, over the world: ranks are global
-        report["error"] = f"iteration {len(report['iterations'])} barrier: {type(exc).__name__}: {exc}"
+        report["error"] = f"iteration {rank.start + len(report['iterations'])} barrier: {type(exc).__name__}: {exc}"
     except RuntimeError as exc:
-        report["error"] = f"iteration {len(report['iterations'])}: {exc}"
+        report["error"] = f"iteration {rank.start + len(report['iterations'])}: {exc}"
     finally:
         report["resent"] = rank.resent()
         report["paused_s"] = rank.paused_s()

@@ -18,12 +18,17 @@ def test_specs_parse_into_what_when_and_how_long() -> None:
     h = PlannedFailure.parse("link:p0e0h0-p0e0@i4+2")
     assert (h.at_s, h.at_iteration, h.duration_s) == (None, 4, 2.0)
     assert h.describe() == "link p0e0h0-p0e0 down at the start of iteration 4, for 2 s"
+    r = PlannedFailure.parse("rank:5@i3")
+    assert (r.kind, r.target, r.at_iteration, r.duration_s) == ("rank", ("5",), 3, None)
+    assert r.describe() == "rank 5 down at the start of iteration 3, for good"
 
 
 @pytest.mark.parametrize("text, words", [
     ("link:c0-p0a0", "WHAT@WHEN"),
     ("link:c0-p0a0@x3", "WHAT@WHEN"),
-    ("rank:3@2", "'rank' is not one of link, switch"),
+    ("host:3@2", "'host' is not one of link, switch, rank"),
+    ("rank:x@2", "by its number"),
+    ("rank:3@2+1", "does not come back by itself"),
     ("link:c0@2", "its two ends"),
     ("link:c0-p0a0@2+0", "above 0 s"),
 ])
@@ -40,6 +45,12 @@ def test_bad_specs_are_named(text, words) -> None:
 def test_failures_the_fabric_does_not_have_are_named(text, words) -> None:
     with pytest.raises(ValueError, match=words):
         PlannedFailure.parse(text).check(fat_tree(4))
+
+
+def test_a_rank_the_job_does_not_have_is_named() -> None:
+    PlannedFailure.parse("rank:7@1").check(fat_tree(4), world=8)
+    with pytest.raises(ValueError, match=r"the job has ranks 0..7"):
+        PlannedFailure.parse("rank:8@1").check(fat_tree(4), world=8)
 
 
 def test_a_host_link_and_a_core_link_are_found_either_way_round() -> None:
@@ -76,6 +87,16 @@ def test_an_outage_costs_the_iterations_it_overlapped_beyond_the_clean_median() 
     assert effective_ratio(lost, spans) == pytest.approx(round(6 * median / wall, 3))
 
 
+def test_events_of_an_attempt_the_job_restarted_from_are_placed_by_rank_0s_progress() -> None:
+    reports = _reports([1.0, 1.0])                 # the last attempt: iterations 3 and 4, from 100 s
+    rank = PlannedFailure.parse("rank:1@i3")
+    link = PlannedFailure.parse("link:c0-p0a0@i4+1")
+    events = [Event(rank, True, 93.5), Event(link, True, 100.5), Event(link, False, 101.5)]
+    begun = [(0, 90.0), (1, 91.0), (2, 92.0), (3, 93.0), (2, 98.0)]
+    locate(events, reports, first=3, begun=begun)
+    assert [e.iteration for e in events] == [3, 3, 4]
+
+
 def test_a_failure_that_could_not_be_made_costs_nothing() -> None:
     reports = _reports([1.0, 2.0, 1.0])
     f = PlannedFailure.parse("switch:c1@1")
@@ -99,6 +120,18 @@ def test_a_random_schedule_is_the_seeds_and_fails_links_between_switches() -> No
     assert len(rare) == 1 and rare[0].duration_s is None and rare[0].at_s < 10
     with pytest.raises(ValueError, match="above 0 s"):
         random_schedule(fabric, seed=1, mtbf_s=0, horizon_s=10)
+
+
+def test_a_random_schedule_kills_ranks_beside_the_same_links() -> None:
+    fabric = fat_tree(4)
+    links = random_schedule(fabric, seed=2, mtbf_s=5, horizon_s=20, outage_s=1)
+    both = random_schedule(fabric, seed=2, mtbf_s=5, horizon_s=20, outage_s=1, ranks=2, world=8)
+    assert both[:len(links)] == links
+    killed = both[len(links):]
+    assert [f.kind for f in killed] == ["rank", "rank"]
+    assert all(0 <= int(f.target[0]) < 8 and 0 <= f.at_s <= 20 and f.duration_s is None for f in killed)
+    with pytest.raises(ValueError, match="world size"):
+        random_schedule(fabric, seed=2, mtbf_s=5, horizon_s=20, ranks=1)
 
 
 def test_train_draws_a_random_schedule_with_its_seed_and_names_a_bad_one() -> None:

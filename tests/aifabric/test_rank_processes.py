@@ -75,3 +75,11 @@ def test_a_rank_is_killed_its_seconds_after_the_first_iteration_began_not_after_
     assert reports == [{"ok": True}] and errors == ["rank 1 (h1): killed"]
     began_at, died_at = float(begun.read_text().split()[1]), float(alive.read_text().split()[-1])
     assert died_at - began_at >= 0.5 - 0.05, (began_at, died_at)     # 0.05: the poll's and the note's steps
+
+
+def test_what_ended_an_attempt_is_the_ranks_own_failures_the_stopped_ones_counted():
+    from aifabric.experiments.rank_processes import why_ended
+    errors = ["rank 0 (h0): stopped by the launcher when rank 1 (h1) failed", "rank 1 (h1): killed (SIGKILL)",
+              "rank 2 (h2): stopped by the launcher when rank 1 (h1) failed"]
+    assert why_ended(errors) == "rank 1 (h1): killed (SIGKILL) (2 other ranks stopped by the launcher)"
+    assert why_ended(["rank 0 (h0): PeerSilent: rank 1"]) == "rank 0 (h0): PeerSilent: rank 1"

@@ -3,6 +3,8 @@ from per-direction packet counts, and the bench's medians over seeds (a failed s
 dropped). The CLI offers the load-balancing modes the lab sets."""
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from aifabric.experiments.link_load import LinkLoad
@@ -220,6 +222,51 @@ def test_disjoint_ports_keep_the_groups_that_carry_most_apart():
     finally:
         ctl.close()
     assert max(loads.values()) == 1, loads.most_common(3)
+
+
+@pytest.mark.parametrize("dp, tp, pp", [(8, 1, 1), (2, 2, 2)], ids=["dp8", "dp2-tp2-pp2"])
+def test_queue_pairs_to_a_peer_take_as_many_paths_as_the_fabric_has(dp, tp, pp):
+    """qp-scaling's ports (`qp_ports_for`, QPS 4 a peer): every flow of a rank to its peer takes
+    min(4, the paths the fabric has between their hosts) distinct paths over its queue pairs (the
+    fabric's hash, HashPaths, which the switches' choices are checked against), where ports the
+    kernel gives land on fewer for some; a host's ports are all distinct and stay below the
+    aggregation port."""
+    from aifabric.experiments.train_runner import _ports, _talking, base_port, qp_ports_for
+    from controller.fabric_controller import FabricController, Pipeline
+    from controller.load_balance.hash_paths import FiveTuple, HashPaths
+    from controller.paths import installed_paths
+    from hostagent.collectives.aggregation.protocol import AGG_UDP_PORT
+    qps = 4
+    workload = _workload(dp, tp, pp)
+    hosts, groups, pairs = _talking(workload)
+    own = _ports(groups, 1, None)
+    ctl = FabricController(_fat_tree(), Pipeline.from_build_dir())
+    try:
+        chosen = qp_ports_for(ctl, workload, qps, seed=1)
+        rng = random.Random(1)
+        with HashPaths.of(ctl) as paths:
+            short, short_random = [], 0
+            for i, a, b in pairs:
+                if hosts[a] == hosts[b]:
+                    continue
+                fabric_has = len(installed_paths(ctl.fabric, ctl.forwarding, hosts[a], hosts[b]))
+                sports = [own[(i, a)], *chosen[i][groups[i].index(a)]]
+                taken = {paths.links(FiveTuple(hosts[a], hosts[b], sp, own[(i, b)])) for sp in sports}
+                if len(taken) != min(qps, fabric_has):
+                    short.append((i, a, b, len(taken), fabric_has))
+                drawn = [own[(i, a)], *(rng.randint(32768, 60999) for _ in range(qps - 1))]
+                short_random += len({paths.links(FiveTuple(hosts[a], hosts[b], sp, own[(i, b)]))
+                                     for sp in drawn}) < min(qps, fabric_has)
+    finally:
+        ctl.close()
+    assert not short, short
+    assert short_random > 0, "ports drawn at random reached every path too: the check tells nothing"
+    by_host: dict[str, list[int]] = {}
+    for i, g in enumerate(groups):
+        for k, r in enumerate(g):
+            by_host.setdefault(hosts[r], []).extend([own[(i, r)], *chosen[i][k]])
+    assert all(len(set(p)) == len(p) and max(p) < AGG_UDP_PORT and min(p) >= base_port(1)
+               for p in by_host.values()), by_host
 
 
 @pytest.mark.parametrize("flags", [["--lb", "plb"], ["--congestion", "dcqcn"]])

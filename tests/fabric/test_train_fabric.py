@@ -15,14 +15,15 @@ holds on each rank: the time not spent computing is spent in communication the r
 (step = compute + exposed communication, idle within a few percent), and compute is the ops'
 emulated durations. With in-network collectives the data-parallel all-reduces are summed by
 the switches (their chunks completed, nothing at the fallback aggregator) while TP stays on the
-ring. A rank killed mid-run ends every other rank's run with an error naming it.
+ring. A rank killed mid-run ends every other rank's run with an error naming it; with a restart
+allowed the job goes on from the ranks' checkpoint instead, the iterations since done again.
 
 Under the hosts' PLB agents (the ranks' transport RoCEv2-like, hostagent.collectives.rocev2),
 with PLB taking every path for congested (K = 0), the agents repath the training's flows and the
 ring training still follows the exact reference step by step.
 
 On BMv2 the tests that check the switches' part run (the trainings against their references,
-the runner's accounting, the DP all-reduces in the switches); the killed-rank and PLB tests check
+the runner's accounting, the DP all-reduces in the switches); the killed-rank, restart and PLB tests check
 the hosts' side alone (the process group, the agents) and run on softswitch only.
 
 The fabric is torn down after.
@@ -304,6 +305,45 @@ def test_a_killed_rank_stops_every_rank_of_the_workload_with_its_name(lab, tmp_p
     # iteration's barrier or in an op of a group with it; the rest may blame whoever stopped first
     assert any("barrier: PeerSilent: rank 5 is silent" in e or
                re.search(r"PeerSilent: rank \d+ is silent: [^()]*\([^()]*\); dead or unreachable \(global rank 5\)", e) for e in others), others
+
+
+KILLED_RANK, KILLED_AT, CHECKPOINT_EVERY, RESTART_ITERATIONS = 5, 3, 2, 6
+
+
+def test_a_job_that_lost_a_rank_restarts_from_the_ranks_checkpoint(lab, tmp_path):
+    """`aifabric train --fail rank:5@i3 --restarts 1 --checkpoint-every 2`: rank 5 is killed as
+    iteration 3 begins; the launcher stops every other rank at once and starts the job again from
+    the ranks' checkpoint of iteration 2, and it finishes. The restart names its cause, iterations
+    2 and 3 were done again, the time it lost holds at least the redone iteration 2, and the
+    effective training time ratio is below 1 by it."""
+    from aifabric.experiments.failure_schedule import FailureSchedule, PlannedFailure
+    from aifabric.experiments.train_runner import run_workload
+    from aifabric.lab.failures import Failures
+    _hosts_side_alone(lab)
+    the_lab = lab[0]
+    workload = _workload(the_lab.fabric, dp=8)
+    failure = PlannedFailure.parse(f"rank:{KILLED_RANK}@i{KILLED_AT}")
+    run = run_workload(the_lab, workload, RESTART_ITERATIONS, tmp_path / "plan.json", silent_after=3.0,
+                       deadline_s=120.0, failures=FailureSchedule(Failures(the_lab), [failure]),
+                       checkpoint_every=CHECKPOINT_EVERY, restarts=1)
+    assert run.ok, run.errors
+    [restart] = run.restarts
+    host = workload.placement.host(KILLED_RANK)
+    assert f"rank {KILLED_RANK} ({host}): killed (SIGKILL)" in restart["errors"], restart
+    assert sum(f"stopped by the launcher when rank {KILLED_RANK} ({host}) failed" in e
+               for e in restart["errors"]) == 7, restart
+    assert restart["resumed_from"] == 2 and restart["redone"] == [2, 3], restart
+    # the last attempt ran iterations 2-5 only, every rank
+    assert run.first_iteration == 2 and [len(r["iterations"]) for r in run.reports] == [4] * 8
+    assert [row[0] for row in run.iteration_rows()] == [2, 3, 4, 5]
+    [down] = run.failures
+    assert down["what"] == "down" and down["iteration"] == KILLED_AT and not down["error"], run.failures
+    cost = run.time_lost[failure.text]
+    assert cost["iterations"] == [2, 3] and cost["lost_s"] == restart["lost_s"], cost
+    assert cost["lost_s"] > cost["clean_median_s"], cost
+    clean = cost["clean_median_s"]
+    assert run.effective_ratio == pytest.approx(
+        RESTART_ITERATIONS * clean / (RESTART_ITERATIONS * clean + cost["lost_s"]), abs=0.1)
 
 
 def test_ranks_that_repath_live_through_a_core_link_failed_for_good_without_the_fabric_rerouting(lab, tmp_path):

@@ -22,12 +22,13 @@ MESSAGE = bytes(range(256)) * 550        # 140,800 bytes: 101 packets, 25 or 26 
 DEADLINE_S = 10.0
 
 
-def _ports_seen(ns: str, qps: int, drop: float = 0.0) -> tuple[collections.Counter, int]:
+def _ports_seen(ns: str, qps: int, drop: float = 0.0, qp_ports: tuple[int, ...] = ()) -> tuple[collections.Counter, int]:
     """Data packets rank 1 took from each of rank 0's source ports for MESSAGE, and rank 0's resends."""
     peers = [("127.0.0.1", PORT), ("127.0.0.1", PORT + 1)]
     config = TransportConfig(rto_s=0.02, host_path="python", qps=qps)
     sender = run_in_netns(f"/var/run/netns/{ns}", lambda: ReliableTransport(
-        0, peers, 3, TransportConfig(rto_s=0.02, host_path="python", qps=qps, drop_outgoing=drop, drop_seed=1)))
+        0, peers, 3, TransportConfig(rto_s=0.02, host_path="python", qps=qps, drop_outgoing=drop, drop_seed=1,
+                                     qp_ports=qp_ports)))
     receiver = run_in_netns(f"/var/run/netns/{ns}", lambda: ReliableTransport(1, peers, 3, config))
     seen: collections.Counter = collections.Counter()
     recv = receiver.endpoint.recv
@@ -55,6 +56,14 @@ def test_a_message_leaves_in_equal_parts_from_a_source_port_a_queue_pair(netns):
     assert len(seen) == QPS, f"source ports seen: {dict(seen)}"
     assert PORT in seen                  # the first part leaves from the rank's own port
     assert max(seen.values()) - min(seen.values()) <= 1 and sum(seen.values()) == full, dict(seen)
+
+
+def test_queue_pairs_leave_from_the_ports_they_are_given(netns):
+    given = tuple(PORT + 10 + k for k in range(QPS - 1))      # as the lab chooses them with the fabric's hash
+    seen, _ = _ports_seen(netns, QPS, qp_ports=given)
+    assert set(seen) == {PORT, *given}, dict(seen)
+    with pytest.raises(ValueError, match="2 qp_ports for 4 queue pairs"):
+        TransportConfig(qps=QPS, qp_ports=given[:2])
 
 
 def test_one_queue_pair_is_the_ranks_own_port_alone(netns):
