@@ -296,15 +296,19 @@ def failure_table(run_) -> str:
     if run_.restarts:
         table += "\n" + report.table(
             ["restart", "why the attempt before ended", "resumed from iteration", "iterations done again",
-             "time lost (s)"],
+             "time lost (s)", "of it the launch (s)"],
             [(n + 1, why_ended(r["errors"]), r["resumed_from"], ", ".join(map(str, r["redone"])) or "-",
-              r["lost_s"] if r["lost_s"] is not None else "-") for n, r in enumerate(run_.restarts)],
+              _or_dash(r["lost_s"]), _or_dash(r["launch_s"])) for n, r in enumerate(run_.restarts)],
             title="Restarts from the checkpoint (time lost: from the failed attempt's start of the iteration resumed "
                   "from to the next attempt's)")
     ratio = run_.effective_ratio
     return table + ("\neffective training time ratio: " + (f"{ratio:.3f} (the iterations at the clean median over "
                                                            f"their wall time)" if ratio is not None
                                                            else "unknown (no iteration free of an outage)"))
+
+
+def _or_dash(value):
+    return value if value is not None else "-"
 
 
 def class_totals(lab) -> dict:

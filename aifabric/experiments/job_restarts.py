@@ -21,8 +21,9 @@ class Attempt:
 
 def restart_costs(attempts: list[Attempt], begun: list[tuple[int, float]]) -> list[dict]:
     """Per restart (each attempt but the last): why the attempt before it failed, the iteration it
-    resumed from, the iterations the failed attempt had begun from there (done again), and the
-    time lost (None where the next attempt never began that iteration)."""
+    resumed from, the iterations the failed attempt had begun from there (done again), the time
+    lost and of it the launch (from the next attempt's launch to its first iteration, its
+    barrier passed; both None where the next attempt never began that iteration)."""
     out = []
     for failed, nxt in zip(attempts, attempts[1:]):
         k = nxt.resumed_from
@@ -31,5 +32,6 @@ def restart_costs(attempts: list[Attempt], begun: list[tuple[int, float]]) -> li
         again = begun_at(begun, k, nxt.started)
         out.append({"errors": list(failed.errors), "resumed_from": k,
                     "redone": sorted({n for n, _ in during if n >= k}),
-                    "lost_s": None if again is None else round(again - (failed.started if was is None else was), 3)})
+                    "lost_s": None if again is None else round(again - (failed.started if was is None else was), 3),
+                    "launch_s": None if again is None else round(again - nxt.started, 3)})
     return out

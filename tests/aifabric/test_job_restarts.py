@@ -39,8 +39,10 @@ def test_a_restart_costs_from_the_failed_attempts_start_of_the_resumed_iteration
     attempts = [Attempt(9.0, 0, ("rank 5 (h): killed",)), Attempt(18.0, 2, ("rank 1 (g): killed",)),
                 Attempt(28.0, 4)]
     first, second = restart_costs(attempts, begun)
-    assert first == {"errors": ["rank 5 (h): killed"], "resumed_from": 2, "redone": [2, 3], "lost_s": 8.0}
-    assert second == {"errors": ["rank 1 (g): killed"], "resumed_from": 4, "redone": [4], "lost_s": 8.0}
+    assert first == {"errors": ["rank 5 (h): killed"], "resumed_from": 2, "redone": [2, 3], "lost_s": 8.0,
+                     "launch_s": 2.0}
+    assert second == {"errors": ["rank 1 (g): killed"], "resumed_from": 4, "redone": [4], "lost_s": 8.0,
+                      "launch_s": 2.0}
 
 
 def test_a_restart_before_any_iteration_or_one_never_resumed_is_told_apart() -> None:
@@ -48,4 +50,4 @@ def test_a_restart_before_any_iteration_or_one_never_resumed_is_told_apart() -> 
     begun = [(0, 13.0)]                                # attempt 0 began nothing; attempt 2 never began 0
     first, second = restart_costs(attempts, begun)
     assert first["redone"] == [] and first["lost_s"] == pytest.approx(4.0)      # from its launch
-    assert second["redone"] == [0] and second["lost_s"] is None
+    assert second["redone"] == [0] and second["lost_s"] is None and second["launch_s"] is None
