@@ -7,7 +7,6 @@ import argparse
 import logging
 import os
 import signal
-import threading
 
 from .addr import host_port_arg
 from .args import OneLineErrors
@@ -18,6 +17,7 @@ from .pipeline.compiled import CompileError
 from .pipeline.errors import ProgramError
 from .pfc import ACTIONS, Lossless, Watchdog
 from .ports import PortError, PortSpec
+from .signal_stop import SignalStop
 from .queues import (MAX_PRIORITY_QUEUES, check_bitrate, check_depth, check_port, check_priority_queues, check_rate,
                      check_weight)
 from .switch import SwitchConfig
@@ -238,7 +238,4 @@ def start_error(e: BaseException) -> str:
 
 def wait_for_signal() -> None:
     """Until SIGINT or SIGTERM."""
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    stop.wait()
+    SignalStop((signal.SIGINT, signal.SIGTERM)).wait()

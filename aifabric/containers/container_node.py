@@ -41,6 +41,7 @@ from aifabric.containers.compose_project import LINK_POOL, P4RUNTIME_PORT, RUNTI
 from aifabric.lab.description import load
 from topologies.fabric import Fabric, Host, Switch
 from emulation.mininet_topo import OFFLOADS
+from softswitch.signal_stop import SignalStop
 from emulation.p4switch import (
     BMV2,
     SOFTSWITCH,
@@ -120,7 +121,7 @@ def announce_frames(plan_mac: str, at: Attachment) -> list[bytes]:
             for a in at.docker_address.network.hosts() if a not in (gateway, at.docker_address.ip)]
 
 
-def announce_forever(frames: dict[str, list[bytes]], stop: threading.Event) -> None:
+def announce_forever(frames: dict[str, list[bytes]], stop: SignalStop) -> None:
     """Send every interface's frames now and every ANNOUNCE_INTERVAL_S until ``stop``."""
     sockets = {}
     for interface in frames:
@@ -177,9 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--link-pool", default=LINK_POOL, help="the pool the link networks' subnets came from")
     p.add_argument("--node", required=True, help="this container's switch or host")
     args = p.parse_args(argv)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    stop = SignalStop((signal.SIGTERM, signal.SIGINT))
     try:
         desc = load(args.fabric)
         fabric = desc.to_fabric()

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
 import threading
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ from controller.telemetry import Telemetry, TelemetryConfig, WatchRule
 from hostagent.collectives.report_files import RUN_SUBDIR
 from hostagent.collectives.report_metrics import AllReduceReportCollector
 from softswitch.addr import host_port_arg, parse_host_port
+from softswitch.signal_stop import STOP_SIGNALS, SignalStop
 
 log = logging.getLogger("aifabric.controller")
 
@@ -194,7 +194,7 @@ class ControllerService:
             self.collector.stop()
 
 
-def run(opts: ServiceOptions, stop: threading.Event) -> int:
+def run(opts: ServiceOptions, stop: SignalStop) -> int:
     """Serve until ``stop`` is set; DescriptionError (one line naming the file) for a bad description."""
     desc = load(opts.fabric_file)
     pipeline = pipeline_for(desc, opts.p4_build)
@@ -230,9 +230,7 @@ def main(args: argparse.Namespace) -> int:
         logger.addHandler(handler)
         logger.setLevel(logging.INFO if args.verbose else logging.WARNING)
         logger.propagate = False
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda *_: stop.set())
+    stop = SignalStop(STOP_SIGNALS)
     try:
         return run(options(args), stop)
     except DescriptionError as err:

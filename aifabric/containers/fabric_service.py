@@ -16,15 +16,14 @@ the same network namespace), and nothing here needs a terminal (no Mininet CLI).
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
 from pathlib import Path
 
 from aifabric.lab.description import FabricDescription, PipelineFiles
 from aifabric.lab.lab import fabric_nodes
 from controller.fabric_controller import Pipeline
 from softswitch.args import OneLineErrors
+from softswitch.signal_stop import STOP_SIGNALS, SignalStop
 from topologies.fabric import Fabric, fat_tree, leaf_spine
 from emulation.mininet_topo import make_net, stop_net
 from mininet.log import setLogLevel      # after emulation: it undoes Mininet's logger class
@@ -64,7 +63,7 @@ def describe(fabric: Fabric, net, pipeline: Pipeline) -> FabricDescription:
         runtime_addresses={sw.name: sw.runtime_address for sw in switches})
 
 
-def serve(fabric: Fabric, target: str, description: Path, telemetry: bool, stop: threading.Event) -> None:
+def serve(fabric: Fabric, target: str, description: Path, telemetry: bool, stop: SignalStop) -> None:
     """Bring ``fabric`` up, describe it, wait for ``stop``, tear down (also after an error)."""
     setLogLevel("warning")
     description.unlink(missing_ok=True)
@@ -83,9 +82,7 @@ def serve(fabric: Fabric, target: str, description: Path, telemetry: bool, stop:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda *_: stop.set())
+    stop = SignalStop(STOP_SIGNALS)
     try:
         serve(fabric_of(args), args.target, Path(args.describe), not args.no_telemetry, stop)
     except (ValueError, OSError, P4SwitchError) as err:

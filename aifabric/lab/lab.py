@@ -278,7 +278,7 @@ class Lab:
                 self._say("tearing down")
             report = Teardown()
             closing: list[threading.Thread] = []
-            for what, step in (("host agents", lambda: self._stop_part("agents")),
+            for what, step in (("host agents", lambda: self._stop_agents(report)),
                                ("lossless", lambda: self._stop_part("lossless")),
                                ("heartbeat generator", lambda: self._stop_part("heartbeats")),
                                ("INT collector", lambda: self._stop_part("collector")),
@@ -333,6 +333,13 @@ class Lab:
         setattr(self, attr, None)
         if part is not None:
             part.stop()
+
+    def _stop_agents(self, report: Teardown) -> None:
+        agents = self.agents
+        self._stop_part("agents")
+        for host, why in agents.failures.items() if agents is not None else ():
+            self._say(f"host agent on {host} did not stop cleanly: {why}")
+            report.failed.append(f"host agent on {host}: {why}")
 
     def _close_controller(self) -> list[threading.Thread]:
         """Close the controller in a thread, given a head start so that its sessions end before

@@ -15,14 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
-import threading
 from dataclasses import asdict
 from typing import Sequence
 
 from hostagent.agent.config import DEFAULT_LINE_RATE_BPS, MODES, add_arguments, from_args, parse_rate
 from hostagent.agent.dcqcn import DcqcnParams
+from softswitch.signal_stop import STOP_SIGNALS, SignalStop
 
 READY = "ready"
 
@@ -55,9 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     from hostagent.agent.agent import Agent
 
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda *_: stop.set())
+    stop = SignalStop(STOP_SIGNALS)
     agent = Agent(config, host=args.host)
     status = 0
     try:

@@ -47,6 +47,7 @@ class AgentSet:
     config: AgentConfig
     processes: dict[str, AgentProcess]
     exit_codes: dict[str, int | None] = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)     # by host: why it did not exit 0
 
     def stats(self) -> dict[str, AgentStats]:
         """Each agent's latest stats (hosts whose file is not there yet are left out)."""
@@ -67,19 +68,27 @@ class AgentSet:
         return out
 
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> dict[str, int | None]:
-        """SIGTERM to all, one deadline for all, SIGKILL to whoever is left; exit codes by host
-        (an agent killed this way left its filters: the namespace's end removes them)."""
+        """SIGTERM to all, one deadline for all, SIGKILL to whoever is left; exit codes by host,
+        and in ``failures`` each agent that did not exit 0 with why and its stderr's tail (an
+        agent killed this way left its filters: the namespace's end removes them)."""
         for p in self.processes.values():
             if p.proc.poll() is None:
                 p.proc.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + timeout
         for host, p in self.processes.items():
+            if host in self.exit_codes:
+                continue
+            why = ""
             try:
                 p.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 p.proc.kill()
                 p.proc.wait(timeout=5)
-            self.exit_codes[host] = p.proc.returncode
+                why = f"killed: still running {timeout:.0f} s after SIGTERM"
+            self.exit_codes[host] = code = p.proc.returncode
+            err = p.proc.stderr.read().decode(errors="replace").strip() if p.proc.stderr else ""
+            if code != 0:
+                self.failures[host] = f"{why or f'exit {code}'}; stderr: {err[-800:] or '(empty)'}"
             for stream in (p.proc.stdout, p.proc.stderr):
                 if stream is not None:
                     stream.close()
