@@ -68,10 +68,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "Mbit/s, or with a unit (2.5M, 500k, 100pps); default %(default)s")
     p.add_argument("--seed", type=int, default=0, help="moves the groups' UDP ports, so ECMP hashes them anew")
     p.add_argument("--fail", type=fail_arg, action="append", default=[], metavar="WHAT@WHEN[+DURATION]",
-                   help="a failure during the job, repeatable: link:A-B, switch:NAME or rank:N (its process killed), "
+                   help="a failure during the job, repeatable: link:A-B, switch:NAME, rank:N (its process killed) or "
+                        "host:NAME (its ranks killed, its links down; a restart moves its ranks to a spare host), "
                         "WHEN seconds after the first iteration begins or iN as iteration N begins, back DURATION s "
-                        "later (else for good; a rank only by --restarts), e.g. link:c0-p0a0@3+2, switch:c1@i2, "
-                        "rank:5@i3; or random:MTBF@HORIZON[+DURATION], links between switches failing every MTBF s "
+                        "later (else for good; a rank or a host only by --restarts), e.g. link:c0-p0a0@3+2, "
+                        "switch:c1@i2, rank:5@i3, host:p1e0h1@i3; or random:MTBF@HORIZON[+DURATION], links between switches failing every MTBF s "
                         "on average in the first HORIZON s, drawn with --seed; with a link or switch failure the fabric "
                         "runs failure handling (heartbeats, data-plane failover, reroute)")
     p.add_argument("--restarts", type=int, default=0, metavar="K",
@@ -115,6 +116,17 @@ def prepare(args: argparse.Namespace):
         raise ValueError(f"--restarts {args.restarts} and --checkpoint-every {args.checkpoint_every}: 0 or more")
     if args.checkpoint_every and not args.restarts:
         raise ValueError("--checkpoint-every: checkpoints are for a restart; give --restarts too")
+    lost = [f for f in args.fail if f.kind == "host"]
+    if lost:
+        if args.lb in ("plb", "disjoint", "qp-scaling") or args.congestion == "dcqcn" or args.lossless:
+            raise ValueError(f"--fail {lost[0].text}: a lost host's ranks move to a spare host, which has no host agent, "
+                             f"lossless class or hash-chosen ports for them: not with --lb {args.lb}, --congestion "
+                             f"{args.congestion} or --lossless")
+        needed = job.parallelism.world + len(lost) + (args.collectives == "in_network")
+        if needed > len(fabric.hosts):
+            raise ValueError(f"--fail {lost[0].text}: {len(lost)} lost host(s) need as many spares beside the "
+                             f"{job.parallelism.world} ranks' hosts{' and the fallback aggregator' if args.collectives == 'in_network' else ''}; "
+                             f"{fabric.describe()} has {len(fabric.hosts)} hosts")
     if args.background is not None:
         background_flows([h.name for h in fabric.hosts], list(placement.hosts), args.rate, args.background)
     if args.no_pfc and not args.lossless:
@@ -295,9 +307,10 @@ def failure_table(run_) -> str:
                                "of those no outage overlapped)")
     if run_.restarts:
         table += "\n" + report.table(
-            ["restart", "why the attempt before ended", "resumed from iteration", "iterations done again",
-             "time lost (s)", "of it the launch (s)"],
-            [(n + 1, why_ended(r["errors"]), r["resumed_from"], ", ".join(map(str, r["redone"])) or "-",
+            ["restart", "why the attempt before ended", "hosts replaced", "resumed from iteration",
+             "iterations done again", "time lost (s)", "of it the launch (s)"],
+            [(n + 1, why_ended(r["errors"]), ", ".join(f"{a} by {b}" for a, b in r["replaced"].items()) or "-",
+              r["resumed_from"], ", ".join(map(str, r["redone"])) or "-",
               _or_dash(r["lost_s"]), _or_dash(r["launch_s"])) for n, r in enumerate(run_.restarts)],
             title="Restarts from the checkpoint (time lost: from the failed attempt's start of the iteration resumed "
                   "from to the next attempt's)")

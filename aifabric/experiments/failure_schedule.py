@@ -9,6 +9,8 @@ as iteration N begins (rank 0 past its barrier), and comes back DURATION seconds
     switch:NAME   switch NAME's target process killed (restored: started again and reconciled)
     rank:N        rank N's process killed, for good (no DURATION): the job goes on only where it
                   restarts from its checkpoint (``aifabric train --restarts``)
+    host:NAME     host NAME lost, for good: its ranks' processes killed and its links down; a
+                  restart moves its ranks to a spare host (`job_restarts.replace_lost`)
 
     random:MTBF@HORIZON     links between switches failing at exponential gaps of mean MTBF s
                             within the first HORIZON s, drawn with the run's seed (`random_schedule`)
@@ -18,6 +20,7 @@ as iteration N begins (rank 0 past its barrier), and comes back DURATION seconds
     link:p1a0-p1e0@2+1.5    an aggregation link down 2 s in, up again 1.5 s later
     switch:c1@4+3           a core switch killed 4 s in, back 3 s later
     rank:5@i3               rank 5 killed as iteration 3 begins
+    host:p1e0h1@i3          the host p1e0h1 lost as iteration 3 begins
     random:5@20+1           a link failure every 5 s on average in the first 20 s, each for 1 s
 
 Links and switches fail through `aifabric.lab.failures.Failures` (interfaces down at both ends, the
@@ -34,11 +37,13 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 from aifabric.lab.failures import FailureError, Failures
 from hostagent.workload_runner import progress as ranks_progress
 
-KINDS = ("link", "switch", "rank")
+KINDS = ("link", "switch", "rank", "host")
+FOR_GOOD = ("rank", "host")     # failures that do not come back by themselves: a restart recovers them
 PROGRESS_POLL_S = 0.01     # how often a failure at an iteration looks at the ranks' progress
 _RANDOM = re.compile(r"^random:(?P<mtbf>[0-9.]+)s?@(?P<horizon>[0-9.]+)s?(?:\+(?P<outage>[0-9.]+)s?)?$")
 _SPEC = re.compile(r"^(?P<kind>[a-z]+):(?P<what>[^@]+)@(?:i(?P<iteration>[0-9]+)|(?P<at>[0-9.]+)s?)"
@@ -59,7 +64,8 @@ class PlannedFailure:
         """ValueError naming what is wrong with ``text`` (see the module doc for the form)."""
         m = _SPEC.match(text.strip())
         if m is None:
-            raise ValueError(f"--fail {text!r}: WHAT@WHEN[+DURATION], WHAT one of link:A-B, switch:NAME, rank:N, WHEN "
+            raise ValueError(f"--fail {text!r}: WHAT@WHEN[+DURATION], WHAT one of link:A-B, switch:NAME, rank:N, "
+                             f"host:NAME, WHEN "
                              f"seconds or iN, iteration N (e.g. link:c0-p0a0@3, switch:c1@i4+3); or "
                              f"random:MTBF@HORIZON[+DURATION] (e.g. random:5@20+1)")
         kind, what = m["kind"], m["what"]
@@ -77,9 +83,9 @@ class PlannedFailure:
             raise ValueError(f"--fail {text!r}: a duration must be above 0 s")
         if kind == "rank" and not what.isdigit():
             raise ValueError(f"--fail {text!r}: a rank is named by its number, rank:N")
-        if kind == "rank" and duration is not None:
-            raise ValueError(f"--fail {text!r}: a killed rank does not come back by itself (no +DURATION); the job "
-                             f"restarts it from its checkpoint (--restarts)")
+        if kind in FOR_GOOD and duration is not None:
+            raise ValueError(f"--fail {text!r}: a lost {kind} does not come back by itself (no +DURATION); the job "
+                             f"restarts from its checkpoint (--restarts)")
         iteration = int(m["iteration"]) if m["iteration"] is not None else None
         return cls(kind, target, at, duration, text, iteration)
 
@@ -96,6 +102,8 @@ class PlannedFailure:
             raise ValueError(f"--fail {self.text!r}: {fabric.describe()} has no {', '.join(unknown)}")
         if self.kind == "switch" and self.target[0] not in {s.name for s in fabric.switches}:
             raise ValueError(f"--fail {self.text!r}: {self.target[0]} is a host, not a switch")
+        if self.kind == "host" and self.target[0] not in {h.name for h in fabric.hosts}:
+            raise ValueError(f"--fail {self.text!r}: {self.target[0]} is a switch, not a host")
         if self.kind == "link" and not _linked(fabric, *self.target):
             raise ValueError(f"--fail {self.text!r}: no link between {self.target[0]} and {self.target[1]}")
 
@@ -152,24 +160,28 @@ def planned_failures(specs, fabric, seed: int, world: int | None = None) -> list
     return out
 
 
-def random_schedule(fabric, seed: int, mtbf_s: float, horizon_s: float,
-                    outage_s: float | None = None, ranks: int = 0, world: int = 0) -> list[PlannedFailure]:
+def random_schedule(fabric, seed: int, mtbf_s: float | None, horizon_s: float,
+                    outage_s: float | None = None, ranks: int = 0, world: int = 0,
+                    hosts: int = 0, job_hosts: Sequence[str] = ()) -> list[PlannedFailure]:
     """Link failures between switches (every one has another way round in the fabrics here) at
-    exponential gaps of mean ``mtbf_s`` within ``horizon_s`` s, each for ``outage_s`` s (None:
-    for good), links drawn uniformly; the same seed gives the same schedule. Never empty: where
-    the first gap passes the horizon, one failure falls at a uniform time within it. Then
-    ``ranks`` of a job's ``world`` killed at uniform times within the horizon (drawn after the
-    links, so the links are the same with or without them)."""
-    if mtbf_s <= 0 or horizon_s <= 0:
+    exponential gaps of mean ``mtbf_s`` within ``horizon_s`` s (None: no link fails), each for
+    ``outage_s`` s (None: for good), links drawn uniformly; the same seed gives the same
+    schedule. At least one link fails: where the first gap passes the horizon, one failure falls
+    at a uniform time within it. Then ``ranks`` of a job's ``world`` killed, then ``hosts`` of
+    its ``job_hosts`` lost, at uniform times within the horizon (each drawn after the ones
+    before, so those are the same with or without them)."""
+    if (mtbf_s is not None and mtbf_s <= 0) or horizon_s <= 0:
         raise ValueError(f"a random schedule needs a mean time between failures and a horizon above 0 s "
-                         f"(got {mtbf_s:g} and {horizon_s:g})")
+                         f"(got {mtbf_s} and {horizon_s:g})")
     rng = random.Random(seed)
     links = sorted((ln.a, ln.b) for ln in fabric.switch_links())
-    times, t = [], rng.expovariate(1 / mtbf_s)
-    while t < horizon_s:
-        times.append(t)
-        t += rng.expovariate(1 / mtbf_s)
-    times = times or [rng.uniform(0, horizon_s)]
+    times: list[float] = []
+    if mtbf_s is not None:
+        t = rng.expovariate(1 / mtbf_s)
+        while t < horizon_s:
+            times.append(t)
+            t += rng.expovariate(1 / mtbf_s)
+        times = times or [rng.uniform(0, horizon_s)]
     out = []
     for at in times:
         a, b = rng.choice(links)
@@ -180,6 +192,11 @@ def random_schedule(fabric, seed: int, mtbf_s: float, horizon_s: float,
     for _ in range(ranks):
         rank, at = rng.randrange(world), rng.uniform(0, horizon_s)
         out.append(PlannedFailure.parse(f"rank:{rank}@{at:.2f}"))
+    candidates = sorted(set(job_hosts))
+    if hosts > len(candidates):
+        raise ValueError(f"{hosts} host failures need as many hosts of the job (got {len(candidates)})")
+    for name in rng.sample(candidates, hosts):
+        out.append(PlannedFailure.parse(f"host:{name}@{rng.uniform(0, horizon_s):.2f}"))
     return out
 
 
@@ -210,13 +227,15 @@ class FailureSchedule:
     """Fires ``planned`` on ``failures``' lab from `start` on, a thread per failure; `stop` ends
     them (what is still due is not fired; the lab's teardown takes what is still down).
     ``progress``: the file rank 0 notes each iteration in as it begins
-    (hostagent.workload_runner.progress), for failures at an iteration. ``ranks``: the job's
-    rank processes now (its launcher sets them at each start), for a rank's failure."""
+    (hostagent.workload_runner.progress), for failures at an iteration. ``ranks`` and ``hosts``:
+    the job's rank processes now and their hosts, by rank (its launcher sets them at each start),
+    for a rank's or a host's failure."""
     failures: Failures
     planned: list[PlannedFailure]
     progress: Path | None = None
     events: list[Event] = field(default_factory=list)
     ranks: list = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)
     t0: float = 0.0
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
@@ -277,6 +296,8 @@ class FailureSchedule:
                 (self.failures.fail_link if down else self.failures.restore_link)(*f.target)
             elif f.kind == "rank":
                 self._kill_rank(int(f.target[0]))
+            elif f.kind == "host":
+                self._lose_host(f.target[0])
             else:
                 (self.failures.fail_switch if down else self.failures.restore_switch)(f.target[0])
         except (FailureError, OSError, RuntimeError) as err:
@@ -291,6 +312,21 @@ class FailureSchedule:
         if rank >= len(procs) or procs[rank].poll() is not None:
             raise RuntimeError(f"rank {rank} is not running")
         procs[rank].send_signal(signal.SIGKILL)
+
+    def _lose_host(self, name: str) -> None:
+        """Its ranks killed first (a host that dies takes its processes with it), then its links down."""
+        with self._lock:
+            on_it = [p for p, h in zip(self.ranks, self.hosts) if h == name]
+        for proc in on_it:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+        for nic in self.failures.lab.fabric.host(name).nics():
+            self.failures.fail_link(name, nic.switch)
+
+    def lost_hosts(self) -> set[str]:
+        """The hosts lost so far (their failure fired without an error)."""
+        with self._lock:
+            return {e.failure.target[0] for e in self.events if e.failure.kind == "host" and e.down and e.error is None}
 
     def stop(self) -> None:
         self._stop.set()

@@ -1,5 +1,6 @@
 """A workload restarted from its checkpoint after a failed attempt, as an elastic launcher does:
-each attempt's start, and what each restart cost, read from rank 0's progress file
+the hosts it restarts on (a lost host's ranks on a replacement, `replace_lost`), each attempt's
+start, and what each restart cost, read from rank 0's progress file
 (hostagent.workload_runner.progress): the time from when the failed attempt began the iteration
 the job resumed from to when the next attempt began it again. That is the work redone (the
 iterations since the checkpoint), the wait for the failure to be noticed and every rank stopped,
@@ -7,9 +8,10 @@ and the relaunch, together.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hostagent.workload_runner.progress import begun_at
+from topologies.fabric import Fabric
 
 
 @dataclass(frozen=True)
@@ -17,11 +19,33 @@ class Attempt:
     started: float                 # monotonic, as its ranks were launched
     resumed_from: int              # the iteration it began with (0: the first attempt)
     errors: tuple[str, ...] = ()   # why it ended, for an attempt that failed
+    replaced: dict[str, str] = field(default_factory=dict)   # lost host -> the host its ranks moved to
+
+
+def replace_lost(fabric: Fabric, hosts: list[str], lost: set[str], taken: set[str] = frozenset()
+                 ) -> tuple[list[str], dict[str, str]]:
+    """The ranks' hosts (``hosts``, by rank) with each ``lost`` one's ranks moved to a spare: a
+    host of the fabric that runs no rank, is not lost and not in ``taken``, the nearest first
+    (on the lost host's edge switch, then in its pod, then anywhere; in the fabric's order
+    among equals). Returns the new hosts and lost -> replacement; ValueError naming the lost
+    host where no spare is left."""
+    pods = {sw.name: sw.pod for sw in fabric.switches}
+    replaced: dict[str, str] = {}
+    for name in dict.fromkeys(h for h in hosts if h in lost):
+        edge = fabric.host(name).switch
+        busy = set(hosts) | set(replaced.values()) | lost | set(taken)
+        spares = [h for h in fabric.hosts if h.name not in busy]
+        if not spares:
+            raise ValueError(f"host {name} is lost and {fabric.describe()} has no spare host for its ranks "
+                             f"(every other host runs a rank, is lost or is taken)")
+        nearest = min(spares, key=lambda h: (h.switch != edge, pods.get(h.switch) != pods.get(edge)))
+        replaced[name] = nearest.name
+    return [replaced.get(h, h) for h in hosts], replaced
 
 
 def restart_costs(attempts: list[Attempt], begun: list[tuple[int, float]]) -> list[dict]:
-    """Per restart (each attempt but the last): why the attempt before it failed, the iteration it
-    resumed from, the iterations the failed attempt had begun from there (done again), the time
+    """Per restart (each attempt but the last): why the attempt before it failed, the hosts it
+    replaced (lost -> spare), the iteration it resumed from, the iterations the failed attempt had begun from there (done again), the time
     lost and of it the launch (from the next attempt's launch to its first iteration, its
     barrier passed; both None where the next attempt never began that iteration)."""
     out = []
@@ -30,7 +54,7 @@ def restart_costs(attempts: list[Attempt], begun: list[tuple[int, float]]) -> li
         during = [(n, t) for n, t in begun if failed.started <= t < nxt.started]
         was = begun_at(during, k, failed.started)
         again = begun_at(begun, k, nxt.started)
-        out.append({"errors": list(failed.errors), "resumed_from": k,
+        out.append({"errors": list(failed.errors), "resumed_from": k, "replaced": dict(nxt.replaced),
                     "redone": sorted({n for n, _ in during if n >= k}),
                     "lost_s": None if again is None else round(again - (failed.started if was is None else was), 3),
                     "launch_s": None if again is None else round(again - nxt.started, 3)})

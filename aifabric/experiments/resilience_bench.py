@@ -18,9 +18,10 @@ parts joined by ``+``:
 ``failover+reroute`` is what `aifabric train --fail` runs.
 
 The schedule (aifabric.experiments.failure_schedule.random_schedule): links between switches
-fail at exponential gaps of mean ``mtbf`` s within ``horizon`` s, each for ``outage`` s (0: for
-good), and ``rank_failures`` ranks are killed at uniform times within it, the same for every
-recovery of a seed. Per run: whether the job finished, the time its
+fail at exponential gaps of mean ``mtbf`` s within ``horizon`` s (0: none), each for ``outage``
+s (0: for good), and ``rank_failures`` ranks are killed and ``host_failures`` of the job's hosts
+lost (their ranks killed, their links down for good: a restart moves their ranks to spare
+hosts) at uniform times within it, the same for every recovery of a seed. Per run: whether the job finished, the time its
 failures cost (the iterations their outages overlapped, beyond the median of the others), the
 effective training time ratio, packets resent, reroutes; medians over seeds; table, JSON and a
 picture of each recovery's iteration times with the outages marked. The links are limited to
@@ -59,7 +60,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"how the job and the fabric recover, each on a fabric of its own: none, or parts of "
                         f"{', '.join(PARTS)} joined by + (default: {' '.join(RECOVERIES)})")
     p.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3], help="failure schedules (default 1 2 3)")
-    p.add_argument("--mtbf", type=float, default=6.0, help="mean seconds between failures (default %(default)s)")
+    p.add_argument("--mtbf", type=float, default=6.0,
+                   help="mean seconds between link failures; 0: no link fails (default %(default)s)")
     p.add_argument("--horizon", type=float, default=12.0,
                    help="failures fall within this many seconds of the ranks' start (default %(default)s)")
     p.add_argument("--outage", type=float, default=2.0, help="seconds a failed link stays down; 0: for good "
@@ -67,6 +69,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rank-failures", type=int, default=0, metavar="N",
                    help="ranks killed at uniform times within the horizon, beside the links: a job lives through "
                         "them only by restart (default %(default)s)")
+    p.add_argument("--host-failures", type=int, default=0, metavar="N",
+                   help="hosts of the job lost (ranks killed, links down for good) at uniform times within the "
+                        "horizon: a job lives through them only by restart, on spare hosts (default %(default)s)")
     p.add_argument("--checkpoint-every", type=int, default=2, metavar="N",
                    help="with restart: iterations between two checkpoints of the ranks (default %(default)s)")
     p.add_argument("--iterations", type=int, default=12, help="iterations of the job (default %(default)s)")
@@ -176,10 +181,11 @@ def render(rows: list[dict], args, seeds: list[int]) -> str:
              _cell(r, "effective_ratio", ".3f"), _cell(r, "resent", ".0f"), _cell(r, "reroutes", ".0f"),
              _cell(r, "restarts", ".0f"), _cell(r, "cpu_busy", ".0%")) for r in rows]
     outage = f"{args.outage:g} s each" if args.outage else "for good"
+    links = (f"links between switches failing every {args.mtbf:g} s on average within {args.horizon:g} s, {outage}"
+             if args.mtbf else f"no link failing; within {args.horizon:g} s")
     title = (f"tiny DP8 on fat_tree(k=4), {args.iterations} iterations of ~{args.fit_seconds:g} s, links "
-             f"{args.rate}; links between switches failing every {args.mtbf:g} s on average within "
-             f"{args.horizon:g} s, {outage}; {args.rank_failures} rank(s) killed within it; "
-             f"medians over seeds {seeds}")
+             f"{args.rate}; {links}; {args.rank_failures} rank(s) killed, {args.host_failures} host(s) lost "
+             f"within it; medians over seeds {seeds}")
     return report.table(["recovery", "jobs finished", "iteration, no outage (s)", "time lost (s)",
                          "effective training time", "packets resent",
                          "reroutes", "restarts", "CPU busy"], body, title=title)
@@ -213,8 +219,10 @@ def plot(path: str | Path, runs: list[dict], recoveries: list[str], seed: int) -
 def run_args(args) -> int:
     fabric = fat_tree(4)
     world = Parallelism(dp=8).world
-    schedules = {seed: random_schedule(fabric, seed, args.mtbf, args.horizon, args.outage or None,
-                                       ranks=args.rank_failures, world=world)
+    job_hosts = place(fabric, Parallelism(dp=8)).hosts
+    schedules = {seed: random_schedule(fabric, seed, args.mtbf or None, args.horizon, args.outage or None,
+                                       ranks=args.rank_failures, world=world,
+                                       hosts=args.host_failures, job_hosts=job_hosts)
                  for seed in args.seeds}
     runs = [run_one(args, recovery, seed, schedules[seed]) for seed in args.seeds for recovery in args.recoveries]
     rows = summarise(runs, args.recoveries)
@@ -223,7 +231,8 @@ def run_args(args) -> int:
     report.write_json(args.json, {"recoveries": args.recoveries, "seeds": args.seeds, "mtbf_s": args.mtbf,
                                   "horizon_s": args.horizon, "outage_s": args.outage, "rate": args.rate,
                                   "iterations": args.iterations, "fit_seconds": args.fit_seconds,
-                                  "rank_failures": args.rank_failures, "checkpoint_every": args.checkpoint_every,
+                                  "rank_failures": args.rank_failures, "host_failures": args.host_failures,
+                                  "checkpoint_every": args.checkpoint_every,
                                   "schedules": {str(s): [f.text for f in fs] for s, fs in schedules.items()},
                                   "summary": rows, "runs": runs})
     print(f"figures written to {Path(args.json).resolve()}, picture to {Path(args.png).resolve()}")

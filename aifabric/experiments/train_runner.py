@@ -25,9 +25,10 @@ from pathlib import Path
 
 from aifabric.experiments.aggregation_job import LAB_FRAME_VALUES, WORKLOAD_SLOTS, in_network_jobs
 from aifabric.experiments.collectives_bench import min_rto_s
-from aifabric.experiments.failure_schedule import FailureSchedule, clean_median, effective_ratio, locate, time_lost
+from aifabric.experiments.failure_schedule import (FOR_GOOD, FailureSchedule, clean_median, effective_ratio, locate,
+                                                 time_lost)
 from aifabric.experiments.host_agents import agents_on, rocev2_settings
-from aifabric.experiments.job_restarts import Attempt, restart_costs
+from aifabric.experiments.job_restarts import Attempt, replace_lost, restart_costs
 from aifabric.experiments.link_load import LinkLoad, link_counters
 from aifabric.experiments.rank_ports import disjoint_group_ports, queue_pair_ports, ring_pairs
 from aifabric.experiments.rank_processes import collect_ranks
@@ -337,8 +338,9 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
     ports the kernel gives.
     ``checkpoint_every``: every rank saves the iteration it begins every so many (its checkpoint,
     hostagent.workload_runner.checkpoint); ``restarts``: up to that many times a failed attempt
-    has every rank stopped at once and the job started again from the last checkpoint
-    (`run.restarts`: what each cost, aifabric.experiments.job_restarts)."""
+    has every rank stopped at once and the job started again from the last checkpoint, a lost
+    host's ranks on a spare host (`run.restarts`: what each cost and the hosts it replaced,
+    aifabric.experiments.job_restarts)."""
     if workload.placement is None:
         raise ValueError("the workload needs a placement on the fabric's hosts (aifabric.workloads.place)")
     world = workload.job.parallelism.world
@@ -376,6 +378,11 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
             plan["qp_ports"] = qp_ports
     if restarts < 0 or checkpoint_every < 0:
         raise ValueError(f"restarts ({restarts}) and checkpoint_every ({checkpoint_every}) cannot be below 0")
+    if failures is not None and any(f.kind == "host" for f in failures.planned):
+        if host_agent is not None or ports is not None or qp_ports is not None or klass is not None:
+            raise ValueError("a lost host's ranks move to a spare host, which has no host agent, lossless class or "
+                             "ports chosen with the fabric's hash for them: host failures are not offered with the "
+                             "host agents, --lossless, disjoint or hash-chosen queue-pair ports")
     run = WorkloadRun(hosts)
     groups = in_network_groups(workload) if manager is not None else []
     job_classes = (_lossless_for(lab, "train", klass) if klass is not None and pfc else nullcontext())
@@ -394,11 +401,19 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
         try:
             for attempt in range(restarts + 1):
                 start = resume_iteration(checkpoints, world) if attempt else 0
-                attempts.append(Attempt(time.monotonic(), start))
+                lost = failures.lost_hosts() if failures is not None else set()
+                hosts, replaced = replace_lost(lab.fabric, hosts, lost)
+                if replaced:
+                    report.progress("restarting on spare hosts: " + ", ".join(f"{a}'s ranks on {b}"
+                                                                           for a, b in replaced.items()))
+                    plan["addresses"] = [str(lab.fabric.host(h).ip4.ip) for h in hosts]
+                    run.hosts = hosts
+                attempts.append(Attempt(time.monotonic(), start, replaced=replaced))
                 # a fresh in-network job (a new epoch on the switches) every attempt: the slots'
                 # state of a failed one is not the new workers'
                 jobs = (in_network_jobs(lab, [[hosts[r] for r in g] for g in groups], manager=manager,
-                                        server=free_host(lab, hosts), slots=WORKLOAD_SLOTS) if groups else nullcontext())
+                                        server=free_host(lab, hosts + sorted(lost)), slots=WORKLOAD_SLOTS)
+                        if groups else nullcontext())
                 with jobs as agg:
                     if agg is not None:
                         index = {tuple(g): i for i, g in enumerate(plan["groups"])}
@@ -413,7 +428,7 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
                                                 *(["--progress", str(progress)] if r == 0 else [])])
                              for r, h in enumerate(hosts)]
                     if failures is not None:
-                        failures.ranks = procs
+                        failures.ranks, failures.hosts = procs, hosts
                     run.reports, run.errors = collect_ranks(hosts, procs, deadline_s,
                                                             None if attempt else kill_rank_after, begun=progress,
                                                             stop_on_failure=attempt < restarts)
@@ -461,7 +476,7 @@ def _account_failures(run: WorkloadRun, failures: FailureSchedule | None, attemp
                      for text, c in costs.items()}
     for restart, failed, nxt in zip(run.restarts, attempts, attempts[1:]):
         for e in events:
-            if e.down and e.error is None and e.failure.kind == "rank" and failed.started <= e.at < nxt.started:
+            if e.down and e.error is None and e.failure.kind in FOR_GOOD and failed.started <= e.at < nxt.started:
                 run.time_lost[e.failure.text] = {"iterations": restart["redone"], "lost_s": restart["lost_s"],
                                                  "clean_median_s": None if clean is None else round(clean, 3)}
     if failures is not None:

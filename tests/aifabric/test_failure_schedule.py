@@ -26,9 +26,10 @@ def test_specs_parse_into_what_when_and_how_long() -> None:
 @pytest.mark.parametrize("text, words", [
     ("link:c0-p0a0", "WHAT@WHEN"),
     ("link:c0-p0a0@x3", "WHAT@WHEN"),
-    ("host:3@2", "'host' is not one of link, switch, rank"),
+    ("port:3@2", "'port' is not one of link, switch, rank, host"),
     ("rank:x@2", "by its number"),
-    ("rank:3@2+1", "does not come back by itself"),
+    ("rank:3@2+1", "a lost rank does not come back by itself"),
+    ("host:p0e0h0@2+1", "a lost host does not come back by itself"),
     ("link:c0@2", "its two ends"),
     ("link:c0-p0a0@2+0", "above 0 s"),
 ])
@@ -41,6 +42,8 @@ def test_bad_specs_are_named(text, words) -> None:
     ("link:c0-x@1", "has no x"),
     ("link:c0-p0e0@1", "no link between c0 and p0e0"),
     ("switch:p0e0h0@1", "is a host, not a switch"),
+    ("host:p0e0@1", "is a switch, not a host"),
+    ("host:h9@1", "has no h9"),
 ])
 def test_failures_the_fabric_does_not_have_are_named(text, words) -> None:
     with pytest.raises(ValueError, match=words):
@@ -134,6 +137,20 @@ def test_a_random_schedule_kills_ranks_beside_the_same_links() -> None:
         random_schedule(fabric, seed=2, mtbf_s=5, horizon_s=20, ranks=1)
 
 
+def test_a_random_schedule_loses_hosts_of_the_job_and_may_fail_no_link() -> None:
+    fabric = fat_tree(4)
+    job = ["p0e0h0", "p0e0h1", "p0e1h0", "p0e1h1"]
+    ranks = random_schedule(fabric, seed=2, mtbf_s=None, horizon_s=20, ranks=1, world=4)
+    assert [f.kind for f in ranks] == ["rank"]                          # no link at all
+    lost = random_schedule(fabric, seed=2, mtbf_s=None, horizon_s=20, ranks=1, world=4, hosts=2, job_hosts=job)
+    assert lost[:1] == ranks and [f.kind for f in lost[1:]] == ["host", "host"]
+    assert len({f.target[0] for f in lost[1:]}) == 2 and all(f.target[0] in job and 0 <= f.at_s <= 20 and
+                                                             f.duration_s is None for f in lost[1:])
+    assert lost != random_schedule(fabric, seed=3, mtbf_s=None, horizon_s=20, ranks=1, world=4, hosts=2, job_hosts=job)
+    with pytest.raises(ValueError, match="5 host failures need as many hosts of the job"):
+        random_schedule(fabric, seed=2, mtbf_s=None, horizon_s=20, hosts=5, job_hosts=job)
+
+
 def test_train_draws_a_random_schedule_with_its_seed_and_names_a_bad_one() -> None:
     from aifabric.cli import build_parser, train_cli
     train = ["train", "--preset", "tiny", "--dp", "2", "--fail", "random:5@30+2", "--fail", "link:c0-p0a0@i1"]
@@ -151,3 +168,17 @@ def test_train_draws_a_random_schedule_with_its_seed_and_names_a_bad_one() -> No
         with pytest.raises(ValueError, match=words):
             from aifabric.experiments.failure_schedule import parse_failure
             parse_failure(bad)
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--dp", "16"], r"1 lost host\(s\) need as many spares beside the 16 ranks' hosts; .* has 16 hosts"),
+    (["--dp", "15", "--collectives", "in_network"], r"16 hosts"),
+    (["--dp", "8", "--lb", "plb"], r"not with --lb plb"),
+    (["--dp", "8", "--lossless"], r"not with .* --lossless"),
+])
+def test_train_refuses_a_lost_host_it_could_not_replace(flags, words) -> None:
+    from aifabric.cli import build_parser, train_cli
+    train = ["train", "--preset", "tiny", "--fail", "host:p0e0h0@i2", "--restarts", "1"]
+    train_cli.prepare(build_parser().parse_args(train + ["--dp", "8"]))         # a spare is there
+    with pytest.raises(ValueError, match=words):
+        train_cli.prepare(build_parser().parse_args(train + flags))

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from aifabric.experiments.job_restarts import Attempt, restart_costs
+from aifabric.experiments.job_restarts import Attempt, replace_lost, restart_costs
 from hostagent.workload_runner import checkpoint, progress
+from topologies.fabric import fat_tree
 
 
 def test_progress_entries_are_read_back_and_a_restart_keeps_the_highest_iteration(tmp_path) -> None:
@@ -39,10 +40,10 @@ def test_a_restart_costs_from_the_failed_attempts_start_of_the_resumed_iteration
     attempts = [Attempt(9.0, 0, ("rank 5 (h): killed",)), Attempt(18.0, 2, ("rank 1 (g): killed",)),
                 Attempt(28.0, 4)]
     first, second = restart_costs(attempts, begun)
-    assert first == {"errors": ["rank 5 (h): killed"], "resumed_from": 2, "redone": [2, 3], "lost_s": 8.0,
-                     "launch_s": 2.0}
-    assert second == {"errors": ["rank 1 (g): killed"], "resumed_from": 4, "redone": [4], "lost_s": 8.0,
-                      "launch_s": 2.0}
+    assert first == {"errors": ["rank 5 (h): killed"], "resumed_from": 2, "replaced": {}, "redone": [2, 3],
+                     "lost_s": 8.0, "launch_s": 2.0}
+    assert second == {"errors": ["rank 1 (g): killed"], "resumed_from": 4, "replaced": {}, "redone": [4],
+                      "lost_s": 8.0, "launch_s": 2.0}
 
 
 def test_a_restart_before_any_iteration_or_one_never_resumed_is_told_apart() -> None:
@@ -51,3 +52,24 @@ def test_a_restart_before_any_iteration_or_one_never_resumed_is_told_apart() -> 
     first, second = restart_costs(attempts, begun)
     assert first["redone"] == [] and first["lost_s"] == pytest.approx(4.0)      # from its launch
     assert second["redone"] == [0] and second["lost_s"] is None and second["launch_s"] is None
+
+
+def test_a_lost_hosts_ranks_move_to_the_nearest_spare_host() -> None:
+    fabric = fat_tree(4)                      # hosts p<pod>e<edge>h<n>, two on each edge switch
+    ranks = ["p0e0h0", "p0e0h0", "p0e1h0", "p1e0h0"]       # rank -> host; two ranks on p0e0h0
+    hosts, replaced = replace_lost(fabric, ranks, {"p0e0h0"})
+    assert replaced == {"p0e0h0": "p0e0h1"} and hosts == ["p0e0h1", "p0e0h1", "p0e1h0", "p1e0h0"]
+    # its edge switch's other host a rank's: one in its pod; that one taken (the aggregator): another pod's
+    assert replace_lost(fabric, ranks + ["p0e0h1"], {"p0e0h0"})[1] == {"p0e0h0": "p0e1h1"}
+    assert replace_lost(fabric, ranks + ["p0e0h1"], {"p0e0h0"}, taken={"p0e1h1"})[1] == {"p0e0h0": "p1e0h1"}
+    # nearest before the fabric's order: pod 1's hosts come after pod 0's spares
+    assert replace_lost(fabric, ["p0e0h0", "p1e1h0"], {"p1e1h0"})[1] == {"p1e1h0": "p1e1h1"}
+    assert replace_lost(fabric, ["p0e0h0", "p1e1h0"], {"p1e1h0"}, taken={"p1e1h1"})[1] == {"p1e1h0": "p1e0h0"}
+    assert replace_lost(fabric, ranks, set()) == (ranks, {})
+
+
+def test_no_spare_host_is_named() -> None:
+    fabric = fat_tree(4)
+    every = [h.name for h in fabric.hosts]
+    with pytest.raises(ValueError, match="host p0e0h0 is lost and .* has no spare host"):
+        replace_lost(fabric, every, {"p0e0h0"})

@@ -310,34 +310,49 @@ def test_a_killed_rank_stops_every_rank_of_the_workload_with_its_name(lab, tmp_p
 KILLED_RANK, KILLED_AT, CHECKPOINT_EVERY, RESTART_ITERATIONS = 5, 3, 2, 6
 
 
-def test_a_job_that_lost_a_rank_restarts_from_the_ranks_checkpoint(lab, tmp_path):
+@pytest.mark.parametrize("kind", ["rank", "host"])
+def test_a_job_that_lost_a_rank_restarts_from_the_ranks_checkpoint(lab, tmp_path, kind):
     """`aifabric train --fail rank:5@i3 --restarts 1 --checkpoint-every 2`: rank 5 is killed as
     iteration 3 begins; the launcher stops every other rank at once and starts the job again from
     the ranks' checkpoint of iteration 2, and it finishes. The restart names its cause, iterations
     2 and 3 were done again, the time it lost holds at least the redone iteration 2, and the
-    effective training time ratio is below 1 by it."""
+    effective training time ratio is below 1 by it. With ``host:`` rank 5's host is lost (its
+    links stay down): the job can only finish if the restart moved rank 5 to a spare host."""
     from aifabric.experiments.failure_schedule import FailureSchedule, PlannedFailure
     from aifabric.experiments.train_runner import run_workload
     from aifabric.lab.failures import Failures
     _hosts_side_alone(lab)
     the_lab = lab[0]
     workload = _workload(the_lab.fabric, dp=8)
-    failure = PlannedFailure.parse(f"rank:{KILLED_RANK}@i{KILLED_AT}")
-    run = run_workload(the_lab, workload, RESTART_ITERATIONS, tmp_path / "plan.json", silent_after=3.0,
-                       deadline_s=120.0, failures=FailureSchedule(Failures(the_lab), [failure]),
-                       checkpoint_every=CHECKPOINT_EVERY, restarts=1)
+    host = workload.placement.host(KILLED_RANK)
+    failure = PlannedFailure.parse(f"rank:{KILLED_RANK}@i{KILLED_AT}" if kind == "rank" else f"host:{host}@i{KILLED_AT}")
+    failures = Failures(the_lab)
+    try:
+        run = run_workload(the_lab, workload, RESTART_ITERATIONS, tmp_path / "plan.json", silent_after=3.0,
+                           deadline_s=120.0, failures=FailureSchedule(failures, [failure]),
+                           checkpoint_every=CHECKPOINT_EVERY, restarts=1)
+        lost_links = set(failures.down_links)
+    finally:
+        for a, b in list(failures.down_links):      # the fabric is the module's: the lost host back
+            failures.restore_link(a, b)
     assert run.ok, run.errors
     [restart] = run.restarts
-    host = workload.placement.host(KILLED_RANK)
     assert f"rank {KILLED_RANK} ({host}): killed (SIGKILL)" in restart["errors"], restart
     assert sum(f"stopped by the launcher when rank {KILLED_RANK} ({host}) failed" in e
                for e in restart["errors"]) == 7, restart
     assert restart["resumed_from"] == 2 and restart["redone"] == [2, 3], restart
+    if kind == "host":
+        spare = restart["replaced"][host]
+        assert list(restart["replaced"]) == [host] and spare not in workload.placement.hosts, restart
+        assert run.hosts == [spare if h == host else h for h in (workload.placement.host(r) for r in range(8))]
+        assert lost_links == {frozenset((host, the_lab.fabric.host(host).switch))}, lost_links
+    else:
+        assert restart["replaced"] == {} and run.hosts[KILLED_RANK] == host
     # the last attempt ran iterations 2-5 only, every rank
     assert run.first_iteration == 2 and [len(r["iterations"]) for r in run.reports] == [4] * 8
     assert [row[0] for row in run.iteration_rows()] == [2, 3, 4, 5]
-    [down] = run.failures
-    assert down["what"] == "down" and down["iteration"] == KILLED_AT and not down["error"], run.failures
+    [down] = [e for e in run.failures if e["what"] == "down"]
+    assert down["iteration"] == KILLED_AT and not down["error"], run.failures
     cost = run.time_lost[failure.text]
     assert cost["iterations"] == [2, 3] and cost["lost_s"] == restart["lost_s"], cost
     assert cost["lost_s"] > cost["clean_median_s"], cost
