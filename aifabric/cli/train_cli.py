@@ -307,10 +307,10 @@ def failure_table(run_) -> str:
                                "of those no outage overlapped)")
     if run_.restarts:
         table += "\n" + report.table(
-            ["restart", "why the attempt before ended", "hosts replaced", "resumed from iteration",
+            ["restart", "why the attempt before ended", "hosts replaced", "ranks warm", "resumed from iteration",
              "iterations done again", "time lost (s)", "of it the launch (s)"],
             [(n + 1, why_ended(r["errors"]), ", ".join(f"{a} by {b}" for a, b in r["replaced"].items()) or "-",
-              r["resumed_from"], ", ".join(map(str, r["redone"])) or "-",
+              r["warm_ranks"], r["resumed_from"], ", ".join(map(str, r["redone"])) or "-",
               _or_dash(r["lost_s"]), _or_dash(r["launch_s"])) for n, r in enumerate(run_.restarts)],
             title="Restarts from the checkpoint (time lost: from the failed attempt's start of the iteration resumed "
                   "from to the next attempt's)")

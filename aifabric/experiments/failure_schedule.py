@@ -405,14 +405,15 @@ def clean_median(costs: dict[str, dict], spans: list[tuple[float, float]]) -> fl
     return statistics.median(clean) if clean else None
 
 
-def effective_ratio(costs: dict[str, dict], spans: list[tuple[float, float]], iterations: int | None = None,
+def effective_ratio(costs: dict[str, dict], spans: list[tuple[float, float]], kept_s: float = 0.0,
                     began: float | None = None) -> float | None:
     """The effective training time ratio of the run, from `time_lost`'s ``costs``: what its
     iterations would have taken at the median of those no outage overlapped, over what they took
-    (None: no clean iteration). A job restarted from a checkpoint gives its ``iterations`` in
-    all and when the first ``began``: the spans are its last attempt's."""
+    (None: no clean iteration). A job restarted from a checkpoint: ``spans`` are its last
+    attempt's, ``kept_s`` what the iterations its earlier attempts kept (not redone) were worth
+    at their own attempt's pace (`job_restarts.kept_seconds`; an attempt on a spare host may run
+    at another pace), and ``began`` when its first iteration began."""
     clean = clean_median(costs, spans)
     if clean is None:
         return None
-    n = len(spans) if iterations is None else iterations
-    return round(n * clean / (spans[-1][1] - (spans[0][0] if began is None else began)), 3)
+    return round((kept_s + len(spans) * clean) / (spans[-1][1] - (spans[0][0] if began is None else began)), 3)

@@ -8,6 +8,7 @@ and the relaunch, together.
 """
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 
 from hostagent.workload_runner.progress import begun_at
@@ -20,6 +21,7 @@ class Attempt:
     resumed_from: int              # the iteration it began with (0: the first attempt)
     errors: tuple[str, ...] = ()   # why it ended, for an attempt that failed
     replaced: dict[str, str] = field(default_factory=dict)   # lost host -> the host its ranks moved to
+    warm: int = 0                  # its ranks launched from a standby (aifabric.experiments.warm_ranks)
 
 
 def replace_lost(fabric: Fabric, hosts: list[str], lost: set[str], taken: set[str] = frozenset()
@@ -45,7 +47,7 @@ def replace_lost(fabric: Fabric, hosts: list[str], lost: set[str], taken: set[st
 
 def restart_costs(attempts: list[Attempt], begun: list[tuple[int, float]]) -> list[dict]:
     """Per restart (each attempt but the last): why the attempt before it failed, the hosts it
-    replaced (lost -> spare), the iteration it resumed from, the iterations the failed attempt had begun from there (done again), the time
+    replaced (lost -> spare), how many of its ranks a standby took, the iteration it resumed from, the iterations the failed attempt had begun from there (done again), the time
     lost and of it the launch (from the next attempt's launch to its first iteration, its
     barrier passed; both None where the next attempt never began that iteration)."""
     out = []
@@ -55,7 +57,22 @@ def restart_costs(attempts: list[Attempt], begun: list[tuple[int, float]]) -> li
         was = begun_at(during, k, failed.started)
         again = begun_at(begun, k, nxt.started)
         out.append({"errors": list(failed.errors), "resumed_from": k, "replaced": dict(nxt.replaced),
+                    "warm_ranks": nxt.warm,
                     "redone": sorted({n for n, _ in during if n >= k}),
                     "lost_s": None if again is None else round(again - (failed.started if was is None else was), 3),
                     "launch_s": None if again is None else round(again - nxt.started, 3)})
     return out
+
+
+def kept_seconds(attempts: list[Attempt], begun: list[tuple[int, float]]) -> float:
+    """What the iterations each failed attempt kept (those before the iteration the next one
+    resumed from) were worth: their number times the median of their times in that attempt,
+    from rank 0's progress entries (an iteration's time: to the next one's start)."""
+    total = 0.0
+    for failed, nxt in zip(attempts, attempts[1:]):
+        during = dict((n, t) for n, t in begun if failed.started <= t < nxt.started)
+        kept = range(failed.resumed_from, nxt.resumed_from)
+        times = [during[n + 1] - during[n] for n in kept if n in during and n + 1 in during]
+        if times:
+            total += len(kept) * statistics.median(times)
+    return total

@@ -122,7 +122,9 @@ def workload_for(fabric, rate: LinkRate, fit_seconds: float):
 def figures(run: WorkloadRun, recovery: str, seed: int, lab: Lab) -> dict:
     row = {"recovery": recovery, "seed": seed, "ok": run.ok, "errors": run.errors[:3], "failures": run.failures,
            "cpu_busy": round(run.cpu_busy, 3), "resent": run.resent if run.reports else None,
-           "restarts": len(run.restarts), "repaths": run.repaths}
+           "restarts": len(run.restarts), "repaths": run.repaths,
+           "restart_costs": [{k: r[k] for k in ("resumed_from", "redone", "replaced", "warm_ranks", "lost_s", "launch_s")}
+                             for r in run.restarts]}
     handler = lab.failure_handler
     row["reroutes"] = len(handler.reroutes) if handler is not None else 0
     if run.ok:

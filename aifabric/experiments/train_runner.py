@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field, replace
@@ -28,10 +27,11 @@ from aifabric.experiments.collectives_bench import min_rto_s
 from aifabric.experiments.failure_schedule import (FOR_GOOD, FailureSchedule, clean_median, effective_ratio, locate,
                                                  time_lost)
 from aifabric.experiments.host_agents import agents_on, rocev2_settings
-from aifabric.experiments.job_restarts import Attempt, replace_lost, restart_costs
+from aifabric.experiments.job_restarts import Attempt, kept_seconds, replace_lost, restart_costs
 from aifabric.experiments.link_load import LinkLoad, link_counters
 from aifabric.experiments.rank_ports import disjoint_group_ports, queue_pair_ports, ring_pairs
 from aifabric.experiments.rank_processes import collect_ranks
+from aifabric.experiments.warm_ranks import WarmRanks
 from aifabric.lab.cpu_meter import busy_between, cpu_times
 from aifabric.lab import report
 from aifabric.lab.lab import Lab
@@ -47,7 +47,6 @@ from hostagent.congestion import CcSettings
 from hostagent.workload_runner import progress as ranks_progress
 from hostagent.workload_runner.checkpoint import resume_iteration
 
-RUNNER = "hostagent.workload_runner"
 BASE_PORT = 48000
 RANK_WINDOW = 64         # packets in flight per link of a rank's process groups (the library's default)
 SEED_PORTS = 97          # a seed's port shift: more than a workload's groups, and odd so hashes move
@@ -393,6 +392,7 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
     if checkpoint_every:
         plan["checkpoint"] = {"every": checkpoint_every, "dir": str(checkpoints)}
     attempts: list[Attempt] = []
+    warm = WarmRanks(lab)
     with job_classes, agents_on(lab, hosts, host_agent, where / "agents") as agents:
         links0, cpu0, t0 = link_counters(lab), cpu_times(), time.monotonic()
         if failures is not None:
@@ -422,11 +422,16 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
                                                for g in groups for r in g}
                         run.in_network = agg.in_network
                     Path(plan_path).write_text(json.dumps({**plan, "start": start}))
-                    procs = [lab.host(h).popen([sys.executable, "-m", RUNNER, "--rank", str(r), "--plan",
-                                                str(Path(plan_path).resolve()), "--timeout", str(timeout),
-                                                "--silent-after", str(silent_after),
+                    warm_before = warm.warm_launches
+                    procs = [warm.launch(r, h, ["--rank", str(r), "--plan", str(Path(plan_path).resolve()),
+                                                "--timeout", str(timeout), "--silent-after", str(silent_after),
                                                 *(["--progress", str(progress)] if r == 0 else [])])
                              for r, h in enumerate(hosts)]
+                    attempts[-1] = replace(attempts[-1], warm=warm.warm_launches - warm_before)
+                    if attempt < restarts:       # standbys for the next attempt, warming while this one runs
+                        since = attempts[-1].started
+                        warm.prepare_after(list(hosts), lambda: ranks_progress.begun_at(
+                            ranks_progress.read(progress), start, since) is not None)
                     if failures is not None:
                         failures.ranks, failures.hosts = procs, hosts
                     run.reports, run.errors = collect_ranks(hosts, procs, deadline_s,
@@ -438,6 +443,7 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
                     break
                 attempts[-1] = replace(attempts[-1], errors=tuple(run.errors))
         finally:
+            warm.close()
             if failures is not None:
                 failures.stop()
         run.wall_s = time.monotonic() - t0
@@ -446,7 +452,7 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
                                         link.bits_per_s if link else 0.0).summary()
     if agents is not None:
         run.agents = agents.totals()      # after they stopped: their last write is final
-    _account_failures(run, failures, attempts, ranks_progress.read(progress), iterations)
+    _account_failures(run, failures, attempts, ranks_progress.read(progress))
     hops = fabric_hops(lab.fabric, workload.placement)
     run.estimate = {**_figures(estimate(workload, emulated=True, in_network=bool(groups), hops=hops)),
                     "in_network": bool(groups)}
@@ -457,7 +463,7 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
 
 
 def _account_failures(run: WorkloadRun, failures: FailureSchedule | None, attempts: list[Attempt],
-                      begun: list[tuple[int, float]], iterations: int) -> None:
+                      begun: list[tuple[int, float]]) -> None:
     """Each restart's cost (``begun``: rank 0's progress entries); with a failure schedule its
     events placed in the iterations they hit and what each cost, a killed rank's failure the
     restart it caused; the effective training time ratio over every attempt."""
@@ -469,7 +475,7 @@ def _account_failures(run: WorkloadRun, failures: FailureSchedule | None, attemp
     spans = locate(events, run.reports, run.first_iteration, begun)
     began = begun[0][1] if begun else (spans[0][0] if spans else attempts[0].started)   # the job's first iteration
     costs = time_lost(events, spans)
-    run.effective_ratio = (effective_ratio(costs, spans, iterations, began) if run.restarts
+    run.effective_ratio = (effective_ratio(costs, spans, kept_seconds(attempts, begun), began) if run.restarts
                            else effective_ratio(costs, spans))
     clean = clean_median(costs, spans)
     run.time_lost = {text: {**c, "iterations": [run.first_iteration + i for i in c["iterations"]]}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aifabric.experiments.job_restarts import Attempt, replace_lost, restart_costs
+from aifabric.experiments.job_restarts import Attempt, kept_seconds, replace_lost, restart_costs
 from hostagent.workload_runner import checkpoint, progress
 from topologies.fabric import fat_tree
 
@@ -40,9 +40,9 @@ def test_a_restart_costs_from_the_failed_attempts_start_of_the_resumed_iteration
     attempts = [Attempt(9.0, 0, ("rank 5 (h): killed",)), Attempt(18.0, 2, ("rank 1 (g): killed",)),
                 Attempt(28.0, 4)]
     first, second = restart_costs(attempts, begun)
-    assert first == {"errors": ["rank 5 (h): killed"], "resumed_from": 2, "replaced": {}, "redone": [2, 3],
+    assert first == {"errors": ["rank 5 (h): killed"], "resumed_from": 2, "replaced": {}, "warm_ranks": 0, "redone": [2, 3],
                      "lost_s": 8.0, "launch_s": 2.0}
-    assert second == {"errors": ["rank 1 (g): killed"], "resumed_from": 4, "replaced": {}, "redone": [4],
+    assert second == {"errors": ["rank 1 (g): killed"], "resumed_from": 4, "replaced": {}, "warm_ranks": 0, "redone": [4],
                       "lost_s": 8.0, "launch_s": 2.0}
 
 
@@ -73,3 +73,14 @@ def test_no_spare_host_is_named() -> None:
     every = [h.name for h in fabric.hosts]
     with pytest.raises(ValueError, match="host p0e0h0 is lost and .* has no spare host"):
         replace_lost(fabric, every, {"p0e0h0"})
+
+
+def test_what_a_failed_attempt_kept_counts_at_its_own_pace() -> None:
+    # attempt 0 kept iterations 0-1 (1.0 s each), attempt 1 from 2 kept 2-4 (3.0 s each: a slower
+    # spare host), attempt 2 from 5; iteration 3's second start (attempt 1) is the one counted
+    begun = [(0, 10.0), (1, 11.0), (2, 12.0), (3, 12.5),
+             (2, 20.0), (3, 23.0), (4, 26.0), (5, 29.0), (6, 30.0),
+             (5, 40.0)]
+    attempts = [Attempt(9.0, 0), Attempt(19.0, 2), Attempt(39.0, 5)]
+    assert kept_seconds(attempts, begun) == pytest.approx(2 * 1.0 + 3 * 3.0)
+    assert kept_seconds(attempts[:1], begun) == 0.0
