@@ -172,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
     from aifabric.experiments.calibration import calibrate, group_sizes
     from aifabric.experiments.background import running
     from aifabric.experiments.fabric_conditions import FabricConditions
-    from aifabric.experiments.failure_schedule import FailureSchedule
+    from aifabric.experiments.failure_schedule import FOR_GOOD, FailureSchedule
     from aifabric.experiments.train_runner import (disjoint_ports, draw_timeline, qp_ports_for, run_workload,
                                                    workload_flows)
     from aifabric.lab.failures import Failures
@@ -190,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
     if args.fail:
         report.progress("failures planned: " + "; ".join(f.describe() for f in args.fail))
     failover = (HeartbeatConfig(link_interval_ms=link_interval_for(resolve_target(args.target)[0]))
-                if any(f.kind != "rank" for f in args.fail) else None)     # a killed rank is the job's to handle
+                if any(f.kind not in FOR_GOOD for f in args.fail) else None)   # a lost rank or host: the job's to handle
     with tempfile.TemporaryDirectory(prefix="aifabric-train-") as tmp, \
             Lab(fabric, target=args.target, progress=report.progress, failover=failover,
                 lossless=rdma_classes() if args.lossless else None) as lab:

@@ -429,9 +429,9 @@ def run_workload(lab: Lab, workload: Workload, iterations: int, plan_path: str |
                              for r, h in enumerate(hosts)]
                     attempts[-1] = replace(attempts[-1], warm=warm.warm_launches - warm_before)
                     if attempt < restarts:       # standbys for the next attempt, warming while this one runs
-                        since = attempts[-1].started
-                        warm.prepare_after(list(hosts), lambda: ranks_progress.begun_at(
-                            ranks_progress.read(progress), start, since) is not None)
+                        warm.prepare_after(list(hosts), lambda start=start, since=attempts[-1].started:
+                                           ranks_progress.begun_at(ranks_progress.read(progress), start, since)
+                                           is not None)
                     if failures is not None:
                         failures.ranks, failures.hosts = procs, hosts
                     run.reports, run.errors = collect_ranks(hosts, procs, deadline_s,
