@@ -236,6 +236,7 @@ class FailureSchedule:
     events: list[Event] = field(default_factory=list)
     ranks: list = field(default_factory=list)
     hosts: list[str] = field(default_factory=list)
+    _lost: set[str] = field(default_factory=set)      # hosts lost so far
     t0: float = 0.0
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
@@ -315,7 +316,8 @@ class FailureSchedule:
 
     def _lose_host(self, name: str) -> None:
         """Its ranks killed first (a host that dies takes its processes with it), then its links down."""
-        with self._lock:
+        with self._lock:       # lost before its ranks die: the launcher's restart, which their end starts, asks
+            self._lost.add(name)
             on_it = [p for p, h in zip(self.ranks, self.hosts) if h == name]
         for proc in on_it:
             if proc.poll() is None:
@@ -324,9 +326,9 @@ class FailureSchedule:
             self.failures.fail_link(name, nic.switch)
 
     def lost_hosts(self) -> set[str]:
-        """The hosts lost so far (their failure fired without an error)."""
+        """The hosts lost so far (marked as their failure fires, before their ranks are killed)."""
         with self._lock:
-            return {e.failure.target[0] for e in self.events if e.failure.kind == "host" and e.down and e.error is None}
+            return set(self._lost)
 
     def stop(self) -> None:
         self._stop.set()
