@@ -747,7 +747,10 @@ def test_ring_answers_a_late_retransmission_after_the_call_returned() -> None:
 def test_worker_timeout_follows_the_round_trip() -> None:
     """A relay holds every packet 0.1 s each way (round trip 0.2 s) against a first timeout of
     0.02 s: the worker's timeout backs off and then follows the measured round trips, so beyond
-    the first wave chunks are not sent again (a fixed 0.02 s resends each about 10 times)."""
+    the first wave (8 slots, each resent about 4 times while the timeout doubles past 0.2 s)
+    chunks are seldom sent again: fewer resends than chunks, where a fixed 0.02 s resends each
+    about 10 times and a timeout reset to 0.02 s after every answer about 4 times. The margin
+    over the first wave's 32 is for a busy machine, where the relay's thread is late."""
     import heapq
     import socket
     import threading
@@ -786,4 +789,4 @@ def test_worker_timeout_follows_the_round_trip() -> None:
         stop.set()
         thread.join()
         relay.close()
-    assert resent <= 8 * 5, f"{resent} retransmissions of {chunks} chunks"
+    assert resent < chunks, f"{resent} retransmissions of {chunks} chunks"
