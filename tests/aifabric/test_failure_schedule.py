@@ -2,10 +2,12 @@
 against a fabric, and the placing of events in the ranks' iterations with the time they lost."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from aifabric.experiments.failure_schedule import (Event, PlannedFailure, effective_ratio, iteration_spans, locate,
-                                                   random_schedule, time_lost)
+from aifabric.experiments.failure_schedule import (Event, FailureSchedule, PlannedFailure, effective_ratio,
+                                                   iteration_spans, locate, random_schedule, time_lost)
 from topologies.fabric import fat_tree
 
 
@@ -182,3 +184,39 @@ def test_train_refuses_a_lost_host_it_could_not_replace(flags, words) -> None:
     train_cli.prepare(build_parser().parse_args(train + ["--dp", "8"]))         # a spare is there
     with pytest.raises(ValueError, match=words):
         train_cli.prepare(build_parser().parse_args(train + flags))
+
+
+class _SlowLinks:
+    """A lab's `Failures` whose links take their time to go down, as on a busy machine."""
+
+    def __init__(self) -> None:
+        from types import SimpleNamespace
+        self.lab = SimpleNamespace(fabric=fat_tree(4))
+        self.downed: list[tuple[str, str]] = []
+
+    def fail_link(self, a: str, b: str) -> None:
+        time.sleep(0.3)
+        self.downed.append((a, b))
+
+
+def test_a_lost_host_is_known_lost_when_its_ranks_die() -> None:
+    """The end of a lost host's ranks starts the launcher's restart, which asks which hosts were
+    lost to place the ranks elsewhere: the host must be known lost by then, not only once its
+    links are down, or the job restarts on it."""
+    import subprocess
+    failures = _SlowLinks()
+    ranks = [subprocess.Popen(["sleep", "60"]) for _ in range(2)]
+    schedule = FailureSchedule(failures, [PlannedFailure.parse("host:p0e0h1@0")], ranks=ranks,
+                               hosts=["p0e0h0", "p0e0h1"])
+    try:
+        schedule.start()
+        ranks[1].wait(timeout=10)
+        lost_when_it_died = schedule.lost_hosts()
+        other_rank_lives = ranks[0].poll() is None
+        schedule.stop()
+    finally:
+        for proc in ranks:
+            proc.kill()
+            proc.wait()
+    assert lost_when_it_died == {"p0e0h1"} and other_rank_lives
+    assert failures.downed == [("p0e0h1", "p0e0")] and [e.error for e in schedule.events] == [None]
